@@ -1,0 +1,90 @@
+"""loom_nb: LLM agents inside Jupyter notebooks.
+
+``import loom_nb`` stays light: pandas, IPython, ipywidgets, supabase and the model SDKs are
+imported only by the parts that need them.
+"""
+
+from loom_nb._agent import (
+    Agent,
+    ApprovalRequested,
+    Decision,
+    MessageAdded,
+    RunEvent,
+    RunResult,
+    define_agent,
+)
+from loom_nb._context import RunContext
+from loom_nb._errors import (
+    DuplicateToolError,
+    LoomError,
+    MissingExtra,
+    ModelError,
+    RunError,
+    StepLimitExceeded,
+    ThreadNotFound,
+    UserError,
+)
+from loom_nb._messages import (
+    Message,
+    PendingApproval,
+    TextPart,
+    Thread,
+    ThreadInfo,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from loom_nb._store import MemoryStore, Store, memory_store
+from loom_nb._tools import Connector, Tool, ToolOutput, connector, tool
+from loom_nb.models import Model, TextDelta
+from loom_nb.models.testing import FunctionModel, ReplayModel, Reply
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "ApprovalRequested",
+    "Connector",
+    "Decision",
+    "DuplicateToolError",
+    "FunctionModel",
+    "LoomError",
+    "MemoryStore",
+    "Message",
+    "MessageAdded",
+    "MissingExtra",
+    "Model",
+    "ModelError",
+    "PendingApproval",
+    "ReplayModel",
+    "Reply",
+    "RunContext",
+    "RunError",
+    "RunEvent",
+    "RunResult",
+    "StepLimitExceeded",
+    "Store",
+    "TextDelta",
+    "TextPart",
+    "Thread",
+    "ThreadInfo",
+    "ThreadNotFound",
+    "Tool",
+    "ToolCall",
+    "ToolOutput",
+    "ToolResult",
+    "Usage",
+    "UserError",
+    "connector",
+    "define_agent",
+    "load_ipython_extension",
+    "memory_store",
+    "tool",
+]
+
+
+def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
+    """``%load_ext loom_nb``: registers the ``%loom`` magics."""
+    from loom_nb.notebook import load_ipython_extension as load
+
+    load(ipython)

@@ -1,0 +1,38 @@
+"""The run context: what one run knows about itself, handed to tools and connector factories."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunContext(Mapping[str, Any]):
+    """Who runs, in which thread, with what the caller passed.
+
+    It reads like the mapping the caller gave as ``context=`` (``ctx["jwt"]``), and carries
+    the run's identity as attributes. ``state`` lives for one run: connectors cache the clients
+    their factories made there, so a factory runs once per run.
+    """
+
+    agent: str
+    thread_id: str
+    user_id: str | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __hash__(self) -> int:  # Mapping sets __hash__ to None; a context is used as an identity
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other

@@ -1,0 +1,49 @@
+"""The error tree: mistakes a user can fix vs. failures of a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LoomError(Exception):
+    """Base class of every error loom_nb raises on purpose."""
+
+
+class UserError(LoomError):
+    """A mistake in how loom_nb was configured or called. The message says how to fix it."""
+
+
+class DuplicateToolError(UserError):
+    """Two tools of one agent share a name."""
+
+
+class ThreadNotFound(UserError, LookupError):
+    """No thread with this id is visible to the caller."""
+
+
+class MissingExtra(UserError, ImportError):
+    """An optional dependency is not installed."""
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the '{package}' package, which is not installed. "
+            f"Install it with: pip install 'loom-nb[{extra}]'"
+        )
+
+
+class RunError(LoomError):
+    """A run failed. What completed before the failure is saved in the thread."""
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message)
+        #: The :class:`~loom_nb.RunResult` of the failed run, when there is one.
+        self.result = result
+
+
+class ModelError(RunError):
+    """The model provider failed: bad key, unknown model, rate limit, network, context too long."""
+
+
+class StepLimitExceeded(RunError):
+    """The agent made more model turns than ``max_steps`` allows."""
+

@@ -1,0 +1,358 @@
+"""Messages and threads: plain typed values with a stable, versioned JSON form.
+
+Nothing here knows about storage: a message carries no row id, a thread no file. Stores map
+these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal, Union
+
+from loom_nb import _codec
+
+#: Version of the JSON form written by :meth:`Thread.to_dict` and :meth:`Message.to_dict`.
+FORMAT_VERSION = 1
+
+Role = Literal["user", "assistant", "tool"]
+RunStatus = Literal["complete", "awaiting_approval", "error"]
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_thread_id() -> str:
+    """128 random bits, URL-safe: without ``auth`` the id is what keeps a thread private."""
+    return secrets.token_urlsafe(16)
+
+
+def new_call_id() -> str:
+    return "call_" + secrets.token_urlsafe(9)
+
+
+def arguments_digest(arguments: Any) -> str:
+    """A stable fingerprint of tool arguments; an approval binds to the arguments it showed."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass
+class TextPart:
+    """Text written by the user or the model (markdown)."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass
+class ToolCall:
+    """The model asks to run a tool.
+
+    ``arguments`` is the parsed JSON object; when the model sent text that is not a JSON object,
+    ``arguments`` is ``None`` and ``raw_arguments`` keeps what it sent.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one tool call.
+
+    ``content`` is the text the model sees; ``data`` is the structured value behind it (a
+    DataFrame, a dict, ...), kept for the user and never sent to the model.
+    """
+
+    call_id: str
+    name: str
+    content: str
+    data: Any = None
+    is_error: bool = False
+    #: "approved" or "rejected" when the call waited for the user, else None.
+    approval: Literal["approved", "rejected"] | None = None
+    kind: Literal["tool_result"] = "tool_result"
+
+
+Part = Union[TextPart, ToolCall, ToolResult]
+
+
+@dataclass
+class Usage:
+    """Tokens counted by the model provider."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.requests + other.requests,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class Message:
+    """One completed message. Tool results travel in messages of role ``"tool"``."""
+
+    role: Role
+    parts: list[Part]
+    created_at: datetime = field(default_factory=now)
+    #: For assistant messages: the tokens this model turn used.
+    usage: Usage | None = None
+    #: For assistant messages: the model that wrote it.
+    model: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def tool_results(self) -> list[ToolResult]:
+        return [p for p in self.parts if isinstance(p, ToolResult)]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "role": self.role,
+            "parts": [_part_to_dict(p) for p in self.parts],
+            "created_at": self.created_at.isoformat(),
+        }
+        if self.usage is not None:
+            out["usage"] = {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "requests": self.usage.requests,
+            }
+        if self.model is not None:
+            out["model"] = self.model
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        usage = data.get("usage")
+        return cls(
+            role=data["role"],
+            parts=[_part_from_dict(p) for p in data["parts"]],
+            created_at=datetime.fromisoformat(data["created_at"]),
+            usage=Usage(**usage) if usage else None,
+            model=data.get("model"),
+        )
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls("user", [TextPart(text)])
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls("assistant", [TextPart(text)])
+
+
+def _part_to_dict(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"kind": "text", "text": part.text}
+    if isinstance(part, ToolCall):
+        out: dict[str, Any] = {
+            "kind": "tool_call",
+            "id": part.id,
+            "name": part.name,
+            "arguments": part.arguments,
+        }
+        if part.raw_arguments is not None:
+            out["raw_arguments"] = part.raw_arguments
+        return out
+    out = {
+        "kind": "tool_result",
+        "call_id": part.call_id,
+        "name": part.name,
+        "content": part.content,
+        "is_error": part.is_error,
+    }
+    if part.data is not None:
+        out["data"] = _codec.encode(part.data)
+    if part.approval is not None:
+        out["approval"] = part.approval
+    return out
+
+
+def _part_from_dict(data: dict[str, Any]) -> Part:
+    kind = data["kind"]
+    if kind == "text":
+        return TextPart(data["text"])
+    if kind == "tool_call":
+        return ToolCall(data["id"], data["name"], data["arguments"], data.get("raw_arguments"))
+    if kind == "tool_result":
+        return ToolResult(
+            call_id=data["call_id"],
+            name=data["name"],
+            content=data["content"],
+            data=_codec.decode(data["data"]) if "data" in data else None,
+            is_error=data.get("is_error", False),
+            approval=data.get("approval"),
+        )
+    raise ValueError(f"unknown message part kind {kind!r}")
+
+
+@dataclass
+class PendingApproval:
+    """A tool call that waits for the user. The decision binds to ``digest`` of ``arguments``."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    #: What the user is shown: rows to insert, an update's changes and filter, ... (may hold a
+    #: DataFrame).
+    preview: Any = None
+    digest: str = ""
+    #: True / False once the user decided; the run resumes when every call is decided.
+    decision: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not self.digest:
+            self.digest = arguments_digest(self.arguments)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "digest": self.digest,
+            "decision": self.decision,
+        }
+        if self.preview is not None:
+            out["preview"] = _codec.encode(self.preview)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PendingApproval:
+        preview = data.get("preview")
+        return cls(
+            call_id=data["call_id"],
+            tool=data["tool"],
+            arguments=data["arguments"],
+            preview=_codec.decode(preview) if preview is not None else None,
+            digest=data["digest"],
+            decision=data.get("decision"),
+        )
+
+
+@dataclass
+class Thread:
+    """A conversation with one agent, as saved by a store."""
+
+    id: str
+    agent: str
+    user_id: str | None = None
+    title: str | None = None
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)
+    messages: list[Message] = field(default_factory=list)
+    #: Tool calls waiting for Approve / Reject; empty unless the last run stopped for approval.
+    pending: list[PendingApproval] = field(default_factory=list)
+    #: Why the last run failed, when it did.
+    error: str | None = None
+
+    @property
+    def status(self) -> RunStatus:
+        if self.pending:
+            return "awaiting_approval"
+        return "error" if self.error else "complete"
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for m in self.messages:
+            if m.usage is not None:
+                total = total + m.usage
+        return total
+
+    def tool_results(self) -> Iterator[ToolResult]:
+        for m in self.messages:
+            yield from m.tool_results
+
+    @property
+    def frames(self) -> list[Any]:
+        """Every DataFrame the agent fetched in this thread, oldest first."""
+        return [r.data for r in self.tool_results() if _codec.is_dataframe(r.data)]
+
+    @property
+    def last_text(self) -> str:
+        """The text of the last assistant message."""
+        for m in reversed(self.messages):
+            if m.role == "assistant" and m.text:
+                return m.text
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": FORMAT_VERSION,
+            **self.info_dict(),
+            "messages": [m.to_dict() for m in self.messages],
+        }
+
+    def info_dict(self) -> dict[str, Any]:
+        """Everything but the messages: what a store keeps in its thread record."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "user_id": self.user_id,
+            "title": self.title,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "pending": [p.to_dict() for p in self.pending],
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], messages: list[Message] | None = None) -> Thread:
+        version = data.get("version", FORMAT_VERSION)
+        if version > FORMAT_VERSION:
+            raise ValueError(
+                f"this thread was written by a newer loom_nb (format {version}); "
+                "upgrade with: pip install -U loom-nb"
+            )
+        if messages is None:
+            messages = [Message.from_dict(m) for m in data.get("messages", [])]
+        return cls(
+            id=data["id"],
+            agent=data["agent"],
+            user_id=data.get("user_id"),
+            title=data.get("title"),
+            created_at=datetime.fromisoformat(data["created_at"]),
+            updated_at=datetime.fromisoformat(data["updated_at"]),
+            messages=messages,
+            pending=[PendingApproval.from_dict(p) for p in data.get("pending", [])],
+            error=data.get("error"),
+        )
+
+
+@dataclass
+class ThreadInfo:
+    """A thread without its messages, as listed by a store."""
+
+    id: str
+    agent: str
+    user_id: str | None
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    message_count: int
+    pending_count: int

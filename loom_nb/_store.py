@@ -1,0 +1,144 @@
+"""The store contract, and the in-memory store.
+
+A store keeps thread records and their messages. The agent appends each message as it
+completes (``append``) and saves the thread record when its title, pending approvals or error
+change (``save_thread``), so a store never has to rewrite a whole thread.
+
+Scoping: ``user_id`` is matched exactly. A thread of another user reads like one that does
+not exist; threads made without ``auth`` have ``user_id=None``.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Protocol, runtime_checkable
+
+from loom_nb._messages import Message, Thread, ThreadInfo
+
+
+@runtime_checkable
+class Store(Protocol):
+    def save_thread(self, thread: Thread) -> None:
+        """Create or update the thread's record (not its messages)."""
+
+    def append(self, thread: Thread, message: Message) -> None:
+        """Durably add one completed message, and touch the thread's ``updated_at``."""
+
+    def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
+        """The thread with all its messages, or None when the id is unknown to this user."""
+
+    def list(
+        self,
+        *,
+        agent: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ThreadInfo]:
+        """Threads, most recently updated first."""
+
+    def search(
+        self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> list[ThreadInfo]:
+        """Threads with a message containing ``text`` (case-insensitive), newest first."""
+
+    def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
+        """Remove a thread and its messages; False when the id is unknown to this user."""
+
+    def close(self) -> None:
+        """Release files and connections."""
+
+
+def info_of(thread: Thread) -> ThreadInfo:
+    return ThreadInfo(
+        id=thread.id,
+        agent=thread.agent,
+        user_id=thread.user_id,
+        title=thread.title,
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        message_count=len(thread.messages),
+        pending_count=len(thread.pending),
+    )
+
+
+class MemoryStore:
+    """Threads in this process's memory: fine for tests; lost when the process ends."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, Thread] = {}
+        self._lock = threading.Lock()
+
+    def save_thread(self, thread: Thread) -> None:
+        with self._lock:
+            saved = self._threads.get(thread.id)
+            record = copy.copy(thread)
+            record.pending = list(thread.pending)
+            record.messages = saved.messages if saved else []
+            self._threads[thread.id] = record
+
+    def append(self, thread: Thread, message: Message) -> None:
+        with self._lock:
+            saved = self._threads.get(thread.id)
+            if saved is None:
+                raise KeyError(f"append to a thread that was never saved: {thread.id}")
+            saved.messages.append(message)
+            saved.updated_at = thread.updated_at
+
+    def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
+        with self._lock:
+            saved = self._threads.get(thread_id)
+            if saved is None or saved.user_id != user_id:
+                return None
+            thread = copy.copy(saved)
+            thread.messages = list(saved.messages)
+            thread.pending = list(saved.pending)
+            return thread
+
+    def list(
+        self,
+        *,
+        agent: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ThreadInfo]:
+        with self._lock:
+            found = [
+                t for t in self._threads.values()
+                if t.user_id == user_id and (agent is None or t.agent == agent)
+            ]
+        found.sort(key=lambda t: t.updated_at, reverse=True)
+        return [info_of(t) for t in found[offset : offset + limit]]
+
+    def search(
+        self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> list[ThreadInfo]:
+        needle = text.casefold()
+        hits = [
+            info for info in self.list(agent=agent, user_id=user_id, limit=len(self._threads))
+            if any(needle in _searchable(m) for m in self._threads[info.id].messages)
+        ]
+        return hits[:limit]
+
+    def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
+        with self._lock:
+            saved = self._threads.get(thread_id)
+            if saved is None or saved.user_id != user_id:
+                return False
+            del self._threads[thread_id]
+            return True
+
+    def close(self) -> None:
+        self._threads.clear()
+
+
+def _searchable(message: Message) -> str:
+    texts = [message.text] + [r.content for r in message.tool_results]
+    return "\n".join(texts).casefold()
+
+
+def memory_store() -> MemoryStore:
+    """A store that keeps threads in memory (for tests and throwaway sessions)."""
+    return MemoryStore()

@@ -1,0 +1,346 @@
+"""Tools and connectors.
+
+A tool is a function the model may call, with a JSON schema for its input. Input schemas come
+from a pydantic model, a JSON schema dict, or the function's type hints. A connector is a named
+set of tools; ``define_agent`` refuses two tools with one name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union, overload
+
+from loom_nb import _codec
+from loom_nb._context import RunContext
+from loom_nb._errors import DuplicateToolError, UserError
+from loom_nb._render import frame_for_model
+
+ApprovalRule = Union[bool, Callable[[dict[str, Any]], bool]]
+
+
+class ToolInputError(Exception):
+    """The model's arguments do not fit the tool's schema; goes back to the model as an error."""
+
+
+@dataclass
+class ToolOutput:
+    """What a tool may return to set both the model's text and the structured data."""
+
+    content: str | None = None
+    data: Any = None
+    is_error: bool = False
+
+
+@dataclass
+class Tool:
+    """A function the model may call. Build one with :func:`tool`."""
+
+    name: str | None
+    description: str
+    parameters: dict[str, Any]
+    function: Callable[..., Any]
+    needs_approval: ApprovalRule = False
+    #: Builds what the user sees before approving (rows to write, ...). Gets the arguments.
+    preview: Callable[[dict[str, Any]], Any] | None = None
+    _bind: Callable[[dict[str, Any]], tuple[list[Any], dict[str, Any]]] = field(
+        default=lambda a: ([], a), repr=False
+    )
+    _takes_ctx: str | None = field(default=None, repr=False)
+
+    def named(self, name: str) -> Tool:
+        """This tool under ``name`` (a connector's key names its tool)."""
+        _check_name(name)
+        if self.name == name:
+            return self
+        return Tool(
+            name, self.description, self.parameters, self.function, self.needs_approval,
+            self.preview, self._bind, self._takes_ctx,
+        )
+
+    def requires_approval(self, arguments: dict[str, Any]) -> bool:
+        rule = self.needs_approval
+        return bool(rule(arguments)) if callable(rule) else bool(rule)
+
+    def validate(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Check ``arguments`` against the schema; raises :class:`ToolInputError`."""
+        return self._bind(arguments)
+
+    async def call(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        args, kwargs = self.validate(arguments)
+        if self._takes_ctx:
+            kwargs[self._takes_ctx] = ctx
+        if inspect.iscoroutinefunction(self.function):
+            value = await self.function(*args, **kwargs)
+        else:  # on a worker thread, so that sync tools run concurrently too
+            value = await asyncio.to_thread(self.function, *args, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        return to_output(value)
+
+
+def to_output(value: Any) -> ToolOutput:
+    if isinstance(value, ToolOutput):
+        if value.content is None:
+            return ToolOutput(to_output(value.data).content, value.data, value.is_error)
+        return value
+    if _codec.is_dataframe(value):
+        return ToolOutput(frame_for_model(value), value)
+    if isinstance(value, str):
+        return ToolOutput(value)
+    return ToolOutput(json.dumps(_codec.encode(value), default=str), value)
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    function: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input: Any = None,
+    run: Callable[..., Any] | None = None,
+    needs_approval: ApprovalRule = False,
+    preview: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any: ...
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input: Any = None,
+    run: Callable[..., Any] | None = None,
+    needs_approval: ApprovalRule = False,
+    preview: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any:
+    """Make a tool, in any of three forms::
+
+        @tool
+        def get_invoice(invoice_id: str) -> dict:
+            "Fetch one invoice by its id."
+
+        @tool(needs_approval=True)
+        def refund(invoice_id: str, amount: float) -> str: ...
+
+        tool(description="...", input=InvoiceQuery, run=fetch)   # the seed's form
+
+    ``input`` is a pydantic model, a JSON schema dict, or omitted (read from the type hints of
+    the function). A parameter annotated :class:`RunContext` (or named ``ctx``) receives the run
+    context. The function may be sync or async.
+    """
+    if function is not None:
+        return _make(function, name, description, input, needs_approval, preview)
+    if run is not None:
+        return _make(run, name, description, input, needs_approval, preview)
+
+    def decorator(fn: Callable[..., Any]) -> Tool:
+        return _make(fn, name, description, input, needs_approval, preview)
+
+    return decorator
+
+
+def _make(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    input: Any,
+    needs_approval: ApprovalRule,
+    preview: Callable[[dict[str, Any]], Any] | None,
+) -> Tool:
+    if not callable(fn):
+        raise UserError(f"tool(run=...) must be a function, got {type(fn).__name__}")
+    if name is not None:
+        _check_name(name)
+    elif not getattr(fn, "__name__", "<lambda>").startswith("<"):
+        name = fn.__name__
+    doc = inspect.getdoc(fn) or ""
+    description = description if description is not None else doc.strip()
+    ctx_param, params = _split_ctx(fn)
+    if input is None:
+        schema, bind = _schema_from_hints(fn, params)
+    elif isinstance(input, dict):
+        schema, bind = _schema_from_dict(input)
+    elif _is_pydantic_model(input):
+        schema, bind = _schema_from_model(input)
+    else:
+        raise UserError(
+            "tool(input=...) takes a pydantic model class or a JSON schema dict, "
+            f"got {input!r}"
+        )
+    if input is not None and len(params) != 1:
+        raise UserError(
+            f"tool {name or fn!r}: with input=..., the run function takes the input as its one "
+            f"argument (plus an optional RunContext), but it has {len(params)}"
+        )
+    return Tool(name, description, schema, fn, needs_approval, preview, bind, ctx_param)
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.replace("_", "a").replace("-", "a").isalnum():
+        raise UserError(
+            f"tool name {name!r} is not valid: use letters, digits, '_' and '-' only "
+            "(model providers accept nothing else)"
+        )
+    if len(name) > 64:
+        raise UserError(f"tool name {name!r} is longer than 64 characters")
+
+
+def _split_ctx(fn: Callable[..., Any]) -> tuple[str | None, list[inspect.Parameter]]:
+    params = list(inspect.signature(fn).parameters.values())
+    ctx = None
+    rest = []
+    for p in params:
+        ann = p.annotation
+        is_ctx = ann is RunContext or ann == "RunContext" or p.name == "ctx"
+        if is_ctx and ctx is None:
+            ctx = p.name
+        else:
+            rest.append(p)
+    return ctx, rest
+
+
+def _is_pydantic_model(value: Any) -> bool:
+    return isinstance(value, type) and hasattr(value, "model_json_schema") and hasattr(
+        value, "model_validate"
+    )
+
+
+def _schema_from_model(model: Any) -> tuple[dict[str, Any], Callable[..., Any]]:
+    from pydantic import ValidationError
+
+    def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        try:
+            return [model.model_validate(arguments)], {}
+        except ValidationError as exc:
+            raise ToolInputError(_pydantic_message(exc)) from None
+
+    return model.model_json_schema(), bind
+
+
+def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[..., Any]]:
+    import jsonschema
+
+    try:
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise UserError(f"tool input is not a valid JSON schema: {exc.message}") from None
+    validator = validator_cls(schema)
+
+    def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if errors:
+            raise ToolInputError(
+                "; ".join(f"{'/'.join(map(str, e.path)) or 'input'}: {e.message}" for e in errors)
+            )
+        return [arguments], {}
+
+    return schema, bind
+
+
+def _schema_from_hints(
+    fn: Callable[..., Any], params: list[inspect.Parameter]
+) -> tuple[dict[str, Any], Callable[..., Any]]:
+    from typing import get_type_hints
+
+    from pydantic import ConfigDict, ValidationError, create_model
+
+    try:
+        hints = get_type_hints(fn)
+    except Exception:  # unresolvable annotations: fall back to the raw ones
+        hints = {}
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise UserError(f"tool {fn.__name__!r}: *args and **kwargs cannot be described to a model")
+        ann = hints.get(p.name, p.annotation)
+        if ann is inspect.Parameter.empty:
+            ann = Any
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (ann, default)
+    model = create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    names = [p.name for p in params]
+
+    def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        try:
+            validated = model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolInputError(_pydantic_message(exc)) from None
+        return [], {n: getattr(validated, n) for n in names}
+
+    return schema, bind
+
+
+def _pydantic_message(exc: Any) -> str:
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+@dataclass
+class Connector:
+    """A named set of tools. Build one with :func:`connector`."""
+
+    name: str
+    tools: dict[str, Tool]
+
+
+def connector(
+    name: str,
+    tools: Mapping[str, Tool | Callable[..., Any]] | Sequence[Tool | Callable[..., Any]],
+) -> Connector:
+    """Package tools under a name: ``connector("billing", {"get_invoice": get_invoice})``.
+
+    Keys name the tools; a list takes each tool's own name. Plain functions become tools.
+    """
+    if not isinstance(name, str) or not name:
+        raise UserError("connector(name, tools): name must be a non-empty string")
+    return Connector(name, collect_tools(tools, f"connector {name!r}"))
+
+
+def collect_tools(
+    tools: Mapping[str, Tool | Callable[..., Any]] | Sequence[Tool | Callable[..., Any]],
+    where: str,
+) -> dict[str, Tool]:
+    out: dict[str, Tool] = {}
+    items: list[tuple[str | None, Any]]
+    if isinstance(tools, Mapping):
+        items = list(tools.items())
+    else:
+        items = [(None, t) for t in tools]
+    for key, value in items:
+        t = value if isinstance(value, Tool) else tool(value)
+        if key is not None:
+            t = t.named(key)
+        if t.name is None:
+            raise UserError(
+                f"a tool in {where} has no name: give it one with tool(name=...) "
+                "or put it in a dict under its name"
+            )
+        if t.name in out:
+            raise duplicate_tool_error(t.name, where, where)
+        out[t.name] = t
+    return out
+
+
+def duplicate_tool_error(name: str, first: str, second: str) -> DuplicateToolError:
+    where = f"{first} and {second}" if first != second else f"{first} (twice)"
+    return DuplicateToolError(
+        f"two tools are named {name!r}: in {where}. Tool names must be unique across an "
+        "agent's tools and connectors; rename one (tool(name=...) or its key in the dict), "
+        "or give a connector a different name= prefix"
+    )

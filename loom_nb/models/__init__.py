@@ -1,0 +1,137 @@
+"""The model contract: one async stream of events per model turn.
+
+Adapters live in their own modules and import their SDK only there; :func:`resolve_model`
+imports one only when a model string asks for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypedDict, Union
+
+from loom_nb._errors import UserError
+from loom_nb._messages import Message, ToolCall, Usage
+
+__all__ = [
+    "Model",
+    "ModelEvent",
+    "ModelRequest",
+    "ModelSettings",
+    "TextDelta",
+    "ToolDefinition",
+    "allow_model_requests",
+    "check_allow_model_requests",
+    "resolve_model",
+]
+
+
+class ModelSettings(TypedDict, total=False):
+    """Settings passed to the provider; each adapter maps the ones its API knows."""
+
+    temperature: float
+    max_tokens: int
+    top_p: float
+    timeout: float
+
+
+@dataclass
+class ToolDefinition:
+    """A tool as the model sees it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class ModelRequest:
+    """Everything one model turn is given."""
+
+    instructions: str | None
+    messages: list[Message]
+    tools: list[ToolDefinition] = field(default_factory=list)
+    settings: ModelSettings = field(default_factory=lambda: ModelSettings())
+
+
+@dataclass
+class TextDelta:
+    """A piece of the assistant's text, as it streams."""
+
+    text: str
+
+
+#: A model turn yields text deltas, complete tool calls, and usage.
+ModelEvent = Union[TextDelta, ToolCall, Usage]
+
+
+class Model(ABC):
+    """A chat model that can call tools."""
+
+    #: "provider:model", shown in threads and errors.
+    name: str = "model"
+
+    @abstractmethod
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Run one model turn, yielding events as they arrive.
+
+        Tool calls are yielded once complete; arguments that are not a JSON object come as
+        ``ToolCall(arguments=None, raw_arguments=...)``. Provider failures raise
+        :class:`~loom_nb.ModelError` with a message that says what to do.
+        """
+
+
+# provider prefix -> (module, factory) ; imported only when a model string names it
+_PROVIDERS = {
+    "openai": ("loom_nb.models.openai", "OpenAIModel"),
+    "ollama": ("loom_nb.models.openai", "ollama"),
+    "anthropic": ("loom_nb.models.anthropic", "AnthropicModel"),
+}
+
+
+def resolve_model(model: Model | str) -> Model:
+    """``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``, ``"ollama:llama3.2"`` or a
+    :class:`Model`."""
+    if isinstance(model, Model):
+        return model
+    if not isinstance(model, str) or ":" not in model:
+        raise UserError(
+            f"model {model!r} is not a model: pass a Model object or a string like "
+            f"'openai:gpt-4.1-mini', one of the providers {sorted(_PROVIDERS)}"
+        )
+    provider, _, name = model.partition(":")
+    if provider not in _PROVIDERS or not name:
+        raise UserError(
+            f"unknown model provider {provider!r} in {model!r}; use one of {sorted(_PROVIDERS)} "
+            "(any OpenAI-compatible server works as 'openai:<model>' with base_url), "
+            "or pass a Model object"
+        )
+    module, factory = _PROVIDERS[provider]
+    result: Model = getattr(importlib.import_module(module), factory)(name)
+    return result
+
+
+_allow_requests = True
+
+
+def check_allow_model_requests() -> None:
+    """Adapters call this before each request; the test suite turns requests off."""
+    if not _allow_requests:
+        raise RuntimeError(
+            "model requests are turned off (loom_nb.models.allow_model_requests(False)); "
+            "use a ReplayModel or FunctionModel in tests"
+        )
+
+
+@contextmanager
+def allow_model_requests(allowed: bool = True) -> Iterator[None]:
+    """Turn real model requests on or off for a block (tests turn them off globally)."""
+    global _allow_requests
+    before, _allow_requests = _allow_requests, allowed
+    try:
+        yield
+    finally:
+        _allow_requests = before

@@ -1,0 +1,129 @@
+"""Models for tests and offline notebooks: a replay of scripted replies, and a function."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from loom_nb._errors import ModelError
+from loom_nb._messages import ToolCall, Usage, new_call_id
+from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta
+
+__all__ = ["FunctionModel", "Reply", "ReplayModel"]
+
+
+@dataclass
+class Reply:
+    """One scripted model turn: text and/or tool calls.
+
+    ``tool_calls`` items are ``ToolCall`` values or ``(name, arguments)`` pairs; arguments given
+    as a string are sent as-is, like a model that wrote broken JSON.
+    """
+
+    text: str = ""
+    tool_calls: Sequence[ToolCall | tuple[str, dict[str, Any] | str]] = ()
+    usage: Usage | None = None
+
+    def events(self, chunk_words: int = 1) -> list[ModelEvent]:
+        events: list[ModelEvent] = [TextDelta(t) for t in _chunks(self.text, chunk_words)]
+        for call in self.tool_calls:
+            events.append(_as_call(call))
+        events.append(self.usage or Usage(0, 0, 1))
+        return events
+
+
+ReplyLike = Union[str, Reply]
+
+
+def _as_reply(value: ReplyLike) -> Reply:
+    if isinstance(value, Reply):
+        return value
+    if isinstance(value, str):
+        return Reply(text=value)
+    raise TypeError(f"a reply is a str or a Reply, got {type(value).__name__}")
+
+
+def _as_call(call: ToolCall | tuple[str, dict[str, Any] | str]) -> ToolCall:
+    if isinstance(call, ToolCall):
+        return call
+    name, arguments = call
+    if isinstance(arguments, str):
+        return ToolCall(new_call_id(), name, None, raw_arguments=arguments)
+    return ToolCall(new_call_id(), name, dict(arguments))
+
+
+def _chunks(text: str, words: int) -> Iterable[str]:
+    pieces = re.findall(r"\S+\s*|\s+", text)
+    for i in range(0, len(pieces), words):
+        yield "".join(pieces[i : i + words])
+
+
+class ReplayModel(Model):
+    """Answers with a queue of scripted replies and records every request it was sent.
+
+    Text streams word by word, so widgets and streaming code see real deltas. When the queue
+    runs out, the run fails with a clear error instead of inventing an answer.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[ReplyLike],
+        *,
+        name: str = "replay",
+        delay: float = 0.0,
+        chunk_words: int = 1,
+    ) -> None:
+        self.name = f"test:{name}"
+        self.replies: list[Reply] = [_as_reply(r) for r in replies]
+        self.requests: list[ModelRequest] = []
+        self.delay = delay
+        self.chunk_words = chunk_words
+
+    def add(self, *replies: ReplyLike) -> None:
+        """Queue more replies."""
+        self.replies.extend(_as_reply(r) for r in replies)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        if not self.replies:
+            raise ModelError(
+                f"{self.name} has no reply left for request {len(self.requests)}; "
+                "queue more with model.add(...)"
+            )
+        reply = self.replies.pop(0)
+        for event in reply.events(self.chunk_words):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield event
+
+
+FunctionResult = Union[ReplyLike, AsyncIterator[ModelEvent]]
+
+
+@dataclass
+class FunctionModel(Model):
+    """A model driven by your function ``fn(request) -> str | Reply``.
+
+    ``fn`` may be sync or async, or an async generator yielding :class:`TextDelta`,
+    :class:`ToolCall` and :class:`Usage` events to control streaming exactly.
+    """
+
+    fn: Callable[[ModelRequest], Any]
+    name: str = "test:function"
+    requests: list[ModelRequest] = field(default_factory=list)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        result = self.fn(request)
+        if inspect.isasyncgen(result):
+            async for event in result:
+                yield event
+            return
+        if inspect.isawaitable(result):
+            result = await result
+        for event in _as_reply(result).events():
+            yield event
