@@ -1,0 +1,46 @@
+"""pytest fixtures: ``lab`` (one JupyterLab per module) and ``page`` (a fresh chromium page)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require
+
+from .lab import LabServer, chromium_path, jupyter_lab_available, start_lab
+from .page import chromium_context, playwright_available
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    missing = jupyter_lab_available()
+    require(missing is None, missing or "")
+    server = start_lab(tmp_path_factory.mktemp("lab"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def chromium() -> str:
+    missing = playwright_available()
+    require(missing is None, missing or "")
+    path = chromium_path()
+    require(path is not None, "Debian's chromium is not installed (apt-get install chromium)")
+    assert path is not None
+    return path
+
+
+@pytest.fixture
+def page(lab: LabServer, chromium: str, tmp_path: Path) -> Iterator[Any]:
+    """A page in a fresh chromium profile; kernels are shut down through REST afterwards."""
+    with chromium_context(chromium, tmp_path / "chromium-profile") as context:
+        page = context.new_page()
+        try:
+            yield page
+        finally:
+            page.close()
+            lab.shutdown_kernels()
