@@ -1,0 +1,119 @@
+"""Messages to rows and back, for the SQLite store.
+
+A message row keeps the message's JSON form with the structured data of its tool results cut
+out into a column of its own. Loading a thread parses the light part only; each tool result's
+data (a DataFrame, usually) is decoded the first time it is read, so opening a thread of
+thousands of messages does not build a thousand DataFrames.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from loom_nb import _codec
+from loom_nb._messages import Message
+from loom_nb._messages import ToolResult as _ToolResult
+from loom_nb._store import _searchable
+
+_UNSET: Any = object()
+
+
+def message_row(message: Message) -> tuple[str, str, str, str | None, str]:
+    """``(role, created_at, json, data, search)`` for one message."""
+    out = message.to_dict()
+    data: list[Any] = []
+    for part in out["parts"]:
+        if "data" in part:  # keep the key (null) as a marker: this part has data
+            data.append(part["data"])
+            part["data"] = None
+        else:
+            data.append(None)
+    data_json = (
+        json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        if any(d is not None for d in data)
+        else None
+    )
+    return (
+        message.role,
+        out["created_at"],
+        json.dumps(out, ensure_ascii=False, separators=(",", ":")),
+        data_json,
+        _searchable(message),
+    )
+
+
+def row_message(text: str, data: str | None) -> Message:
+    out = json.loads(text)
+    message = Message.from_dict(out)
+    if data is not None:
+        raw = _RawData(data)
+        for i, part in enumerate(out["parts"]):
+            if "data" in part:
+                message.parts[i] = ToolResult.stored(message.parts[i], raw, i)
+    return message
+
+
+class _RawData:
+    """The ``data`` column of one message, parsed once, when a tool result first needs it."""
+
+    __slots__ = ("_items", "_lock", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._items: list[Any] | None = None
+        self._lock = threading.Lock()
+
+    def decode(self, index: int) -> Any:
+        return _codec.decode(self._parsed()[index])
+
+    def _parsed(self) -> list[Any]:
+        with self._lock:
+            if self._items is None:
+                self._items = json.loads(self._text)
+            return self._items
+
+
+class ToolResult(_ToolResult):
+    """A :class:`loom_nb.ToolResult` read from the store: ``data`` is decoded on first access.
+
+    It is a ToolResult in every way (isinstance, fields, ``to_dict``, ``dataclasses.replace``)
+    and compares equal to the plain one it was saved from.
+    """
+
+    @classmethod
+    def stored(cls, part: Any, raw: _RawData, index: int) -> ToolResult:
+        result = cls(part.call_id, part.name, part.content, None, part.is_error, part.approval)
+        result.__dict__["_data"] = _UNSET
+        result.__dict__["_raw"] = (raw, index)
+        return result
+
+    @property  # type: ignore[override]
+    def data(self) -> Any:
+        value = self.__dict__.get("_data")
+        if value is _UNSET:
+            pending = self.__dict__.get("_raw")
+            if pending is None:  # another thread decoded it meanwhile
+                return self.__dict__["_data"]
+            raw, index = pending
+            value = raw.decode(index)
+            self.__dict__["_data"] = value
+            self.__dict__.pop("_raw", None)
+        return value
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self.__dict__.pop("_raw", None)
+        self.__dict__["_data"] = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _ToolResult):
+            return NotImplemented
+        return _fields(self) == _fields(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _fields(r: _ToolResult) -> tuple[Any, ...]:
+    return (r.call_id, r.name, r.content, r.data, r.is_error, r.approval, r.kind)

@@ -1,0 +1,117 @@
+"""The SQLite store's schema: small named migrations, applied in order when a file is opened.
+
+Each migration is a function ``(conn) -> None`` that runs inside the opening write
+transaction. The names applied to a file are kept in ``loom_migrations``; a file that holds a
+name this version does not know was written by a newer loom_nb, and is refused rather than
+misread. To change the schema, append a new function to :data:`MIGRATIONS`; never edit one that
+has shipped.
+
+Tables are prefixed ``loom_`` so the store can share a database the user passes in.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+from loom_nb._messages import Message
+from loom_nb._store import _searchable
+
+Migration = Callable[[sqlite3.Connection], None]
+
+MIGRATIONS_TABLE = "loom_migrations"
+
+
+def m001_threads_and_messages(conn: sqlite3.Connection) -> None:
+    """Thread records, and one row per message (appended, never rewritten)."""
+    conn.execute(
+        """
+        CREATE TABLE loom_threads (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            user_id TEXT,
+            title TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            updated_us INTEGER NOT NULL,
+            pending TEXT NOT NULL DEFAULT '[]',
+            pending_count INTEGER NOT NULL DEFAULT 0,
+            error TEXT,
+            message_count INTEGER NOT NULL DEFAULT 0
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX loom_threads_recent ON loom_threads (user_id, agent, updated_us)"
+    )
+    # ``json`` is the message's JSON form without its tool results' structured data, which
+    # lives in ``data`` (a JSON array, one entry per part, null where a part has none) so that
+    # loading a long thread does not decode every DataFrame it ever fetched.
+    conn.execute(
+        """
+        CREATE TABLE loom_messages (
+            thread_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            json TEXT NOT NULL,
+            data TEXT,
+            PRIMARY KEY (thread_id, seq)
+        )
+        """
+    )
+
+
+def m002_search_text(conn: sqlite3.Connection) -> None:
+    """A casefolded copy of each message's searchable text (its text and tool result
+    contents): exact, Unicode-aware substring search, which LIKE over the JSON cannot give."""
+    conn.execute("ALTER TABLE loom_messages ADD COLUMN search TEXT")
+    rows = conn.execute("SELECT rowid, json FROM loom_messages").fetchall()
+    conn.executemany(
+        "UPDATE loom_messages SET search = ? WHERE rowid = ?",
+        [(_searchable(Message.from_dict(json.loads(text))), rowid) for rowid, text in rows],
+    )
+
+
+#: Every migration, oldest first. Append only.
+MIGRATIONS: list[Migration] = [m001_threads_and_messages, m002_search_text]
+
+#: The schema version this code writes: the number of migrations it knows.
+VERSION = len(MIGRATIONS)
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    """Names of the migrations already applied to this database (creates the table)."""
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+        "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+    )
+    return [row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY rowid")]
+
+
+def applied_or_empty(conn: sqlite3.Connection) -> list[str]:
+    """Like :func:`applied`, without writing: [] for a file loom_nb never opened."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
+    ).fetchone()
+    if found is None:
+        return []
+    return [row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY rowid")]
+
+
+def unknown(names: list[str]) -> list[str]:
+    known = {m.__name__ for m in MIGRATIONS}
+    return [n for n in names if n not in known]
+
+
+def migrate(conn: sqlite3.Connection, done: list[str]) -> list[str]:
+    """Apply the migrations not in ``done``, in order; returns the names applied now."""
+    new = []
+    for migration in MIGRATIONS:
+        if migration.__name__ in done:
+            continue
+        migration(conn)
+        conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name) VALUES (?)", (migration.__name__,))
+        new.append(migration.__name__)
+    return new
