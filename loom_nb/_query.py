@@ -23,7 +23,18 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 RESERVED = frozenset({"select", "order", "limit", "offset", "columns", "on_conflict", "or", "and"})
 
 Operator = Literal["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is_null"]
-OPERATORS: tuple[str, ...] = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is_null")
+OPERATORS: tuple[str, ...] = (
+    "eq",
+    "neq",
+    "gt",
+    "gte",
+    "lt",
+    "lte",
+    "like",
+    "ilike",
+    "in",
+    "is_null",
+)
 
 Scalar = str | int | float | bool
 
@@ -86,7 +97,9 @@ def check_identifier(name: Any, what: str) -> str:
 
 
 def parse_tables(
-    tables: Mapping[str, Any], *, allowed_options: Sequence[str] = ("description", "columns", "write")
+    tables: Mapping[str, Any],
+    *,
+    allowed_options: Sequence[str] = ("description", "columns", "write"),
 ) -> dict[str, TableSpec]:
     """Check the user's ``tables={...}`` at definition time."""
     if not isinstance(tables, Mapping) or not tables:
@@ -96,7 +109,9 @@ def parse_tables(
         check_identifier(name, "table name")
         options = {} if options is None else options
         if not isinstance(options, Mapping):
-            raise UserError(f"tables[{name!r}] must be a dict of options, got {type(options).__name__}")
+            raise UserError(
+                f"tables[{name!r}] must be a dict of options, got {type(options).__name__}"
+            )
         unknown = set(options) - set(allowed_options)
         if unknown:
             raise UserError(
@@ -181,14 +196,18 @@ def parse_filters(spec: TableSpec, raw: Any) -> tuple[Filter, ...]:
         value = item.get("value")
         if op == "is_null":
             if value is not None:
-                raise ToolInputError(f"filters[{i}]: is_null takes no value (use not=true for NOT NULL)")
+                raise ToolInputError(
+                    f"filters[{i}]: is_null takes no value (use not=true for NOT NULL)"
+                )
         elif op == "in":
             if not isinstance(value, list) or not value:
                 raise ToolInputError(f"filters[{i}]: 'in' takes a non-empty list of values")
             value = tuple(_scalar(v, f"filters[{i}].value") for v in value)
         elif op in ("like", "ilike"):
             if not isinstance(value, str):
-                raise ToolInputError(f"filters[{i}]: {op} takes a string pattern (% and _ wildcards)")
+                raise ToolInputError(
+                    f"filters[{i}]: {op} takes a string pattern (% and _ wildcards)"
+                )
         else:
             if value is None:
                 raise ToolInputError(
@@ -260,9 +279,7 @@ def parse_update(args: Mapping[str, Any], tables: Mapping[str, TableSpec]) -> Up
     spec = _table(tables, args.get("table"), write=True)
     filters = parse_filters(spec, args.get("filters"))
     if not filters:
-        raise ToolInputError(
-            "an update needs at least one filter; updating every row is refused"
-        )
+        raise ToolInputError("an update needs at least one filter; updating every row is refused")
     return Update(spec.name, _row(spec, args.get("values"), "values"), filters)
 
 
@@ -327,7 +344,10 @@ def select_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str, A
             },
             "limit": {"type": "integer", "minimum": 0, "maximum": max_rows},
             "offset": {"type": "integer", "minimum": 0},
-            "count": {"type": "boolean", "description": "Also return the exact number of matching rows."},
+            "count": {
+                "type": "boolean",
+                "description": "Also return the exact number of matching rows.",
+            },
         },
         "required": ["table"],
         "additionalProperties": False,

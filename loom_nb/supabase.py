@@ -1,0 +1,635 @@
+"""Supabase tables as agent tools: allowlisted, bounded, approval-gated, returned as DataFrames.
+
+::
+
+    from loom_nb.supabase import supabase_tools
+    from supabase import create_client
+
+    supabase_tools(
+        client=lambda ctx: create_client(URL, ANON_KEY, options=user_session_options),
+        tables={
+            "orders":   {"description": "Customer orders", "columns": ["id", "status", "total"]},
+            "products": {"columns": ["id", "name", "price"]},
+            "tickets":  {"write": True},
+        },
+        max_rows=50, approve_writes=True, name="supabase",
+    )
+
+The tools, named after ``name`` (default ``"supabase"``):
+
+==========================  ===================================================================
+tool                        arguments
+==========================  ===================================================================
+``{name}_list_tables``      none. Returns each table's description, columns and whether it is
+                            writable.
+``{name}_select``           ``table``; ``columns`` (list, default: every allowed column);
+                            ``filters`` (list of ``{column, op, value, not}``, all must match;
+                            ``op`` is one of eq, neq, gt, gte, lt, lte, like, ilike, in,
+                            is_null; ``not: true`` negates); ``order`` (list of
+                            ``{column, desc}``); ``limit`` (int, at most ``max_rows``);
+                            ``offset`` (int, for paging); ``count`` (bool: also report the
+                            exact number of matching rows). Returns a DataFrame.
+``{name}_insert``           ``table`` (a writable one); ``rows`` (list of ``{column: value}``).
+                            Waits for approval. Returns the inserted rows as a DataFrame.
+``{name}_update``           ``table`` (a writable one); ``values`` (``{column: new value}``);
+                            ``filters`` (as for select, at least one). Waits for approval.
+                            Returns the updated rows as a DataFrame.
+==========================  ===================================================================
+
+``{name}_insert`` and ``{name}_update`` exist only when some table has ``"write": True``.
+
+How the rules are kept:
+
+* The client factory runs once per run (cached in ``ctx.state``) with the run's context; it
+  may be sync or async and return supabase-py's ``Client`` or ``AsyncClient``. loom_nb never
+  creates a client and never touches auth.
+* Every request is built from checked pieces: the table from the allowlist, select lists and
+  ``order`` from plain identifiers (the allowed columns are listed, ``*`` is sent only for a
+  table without a ``columns`` list), filters through the client's named methods (``eq``,
+  ``neq``, ``gt``, ``gte``, ``lt``, ``lte``, ``like``, ``ilike``, ``in_``, ``is_(col, None)``,
+  ``not_``), never ``or_`` or ``filter``; ``limit`` an int clamped to ``max_rows``; the rows
+  are cut again after the response. A refused input sends no request at all.
+* Filter values cannot change a query's shape: PostgREST reads a single value verbatim after
+  ``op.``, and supabase-py quotes ``in`` list items that hold ``,:()"\\``. The one place where
+  PostgREST trims (spaces before the first ``in`` item) is avoided by ordering the items.
+* supabase-py retries a GET on 503/520 and on connection failures, sleeping 1, 2 and 4 s.
+  Tools send each request with ``.retry(False)``: the model gets the error at once and can
+  try again, instead of a cell hanging silently for 7 s.
+* PostgREST errors (``APIError``: RLS refusals, constraint errors) and network errors
+  (``httpx.HTTPError``: refused connections, timeouts) reach the model as
+  ``{"error": {"code", "message", "hint", "details"}}``; the run goes on.
+"""
+
+from __future__ import annotations
+
+try:
+    import supabase as _supabase  # noqa: F401  (the extra this module needs)
+except ImportError:
+    from loom_nb._errors import MissingExtra
+
+    raise MissingExtra("supabase", "supabase", "loom_nb.supabase") from None
+
+import asyncio
+import inspect
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+import pandas as pd
+from postgrest.exceptions import APIError
+
+from loom_nb._context import RunContext
+from loom_nb._errors import UserError
+from loom_nb._query import (
+    Filter,
+    Insert,
+    Select,
+    TableSpec,
+    Update,
+    check_max_rows,
+    describe_tables,
+    insert_schema,
+    parse_insert,
+    parse_select,
+    parse_tables,
+    parse_update,
+    select_schema,
+    update_schema,
+)
+from loom_nb._render import frame_for_model
+from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
+
+__all__ = ["ClientFactory", "supabase_tools"]
+
+#: ``client=`` takes ``factory(ctx) -> Client | AsyncClient`` (or an awaitable of one).
+ClientFactory = Callable[[RunContext], Any]
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,51}$")
+_TIMESTAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
+_HAS_ZONE = r".*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
+
+
+def supabase_tools(
+    *,
+    client: ClientFactory,
+    tables: Mapping[str, Mapping[str, Any] | None],
+    max_rows: int = 50,
+    approve_writes: bool = True,
+    name: str = "supabase",
+) -> Connector:
+    """Give an agent the Supabase tables you list, as tools (see the module docs for the table
+    of tools and their arguments).
+
+    ``client(ctx)`` builds the client for one run, with the signed-in user's session, so
+    row level security applies. ``tables`` maps each allowed table to its options:
+    ``description``, ``columns`` (the allowed columns; all when omitted) and ``write``.
+    Every configuration mistake raises :class:`~loom_nb.UserError` here.
+    """
+    if not callable(client):
+        raise UserError(
+            "supabase_tools(client=...) takes a function ctx -> supabase Client, called once per "
+            f"run; got {type(client).__name__}. Wrap a client you already have: "
+            "client=lambda ctx: my_client"
+        )
+    specs = parse_tables(tables)
+    max_rows = check_max_rows(max_rows)
+    if not isinstance(approve_writes, bool):
+        raise UserError(f"approve_writes must be True or False, got {approve_writes!r}")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise UserError(
+            f"name={name!r} is not valid: it prefixes the tool names, so use letters, digits, "
+            "'_' and '-', starting with a letter, at most 52 characters"
+        )
+    return _SupabaseConnector(client, specs, max_rows, approve_writes, name).connector()
+
+
+class _SupabaseConnector:
+    def __init__(
+        self,
+        factory: ClientFactory,
+        tables: dict[str, TableSpec],
+        max_rows: int,
+        approve_writes: bool,
+        name: str,
+    ) -> None:
+        self.factory = factory
+        self.tables = tables
+        self.max_rows = max_rows
+        self.approve_writes = approve_writes
+        self.name = name
+        self._state_key = f"loom_nb.supabase:{name}:{id(self)}"
+
+    # ---- the tools ------------------------------------------------------------------------
+
+    def connector(self) -> Connector:
+        n = self.name
+        tools: dict[str, Tool] = {
+            f"{n}_list_tables": tool(
+                description="List the database tables you may use: description, columns, and "
+                "whether you may write to them.",
+                input={"type": "object", "properties": {}, "additionalProperties": False},
+                run=self.list_tables,
+            ),
+            f"{n}_select": tool(
+                description=self._select_description(),
+                input=select_schema(self.tables, self.max_rows),
+                run=self.select,
+            ),
+        }
+        if any(s.write for s in self.tables.values()):
+            tools[f"{n}_insert"] = tool(
+                description=self._write_description("Insert rows into a table."),
+                input=insert_schema(self.tables),
+                run=self.insert,
+                needs_approval=self._approval(self._parse_insert),
+                preview=self.preview_insert,
+            )
+            tools[f"{n}_update"] = tool(
+                description=self._write_description(
+                    "Update the rows that match all filters (at least one filter)."
+                ),
+                input=update_schema(self.tables),
+                run=self.update,
+                needs_approval=self._approval(self._parse_update),
+                preview=self.preview_update,
+            )
+        return connector(n, tools)
+
+    def _approval(self, parse: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], bool]:
+        """A write waits for approval when its arguments are valid. Invalid ones are not shown
+        to the user: the call fails at once (before any request) and the model is told why."""
+
+        def rule(arguments: dict[str, Any]) -> bool:
+            if not self.approve_writes:
+                return False
+            try:
+                parse(arguments)
+            except ToolInputError:
+                return False
+            return True
+
+        return rule
+
+    def _tables_text(self, tables: Sequence[TableSpec]) -> str:
+        lines = []
+        for s in tables:
+            columns = ", ".join(s.columns) if s.columns is not None else "all columns"
+            about = f" — {s.description}" if s.description else ""
+            lines.append(f"- {s.name}{about} (columns: {columns}{'; writable' if s.write else ''})")
+        return "\n".join(lines)
+
+    def _select_description(self) -> str:
+        return (
+            "Read rows from a database table. Returns at most "
+            f"{self.max_rows} rows per call: page with offset, and set count=true to learn how "
+            "many rows match. Filters all must match; ops: eq, neq, gt, gte, lt, lte, like, "
+            "ilike (% and _ wildcards), in (a list), is_null (no value); not=true negates one.\n"
+            f"Tables:\n{self._tables_text(list(self.tables.values()))}"
+        )
+
+    def _write_description(self, what: str) -> str:
+        writable = [s for s in self.tables.values() if s.write]
+        approval = " The user approves each call before it runs." if self.approve_writes else ""
+        tables = self._tables_text(writable)
+        return f"{what}{approval} Returns the written rows.\nWritable tables:\n{tables}"
+
+    async def list_tables(self, arguments: dict[str, Any]) -> ToolOutput:
+        described = describe_tables(self.tables)
+        return ToolOutput(json.dumps({"tables": described}), described)
+
+    async def select(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_select(arguments)
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        response = await self._send(build_select(client, query))
+        if isinstance(response, ToolOutput):
+            return response
+        rows, error = _rows(response, self.tables[query.table])
+        if error is not None:
+            return error
+        count = getattr(response, "count", None)
+        frame = records_to_frame(rows, query.columns)
+        received = len(frame)
+        data = frame.head(query.limit)
+        content = frame_for_model(
+            frame,
+            source=f"{self.name}.{query.table}",
+            max_rows=query.limit,
+            total_rows=count if isinstance(count, int) else None,
+            offset=query.offset,
+            limit_reached=query.limit > 0 and received >= query.limit and count is None,
+        )
+        return ToolOutput(content, data)
+
+    async def insert(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_insert(arguments)
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        response = await self._send(build_insert(client, query, self.tables[query.table]))
+        if isinstance(response, ToolOutput):
+            return response
+        rows, error = _rows(response, self.tables[query.table])
+        if error is not None:
+            return error
+        frame = records_to_frame(rows, self.tables[query.table].columns)
+        text = frame_for_model(frame, source=f"{self.name}.{query.table}", max_rows=self.max_rows)
+        return ToolOutput(f"Inserted {len(frame)} row(s) into {query.table}.\n{text}", frame)
+
+    async def update(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_update(arguments)
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        response = await self._send(build_update(client, query, self.tables[query.table]))
+        if isinstance(response, ToolOutput):
+            return response
+        rows, error = _rows(response, self.tables[query.table])
+        if error is not None:
+            return error
+        frame = records_to_frame(rows, self.tables[query.table].columns)
+        if frame.empty:
+            return ToolOutput(
+                f"No row of {query.table} matched the filters ({where_text(query.filters)}), or "
+                "row level security hid them: nothing was updated.",
+                frame,
+            )
+        text = frame_for_model(frame, source=f"{self.name}.{query.table}", max_rows=self.max_rows)
+        return ToolOutput(f"Updated {len(frame)} row(s) of {query.table}.\n{text}", frame)
+
+    # ---- the model's arguments, checked ---------------------------------------------------
+
+    def _parse_select(self, arguments: dict[str, Any]) -> Select:
+        query = parse_select(arguments, self.tables, self.max_rows)
+        filters = tuple(_order_filter(f) for f in query.filters)
+        return Select(
+            query.table,
+            query.columns,
+            filters,
+            query.order,
+            query.limit,
+            query.offset,
+            query.count,
+        )
+
+    def _parse_insert(self, arguments: dict[str, Any]) -> Insert:
+        query = parse_insert(arguments, self.tables)
+        _check_values(arguments)
+        return query
+
+    def _parse_update(self, arguments: dict[str, Any]) -> Update:
+        query = parse_update(arguments, self.tables)
+        _check_values(arguments)
+        return Update(query.table, query.values, tuple(_order_filter(f) for f in query.filters))
+
+    # ---- what the user sees before approving ----------------------------------------------
+
+    def preview_insert(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        query = self._parse_insert(arguments)
+        columns: dict[str, None] = {}
+        for row in query.rows:
+            columns.update(dict.fromkeys(row))
+        rows = pd.DataFrame([dict(r) for r in query.rows], columns=list(columns))
+        return {"table": query.table, "rows": rows}
+
+    def preview_update(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        query = self._parse_update(arguments)
+        return {
+            "table": query.table,
+            "changes": dict(query.values),
+            "filters": [_filter_dict(f) for f in query.filters],
+            "where": where_text(query.filters),
+        }
+
+    # ---- client and requests --------------------------------------------------------------
+
+    async def _client(self, ctx: RunContext) -> Any:
+        """The run's client: the factory runs once per run, even for concurrent calls."""
+        task = ctx.state.get(self._state_key)
+        if task is None:
+            task = asyncio.ensure_future(self._make_client(ctx))
+            ctx.state[self._state_key] = task
+        try:
+            return await asyncio.shield(task)
+        except _FactoryError as exc:
+            if ctx.state.get(self._state_key) is task:
+                del ctx.state[self._state_key]  # the next call tries the factory again
+            return error_output(
+                "client_factory_failed",
+                str(exc),
+                hint="The notebook's client=... function failed; tell the user, who can fix it.",
+            )
+
+    async def _make_client(self, ctx: RunContext) -> Any:
+        try:
+            made = self.factory(ctx)
+            if inspect.isawaitable(made):
+                made = await made
+        except Exception as exc:
+            raise _FactoryError(
+                f"the Supabase client factory failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not callable(getattr(made, "table", None)):
+            raise _FactoryError(
+                "the Supabase client factory returned "
+                f"{type(made).__name__}, not a supabase Client or AsyncClient"
+            )
+        return made
+
+    async def _send(self, builder: Any) -> Any:
+        """Run one request; PostgREST and network errors become an error result."""
+        if callable(getattr(builder, "retry", None)):
+            builder = builder.retry(False)
+        try:
+            if inspect.iscoroutinefunction(builder.execute):
+                return await builder.execute()
+            return await asyncio.to_thread(builder.execute)
+        except APIError as exc:
+            return error_output(
+                exc.code or "api_error",
+                exc.message or str(exc),
+                hint=exc.hint,
+                details=exc.details,
+            )
+        except httpx.TimeoutException as exc:
+            return error_output(
+                "timeout",
+                f"the database did not answer in time ({type(exc).__name__})",
+                hint="Try again, or ask for fewer rows or a narrower filter.",
+            )
+        except httpx.HTTPError as exc:
+            return error_output(
+                "network_error",
+                f"the database could not be reached: {type(exc).__name__}: {exc}",
+                hint="The Supabase server is unreachable from this kernel; tell the user.",
+            )
+
+
+class _FactoryError(Exception):
+    """The user's client factory failed; the model gets the message, the run goes on."""
+
+
+# ---- building requests: every piece comes from a checked value --------------------------------
+
+
+def build_select(client: Any, query: Select) -> Any:
+    columns = query.columns if query.columns is not None else ("*",)
+    builder = client.table(query.table).select(*columns, count="exact" if query.count else None)
+    for f in query.filters:
+        builder = _apply_filter(builder, f)
+    for column, desc in query.order:
+        builder = builder.order(column, desc=desc)
+    builder = builder.limit(int(query.limit))
+    if query.offset:
+        builder = builder.offset(int(query.offset))
+    return builder
+
+
+def build_insert(client: Any, query: Insert, spec: TableSpec) -> Any:
+    rows = [dict(r) for r in query.rows]
+    builder = client.table(query.table).insert(
+        rows, returning="representation", default_to_null=False
+    )
+    if spec.columns is not None:
+        builder = builder.select(*spec.columns)
+    return builder
+
+
+def build_update(client: Any, query: Update, spec: TableSpec) -> Any:
+    if not query.filters:  # parse_update refuses this already; never send one
+        raise ToolInputError("an update needs at least one filter; updating every row is refused")
+    builder = client.table(query.table).update(dict(query.values), returning="representation")
+    for f in query.filters:
+        builder = _apply_filter(builder, f)
+    if spec.columns is not None:
+        builder = builder.select(*spec.columns)
+    return builder
+
+
+def _apply_filter(builder: Any, f: Filter) -> Any:
+    if f.negate:
+        builder = builder.not_
+    if f.op == "is_null":
+        return builder.is_(f.column, None)
+    if f.op == "in":
+        return builder.in_(f.column, list(f.value))
+    method = {
+        "eq": builder.eq,
+        "neq": builder.neq,
+        "gt": builder.gt,
+        "gte": builder.gte,
+        "lt": builder.lt,
+        "lte": builder.lte,
+        "like": builder.like,
+        "ilike": builder.ilike,
+    }[f.op]
+    return method(f.column, f.value)
+
+
+def _order_filter(f: Filter) -> Filter:
+    """PostgREST drops spaces and tabs before the first item of ``in.(...)``; items are a set,
+    so put one that starts with neither first. A lone such item is sent as ``eq``."""
+    if f.op != "in":
+        return f
+    values = list(f.value)
+    if not _blank_start(values[0]):
+        return f
+    plain = [v for v in values if not _blank_start(v)]
+    if plain:
+        first = plain[0]
+        return Filter(f.column, f.op, (first, *[v for v in values if v is not first]), f.negate)
+    if len(set(values)) == 1:
+        return Filter(f.column, "eq", values[0], f.negate)
+    raise ToolInputError(
+        "'in' values that all start with a space or tab cannot be sent exactly; "
+        "use one eq filter per value in separate calls, or trim the values"
+    )
+
+
+def _blank_start(value: Any) -> bool:
+    return isinstance(value, str) and value[:1] in (" ", "\t")
+
+
+def _check_values(arguments: Mapping[str, Any]) -> None:
+    """Row values must be JSON: PostgREST cannot take NaN or infinity."""
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ToolInputError(f"{where}: {value!r} is not a JSON number")
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{where}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+
+    for key in ("rows", "values"):
+        if key in arguments:
+            walk(arguments[key], key)
+
+
+# ---- responses -------------------------------------------------------------------------------
+
+
+def _rows(response: Any, spec: TableSpec) -> tuple[list[dict[str, Any]], ToolOutput | None]:
+    data = getattr(response, "data", None)
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        return [], error_output(
+            "unexpected_response",
+            f"the server answered with {type(data).__name__}, not a list of rows",
+            hint="Is the client pointed at a Supabase / PostgREST URL?",
+        )
+    if spec.columns is not None:
+        allowed = spec.columns
+        data = [{k: r[k] for k in allowed if k in r} for r in data]
+    return data, None
+
+
+def error_output(
+    code: str, message: str, *, hint: str | None = None, details: Any = None
+) -> ToolOutput:
+    """What the model gets for a failed request: ``{"error": {code, message, hint, details}}``."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if hint:
+        error["hint"] = hint
+    if details:
+        error["details"] = details
+    return ToolOutput(json.dumps({"error": error}, default=str), {"error": error}, is_error=True)
+
+
+def records_to_frame(records: list[dict[str, Any]], columns: Sequence[str] | None) -> pd.DataFrame:
+    """PostgREST's JSON rows as a DataFrame, with dtypes a pandas user expects.
+
+    Numbers stay numeric (integer columns with NULLs become ``Int64``, not float), and text
+    columns whose every value is an ISO 8601 timestamp become ``datetime64`` (UTC when the
+    values carry an offset, as ``timestamptz`` does).
+    """
+    if columns is None:
+        names: dict[str, None] = {}
+        for r in records[:1] or ():
+            names.update(dict.fromkeys(r))
+        for r in records[1:]:
+            if len(r) != len(names) or any(k not in names for k in r):
+                names.update(dict.fromkeys(r))
+        columns = list(names)
+    frame = (
+        pd.DataFrame.from_records(records, columns=list(columns))
+        if records
+        else pd.DataFrame(columns=list(columns))
+    )
+    for name in frame.columns:
+        col = frame[name]
+        kind = col.dtype.kind
+        if kind == "f" and col.isna().any():
+            values = [r.get(name) for r in records]
+            if all(type(v) is int for v in values if v is not None):
+                frame[name] = pd.array(values, dtype="Int64")
+        elif kind == "O" or pd.api.types.is_string_dtype(col.dtype):
+            frame[name] = _maybe_timestamps(col)
+    return frame
+
+
+def _maybe_timestamps(col: pd.Series) -> pd.Series:
+    present = col.dropna()
+    if present.empty or not all(isinstance(v, str) for v in present):
+        return col
+    text = present.astype(str)
+    if not text.str.fullmatch(_TIMESTAMP).all():
+        return col
+    zoned = text.str.fullmatch(_HAS_ZONE)
+    if zoned.any() and not zoned.all():
+        return col  # a mix of local and zoned times: leave the text as it is
+    try:
+        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned.all()))
+    except (ValueError, TypeError, OverflowError):
+        return col
+
+
+# ---- human-readable filters ----------------------------------------------------------------
+
+_SQL_OPS = {
+    "eq": "=",
+    "neq": "!=",
+    "gt": ">",
+    "gte": ">=",
+    "lt": "<",
+    "lte": "<=",
+    "like": "LIKE",
+    "ilike": "ILIKE",
+}
+
+
+def where_text(filters: Sequence[Filter]) -> str:
+    """``status = 'open' AND total > 100``: the filters as a person reads them."""
+    parts = []
+    for f in filters:
+        if f.op == "is_null":
+            parts.append(f"{f.column} IS {'NOT ' if f.negate else ''}NULL")
+            continue
+        if f.op == "in":
+            text = f"{f.column} IN ({', '.join(_literal(v) for v in f.value)})"
+        else:
+            text = f"{f.column} {_SQL_OPS[f.op]} {_literal(f.value)}"
+        parts.append(f"NOT ({text})" if f.negate else text)
+    return " AND ".join(parts)
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _filter_dict(f: Filter) -> dict[str, Any]:
+    out: dict[str, Any] = {"column": f.column, "op": f.op}
+    if f.op != "is_null":
+        out["value"] = list(f.value) if isinstance(f.value, tuple) else f.value
+    if f.negate:
+        out["not"] = True
+    return out
