@@ -222,7 +222,7 @@ class SQLiteStore:
         if agent is not None:
             sql += " AND agent = ?"
             params.append(agent)
-        sql += " ORDER BY updated_us DESC, rowid DESC LIMIT ? OFFSET ?"
+        sql += " ORDER BY updated_us DESC, rowid LIMIT ? OFFSET ?"
         params += [max(int(limit), 0), max(int(offset), 0)]
         rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
         return [_info(r) for r in rows]
@@ -238,7 +238,7 @@ class SQLiteStore:
         sql += (
             " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
             " AND instr(m.search, ?) > 0)"
-            " ORDER BY updated_us DESC, rowid DESC LIMIT ?"
+            " ORDER BY updated_us DESC, rowid LIMIT ?"
         )
         params += [text.casefold(), max(int(limit), 0)]
         rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
