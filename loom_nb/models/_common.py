@@ -1,0 +1,232 @@
+"""What the provider adapters share: the errors a user meets, and bounded retries.
+
+No SDK is imported here. Each adapter turns its SDK's exceptions into one of the
+:class:`ProviderError` subclasses below (a :class:`~loom_nb.ModelError`, so the agent loop
+records it as the thread's error and keeps what completed), and runs its request through
+:func:`stream_with_retries`, which retries what is worth retrying with exponential backoff a
+bounded number of times, and only before the first event reached the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loom_nb._errors import ModelError, UserError
+from loom_nb._messages import ToolCall, new_call_id
+from loom_nb.models import ModelEvent, check_allow_model_requests
+
+__all__ = [
+    "AuthenticationFailed",
+    "ContextTooLong",
+    "MissingAPIKey",
+    "ModelNotFound",
+    "ProviderError",
+    "ProviderUnreachable",
+    "RateLimited",
+    "RetryPolicy",
+    "parse_arguments",
+    "stream_with_retries",
+]
+
+
+class ProviderError(ModelError):
+    """A model provider failed. ``status`` is the HTTP status when there was one."""
+
+    #: Worth another attempt (rate limit, overload, 5xx, network).
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        #: Seconds the server asked us to wait (Retry-After), when it said.
+        self.retry_after = retry_after
+        if retryable is not None:
+            self.retryable = retryable
+        #: How many attempts were made before giving up (set by the retry loop).
+        self.attempts = 1
+
+
+class MissingAPIKey(ProviderError):
+    """No API key was found; nothing was sent."""
+
+
+class AuthenticationFailed(ProviderError):
+    """The server refused the key (401 / 403)."""
+
+
+class ModelNotFound(ProviderError):
+    """The server does not know this model (404)."""
+
+
+class RateLimited(ProviderError):
+    """Too many requests (429) and the retries ran out, or the wait asked for is too long."""
+
+    retryable = True
+
+
+class ContextTooLong(ProviderError):
+    """The conversation no longer fits the model's context window."""
+
+
+class ProviderUnreachable(ProviderError):
+    """No connection to the server, or no answer in time."""
+
+    retryable = True
+
+
+_CONTEXT_HINTS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+    "reduce the length",
+)
+
+
+def looks_like_context_overflow(*texts: object) -> bool:
+    """True when an error message or code says the prompt does not fit the context window."""
+    blob = " ".join(str(t) for t in texts if t).lower()
+    return any(hint in blob for hint in _CONTEXT_HINTS)
+
+
+CONTEXT_ADVICE = (
+    "Start a new thread, or ask for less data (a smaller limit / max_rows), "
+    "or use a model with a larger context window."
+)
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``retry-after`` (seconds) headers, if present."""
+    if headers is None:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            value = headers.get(name)
+        except Exception:
+            return None
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except (TypeError, ValueError):
+            continue  # an HTTP date: ignore it and use our own backoff
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    return None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff.
+
+    ``max_retries`` extra attempts at most (so ``max_retries + 1`` requests in all); the n-th
+    wait is ``initial_delay * 2**n`` capped at ``max_delay``, minus up to 25 % jitter. A
+    ``Retry-After`` from the server is honoured up to ``max_retry_after`` seconds; a longer
+    one stops the retries at once, since waiting that long inside a notebook cell is worse
+    than a clear error.
+    """
+
+    max_retries: int = 2
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise UserError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise UserError("retry delays must be >= 0 seconds")
+
+    def delay(self, retry: int, retry_after: float | None) -> float | None:
+        """Seconds to wait before retry number ``retry`` (0-based); None: do not retry."""
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        base = min(self.initial_delay * (2.0**retry), self.max_delay)
+        return base * (1.0 - 0.25 * random.random())
+
+
+async def _sleep(seconds: float) -> None:
+    """Indirection so tests can record the backoff without waiting."""
+    await asyncio.sleep(seconds)
+
+
+async def stream_with_retries(
+    attempt: Callable[[], AsyncGenerator[ModelEvent, None]],
+    translate: Callable[[Exception], ProviderError],
+    policy: RetryPolicy,
+) -> AsyncIterator[ModelEvent]:
+    """Run ``attempt()`` and pass its events on; retry retryable failures before the first
+    event was passed on, at most ``policy.max_retries`` times.
+
+    ``check_allow_model_requests()`` is called before every request. Exceptions that are not
+    ``Exception`` (cancellation, generator close) pass through untouched, and closing this
+    generator closes the attempt's stream, so the HTTP response is released.
+    """
+    retries = 0
+    while True:
+        check_allow_model_requests()
+        started = False
+        stream = attempt()
+        try:
+            async for event in stream:
+                started = True
+                yield event
+            return
+        except ProviderError as exc:
+            failure = exc
+            cause: Exception = exc
+        except Exception as exc:
+            failure = translate(exc)
+            cause = exc
+        finally:
+            await stream.aclose()
+        wait = None
+        if failure.retryable and not started and retries < policy.max_retries:
+            wait = policy.delay(retries, failure.retry_after)
+        if wait is None:
+            failure.attempts = retries + 1
+            if failure.retryable and retries:
+                failure.args = (f"{failure} (gave up after {retries + 1} attempts)",)
+            if failure is cause:
+                raise failure
+            raise failure from cause
+        retries += 1
+        await _sleep(wait)
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """Streamed tool arguments: a JSON object, ``{}`` for nothing, else None (bad JSON)."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def tool_call(call_id: str | None, name: str, raw: str) -> ToolCall:
+    """A complete tool call from its streamed pieces; bad JSON keeps the raw text."""
+    arguments = parse_arguments(raw)
+    return ToolCall(
+        call_id or new_call_id(),
+        name,
+        arguments,
+        raw_arguments=None if arguments is not None else raw,
+    )

@@ -1,0 +1,468 @@
+"""OpenAI and every OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter...)
+through the official ``openai`` SDK's Chat Completions API, streamed.
+
+``"openai:<model>"`` resolves to :class:`OpenAIModel`, ``"ollama:<model>"`` to :func:`ollama`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from loom_nb._errors import MissingExtra
+from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
+from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta, ToolDefinition
+from loom_nb.models._common import (
+    CONTEXT_ADVICE,
+    AuthenticationFailed,
+    ContextTooLong,
+    MissingAPIKey,
+    ModelNotFound,
+    ProviderError,
+    ProviderUnreachable,
+    RateLimited,
+    RetryPolicy,
+    looks_like_context_overflow,
+    parse_retry_after,
+    stream_with_retries,
+    tool_call,
+)
+
+try:
+    import openai
+    from openai import AsyncOpenAI, not_given, omit
+    from openai.types.chat import (
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionChunk,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionMessageParam,
+        ChatCompletionToolUnionParam,
+    )
+    from openai.types.shared_params import FunctionDefinition
+except ImportError as exc:  # pragma: no cover - exercised by blocking the import in a test
+    raise MissingExtra("openai", "openai", "the OpenAI adapter") from exc
+
+__all__ = ["OpenAIModel", "ollama"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+#: Sent as the key to servers that need none (the SDK refuses to start without one).
+NO_KEY = "not-needed"
+
+
+class OpenAIModel(Model):
+    """A chat model behind the OpenAI Chat Completions API.
+
+    Args:
+        model: the model name the server knows (``"gpt-4.1-mini"``, ``"llama3.2"``, ...).
+        base_url: the server, e.g. ``"http://localhost:8000/v1"`` for vLLM. Defaults to
+            ``OPENAI_BASE_URL``, then OpenAI.
+        api_key: defaults to ``OPENAI_API_KEY``. Required for OpenAI itself; a server at
+            another ``base_url`` gets a placeholder when no key is set (local servers need
+            none; one that does answers 401 and the error says which variable to set).
+        client: your own ``openai.AsyncOpenAI`` (then ``base_url`` / ``api_key`` are unused).
+        max_retries: extra attempts on rate limits, overload, 5xx and network errors; the
+            SDK's own retries are turned off so that this bound is the only one.
+        retry_delay: the first backoff wait in seconds; it doubles each retry, capped at
+            ``max_retry_delay``. A server's ``Retry-After`` is honoured up to 60 s.
+        extra_body: extra JSON fields for every request (server-specific options, e.g.
+            Ollama's ``{"options": {"num_ctx": 16384}}``).
+
+    Model settings: ``temperature``, ``top_p``, ``max_tokens`` (sent as
+    ``max_completion_tokens`` to OpenAI itself, which requires it for its reasoning models, and
+    as ``max_tokens`` to other servers, which know that one) and ``timeout`` (seconds).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: AsyncOpenAI | None = None,
+        max_retries: int = 2,
+        retry_delay: float = 0.5,
+        max_retry_delay: float = 8.0,
+        extra_body: Mapping[str, Any] | None = None,
+        provider: str = "openai",
+        api_key_env: str = "OPENAI_API_KEY",
+    ) -> None:
+        self.model_name = model
+        self.name = f"{provider}:{model}"
+        self.provider = provider
+        self._base_url = base_url
+        self._api_key = api_key
+        self._api_key_env = api_key_env
+        self.retry = RetryPolicy(max_retries, retry_delay, max_retry_delay)
+        self.extra_body = dict(extra_body) if extra_body else None
+        # The SDK's retries would multiply with ours: one bound, ours.
+        self._client = client.with_options(max_retries=0) if client is not None else None
+        # An AsyncOpenAI holds a connection pool bound to the event loop that used it: one
+        # client per loop, so `await agent.run(...)` and `agent.run_sync(...)` both work.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.model_name!r}, base_url={self.base_url!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The server requests go to."""
+        if self._client is not None:
+            return str(self._client.base_url).rstrip("/")
+        return (self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip(
+            "/"
+        )
+
+    @property
+    def is_openai(self) -> bool:
+        """True when requests go to OpenAI itself (not a compatible server)."""
+        return (urlsplit(self.base_url).hostname or "").endswith("api.openai.com")
+
+    # ---- the request ------------------------------------------------------------------------
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        client = self._client_for_this_loop()  # raises MissingAPIKey before any request
+        messages = map_messages(request.instructions, request.messages)
+        tools = map_tools(request.tools)
+
+        def attempt() -> AsyncGenerator[ModelEvent, None]:
+            return self._attempt(client, messages, tools, request)
+
+        async for event in stream_with_retries(attempt, self._translate, self.retry):
+            yield event
+
+    async def _attempt(
+        self,
+        client: AsyncOpenAI,
+        messages: list[ChatCompletionMessageParam],
+        tools: list[ChatCompletionToolUnionParam],
+        request: ModelRequest,
+    ) -> AsyncGenerator[ModelEvent, None]:
+        settings = request.settings
+        max_tokens = settings.get("max_tokens")
+        use_completion_tokens = self.is_openai
+        response = await client.chat.completions.create(
+            model=self.model_name,
+            messages=messages,
+            tools=tools if tools else omit,
+            stream=True,
+            stream_options={"include_usage": True},
+            temperature=settings.get("temperature", omit),
+            top_p=settings.get("top_p", omit),
+            max_tokens=max_tokens if max_tokens is not None and not use_completion_tokens else omit,
+            max_completion_tokens=(
+                max_tokens if max_tokens is not None and use_completion_tokens else omit
+            ),
+            timeout=settings.get("timeout", not_given),
+            extra_body=self.extra_body,
+        )
+        assembler = _ChunkAssembler()
+        async with response:  # closes the HTTP response on cancel, error or early exit
+            async for chunk in response:
+                for text in assembler.feed(chunk):
+                    yield TextDelta(text)
+        for call in assembler.tool_calls():
+            yield call
+        yield assembler.usage()
+
+    def _client_for_this_loop(self) -> AsyncOpenAI:
+        if self._client is not None:
+            return self._client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = AsyncOpenAI(
+                api_key=self._resolve_key(), base_url=self.base_url, max_retries=0
+            )
+            self._clients[loop] = client
+        return client
+
+    def _resolve_key(self) -> str:
+        key = self._api_key or os.environ.get(self._api_key_env)
+        if key:
+            return key
+        if not self.is_openai:
+            return NO_KEY
+        raise MissingAPIKey(
+            f"{self.name} needs an OpenAI API key and none is set: set the "
+            f"{self._api_key_env} environment variable (or pass api_key=... to OpenAIModel). "
+            "Nothing was sent."
+        )
+
+    # ---- errors -----------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return "OpenAI" if self.is_openai else f"the server at {self.base_url}"
+
+    def _translate(self, exc: Exception) -> ProviderError:
+        """An SDK exception as an error that says what happened and what to do."""
+        name, where = self.name, self._where()
+        if isinstance(exc, openai.APITimeoutError):
+            return ProviderUnreachable(
+                f"{name}: {where} did not answer in time. Try again, or allow more time with "
+                "model_settings={'timeout': <seconds>}."
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return ProviderUnreachable(
+                f"{name}: could not connect to {where} ({cause}). {self._unreachable_hint()}"
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return self._status_error(exc)
+        if isinstance(exc, openai.APIError):  # an error event inside the stream
+            message = _body_message(exc.body) or exc.message
+            if looks_like_context_overflow(exc.code, message):
+                return ContextTooLong(f"{name}: the conversation is too long ({message}). "
+                                      f"{CONTEXT_ADVICE}")
+            code = str(exc.code or exc.type or "")
+            retryable = code in {"rate_limit_exceeded", "server_error", "overloaded"} or (
+                code.isdigit() and (int(code) == 429 or int(code) >= 500)
+            )
+            return ProviderError(f"{name}: {where} reported an error while streaming: {message}",
+                                 retryable=retryable)
+        return ProviderError(f"{name} failed: {type(exc).__name__}: {exc}")
+
+    def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
+        name, where = self.name, self._where()
+        status = exc.status_code
+        message = _body_message(exc.body) or exc.message
+        detail = f"{status}: {message}"
+        retry_after = parse_retry_after(exc.response.headers)
+        if looks_like_context_overflow(exc.code, message) or status == 413:
+            return ContextTooLong(
+                f"{name}: the conversation is too long for the model ({detail}). {CONTEXT_ADVICE}",
+                status=status,
+            )
+        if status in (401, 403):
+            what = "refused the API key" if status == 401 else "denied access"
+            return AuthenticationFailed(
+                f"{name}: {where} {what} ({detail}). Check the key in the "
+                f"{self._api_key_env} environment variable (or api_key=...)"
+                + ("" if self.is_openai else " and that base_url is the right server")
+                + ".",
+                status=status,
+            )
+        if status == 404:
+            return ModelNotFound(
+                f"{name}: {where} has no model {self.model_name!r} ({detail}). "
+                f"{self._not_found_hint()}",
+                status=status,
+            )
+        if status == 429:
+            if exc.code == "insufficient_quota":
+                return RateLimited(
+                    f"{name}: the account behind this key has no quota left ({detail}). "
+                    "Check your plan and billing; retrying will not help.",
+                    status=status,
+                    retryable=False,
+                )
+            wait = f" The server asked to wait {retry_after:g} s." if retry_after else ""
+            return RateLimited(
+                f"{name}: {where} is rate limiting requests ({detail}).{wait} Wait a little and "
+                "run again, or allow more retries with max_retries=...",
+                status=status,
+                retry_after=retry_after,
+            )
+        if status in (408, 409) or status >= 500:
+            return ProviderError(
+                f"{name}: {where} failed ({detail}). This is usually temporary: run again later.",
+                status=status,
+                retry_after=retry_after,
+                retryable=True,
+            )
+        return ProviderError(f"{name}: {where} refused the request ({detail}).", status=status)
+
+    def _unreachable_hint(self) -> str:
+        if self.provider == "ollama":
+            return (
+                "Is Ollama running? Start it with `ollama serve` (or the Ollama app); set "
+                "OLLAMA_HOST or base_url=... if it listens elsewhere."
+            )
+        if self.is_openai:
+            return "Check your network connection."
+        return "Is the server running? Check base_url=... (or OPENAI_BASE_URL)."
+
+    def _not_found_hint(self) -> str:
+        if self.provider == "ollama":
+            return f"Pull it first with `ollama pull {self.model_name}`, or check the name."
+        hint = "Check the model name"
+        if not self.is_openai:
+            hint += (
+                " (list them with GET /models) and base_url: OpenAI-compatible servers usually "
+                "serve under /v1"
+            )
+        return hint + "."
+
+
+def ollama(
+    model: str, *, base_url: str | None = None, api_key: str | None = None, **options: Any
+) -> OpenAIModel:
+    """A model served by Ollama through its OpenAI-compatible API; no key needed.
+
+    ``base_url`` defaults to ``$OLLAMA_HOST/v1`` when OLLAMA_HOST is set, else
+    ``http://localhost:11434/v1``.
+    """
+    if base_url is None:
+        host = os.environ.get("OLLAMA_HOST")
+        if host:
+            host = host if "://" in host else f"http://{host}"
+            base_url = host.rstrip("/") + "/v1"
+        else:
+            base_url = OLLAMA_BASE_URL
+    return OpenAIModel(
+        model,
+        base_url=base_url,
+        api_key=api_key or os.environ.get("OLLAMA_API_KEY") or "ollama",
+        provider="ollama",
+        api_key_env="OLLAMA_API_KEY",
+        **options,
+    )
+
+
+# ---- loom messages -> Chat Completions -----------------------------------------------------
+
+
+def map_messages(
+    instructions: str | None, messages: list[Message]
+) -> list[ChatCompletionMessageParam]:
+    """System instructions, then each message; tool results become one "tool" message each."""
+    out: list[ChatCompletionMessageParam] = []
+    if instructions:
+        out.append({"role": "system", "content": instructions})
+    for message in messages:
+        if message.role == "user":
+            out.append({"role": "user", "content": message.text})
+        elif message.role == "assistant":
+            out.append(_assistant(message))
+        else:
+            for part in message.parts:
+                if isinstance(part, ToolResult):
+                    out.append(
+                        {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
+                    )
+    return out
+
+
+def _assistant(message: Message) -> ChatCompletionAssistantMessageParam:
+    text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    calls: list[ChatCompletionMessageFunctionToolCallParam] = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": _arguments_text(call)},
+        }
+        for call in message.parts
+        if isinstance(call, ToolCall)
+    ]
+    out: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": text or None}
+    if calls:
+        out["tool_calls"] = calls
+    elif not text:
+        out["content"] = ""
+    return out
+
+
+def _arguments_text(call: ToolCall) -> str:
+    if call.arguments is not None:
+        return json.dumps(call.arguments, ensure_ascii=False)
+    # The model sent broken JSON; its error result quotes it. Many compatible servers parse
+    # the arguments of past calls and would refuse the whole request on broken JSON.
+    return "{}"
+
+
+def map_tools(tools: list[ToolDefinition]) -> list[ChatCompletionToolUnionParam]:
+    out: list[ChatCompletionToolUnionParam] = []
+    for t in tools:
+        function: FunctionDefinition = {"name": t.name, "parameters": t.parameters}
+        if t.description:
+            function["description"] = t.description
+        out.append({"type": "function", "function": function})
+    return out
+
+
+# ---- streamed chunks -> events ---------------------------------------------------------------
+
+
+@dataclass
+class _PartialCall:
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+class _ChunkAssembler:
+    """Collects tool-call deltas by index (several calls, arguments split across chunks)."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _PartialCall] = {}
+        self._input_tokens = 0
+        self._output_tokens = 0
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[str]:
+        texts: list[str] = []
+        if chunk.usage is not None:
+            self._input_tokens = chunk.usage.prompt_tokens or 0
+            self._output_tokens = chunk.usage.completion_tokens or 0
+        for choice in chunk.choices or []:  # vLLM sends "choices": null with the usage
+            delta = getattr(choice, "delta", None)
+            if getattr(choice, "index", 0) not in (0, None) or delta is None:
+                continue
+            if delta.content:
+                texts.append(delta.content)
+            if delta.refusal:
+                texts.append(delta.refusal)
+            for piece in delta.tool_calls or []:
+                # Some servers leave out "index" or "id" on later pieces.
+                piece_id: str | None = getattr(piece, "id", None)
+                index: int | None = getattr(piece, "index", None)
+                if index is None:
+                    index = self._index_for(piece_id)
+                call = self._calls.setdefault(index, _PartialCall())
+                if piece_id:
+                    call.id = piece_id
+                if piece.function is not None:
+                    if piece.function.name:
+                        call.name += piece.function.name
+                    if piece.function.arguments:
+                        call.arguments += piece.function.arguments
+        return texts
+
+    def _index_for(self, call_id: str | None) -> int:
+        """Servers that leave out ``index``: a new id starts a new call."""
+        if call_id is None and self._calls:
+            return max(self._calls)
+        for index, call in self._calls.items():
+            if call.id == call_id:
+                return index
+        return len(self._calls)
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [
+            tool_call(c.id, c.name, c.arguments)
+            for _, c in sorted(self._calls.items())
+            if c.name or c.arguments
+        ]
+
+    def usage(self) -> Usage:
+        return Usage(self._input_tokens, self._output_tokens, 1)
+
+
+def _body_message(body: object) -> str:
+    """The human part of an error body: ``{"error": {"message": ...}}`` in its variants."""
+    if isinstance(body, dict):
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+        if "error" in body:
+            return _body_message(body["error"])
+        return json.dumps(body)[:500]
+    if isinstance(body, str):
+        return body[:500]
+    return ""

@@ -1,0 +1,219 @@
+"""A scripted HTTP server on 127.0.0.1 for the model adapters' tests.
+
+It answers each request with the next queued :class:`Reply`: a JSON body (errors, non-streamed
+answers) or a server-sent-event stream sent with chunked transfer encoding, as the providers
+do. Every request is recorded (method, path, headers, JSON body) so tests can assert what the
+real SDK sent. A stream may ``hold`` the connection open after its events, until the client
+goes away: that is how tests see that cancelling a run closes the request.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: Upper bound for anything the server waits for; a test that needs it has already failed.
+PATIENCE = 10.0
+
+
+@dataclass
+class Reply:
+    """One scripted answer."""
+
+    status: int = 200
+    #: JSON body (for non-streamed answers and errors).
+    body: Any = None
+    #: Raw SSE blocks (``"data: {...}\\n\\n"``); when set, the answer is a stream.
+    events: list[str] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    #: After the events, keep the stream open until the client disconnects.
+    hold: bool = False
+    #: Before answering, wait this long (to trigger client timeouts).
+    stall: float = 0.0
+    #: End the stream abruptly (no final chunk): a server that died mid-answer.
+    cut: bool = False
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def data(obj: Any) -> str:
+    """An SSE block with only a data line (OpenAI's format)."""
+    text = obj if isinstance(obj, str) else json.dumps(obj)
+    return f"data: {text}\n\n"
+
+
+def event(name: str, obj: Any) -> str:
+    """An SSE block with an event name (Anthropic's format)."""
+    return f"event: {name}\ndata: {json.dumps(obj)}\n\n"
+
+
+class WireServer:
+    """``server.add(Reply(...))``, point an SDK at ``server.url``, then read ``server.requests``."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[Recorded] = []
+        #: Set when a held stream saw its client go away.
+        self.disconnected = threading.Event()
+        #: Set when a held stream has sent its events.
+        self.holding = threading.Event()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def add(self, *replies: Reply) -> None:
+        with self._lock:
+            self.replies.extend(replies)
+
+    def next_reply(self) -> Reply:
+        with self._lock:
+            if self.replies:
+                return self.replies.pop(0)
+        return Reply(
+            500,
+            {"error": {"message": "the test server has no scripted reply left",
+                       "type": "test_error"}},
+            headers={"x-should-retry": "false"},
+        )
+
+    def record(self, request: Recorded) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def bodies(self) -> list[Any]:
+        return [r.body for r in self.requests]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(PATIENCE)
+
+
+def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self._answer()
+
+        def do_POST(self) -> None:
+            self._answer()
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+            server.record(
+                Recorded(
+                    self.command,
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
+            )
+            reply = server.next_reply()
+            if reply.stall and server._stop.wait(reply.stall):
+                return
+            if reply.events is None:
+                self._json(reply)
+            else:
+                self._stream(reply)
+
+        def _json(self, reply: Reply) -> None:
+            payload = json.dumps(reply.body).encode()
+            self.send_response(reply.status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            for k, v in reply.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+
+        def _stream(self, reply: Reply) -> None:
+            self.send_response(reply.status)
+            self.send_header("content-type", "text/event-stream; charset=utf-8")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            for k, v in reply.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            try:
+                for block in reply.events or []:
+                    chunk = block.encode()
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                if reply.cut:
+                    self.close_connection = True
+                    return
+                if reply.hold:
+                    server.holding.set()
+                    self._wait_for_disconnect()
+                    self.close_connection = True
+                    return
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                server.disconnected.set()
+                self.close_connection = True
+
+        def _wait_for_disconnect(self) -> None:
+            sock: socket.socket = self.connection
+            deadline = time.monotonic() + PATIENCE
+            while time.monotonic() < deadline and not server._stop.is_set():
+                readable, _, _ = select.select([sock], [], [], 0.02)
+                if readable:
+                    try:
+                        if not sock.recv(1, socket.MSG_PEEK):
+                            server.disconnected.set()
+                            return
+                    except OSError:
+                        server.disconnected.set()
+                        return
+
+    return Handler
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def allow_network(monkeypatch: Any) -> None:
+    """For live tests only: undo the suite's loopback-only guard for this test."""
+    guard = socket.socket.connect
+    real = getattr(guard, "__globals__", {}).get("_real_connect")
+    if real is not None:
+        monkeypatch.setattr(socket.socket, "connect", real)

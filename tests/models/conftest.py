@@ -1,0 +1,57 @@
+"""Fixtures for the model adapters: a local wire server, a clean environment, no real waits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from _wire import WireServer
+
+from loom_nb.models import allow_model_requests
+
+#: Variables the SDKs and adapters read; a developer's own settings must not leak into tests.
+PROVIDER_ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "OPENAI_ADMIN_KEY",
+    "OPENAI_CUSTOM_HEADERS",
+    "OLLAMA_HOST",
+    "OLLAMA_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CUSTOM_HEADERS",
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_provider_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("live") is None:
+        for name in PROVIDER_ENV:
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[WireServer]:
+    """A scripted provider on 127.0.0.1, with model requests allowed for this test."""
+    wire = WireServer()
+    try:
+        with allow_model_requests(True):
+            yield wire
+    finally:
+        wire.close()
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Records each retry backoff instead of waiting it."""
+    recorded: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        recorded.append(seconds)
+
+    monkeypatch.setattr("loom_nb.models._common._sleep", fake_sleep)
+    return recorded
