@@ -64,6 +64,8 @@ class MessageAdded:
     """A message completed and was saved."""
 
     message: Message
+    #: The thread it was saved in (known before the run returns, e.g. for a new thread).
+    thread_id: str | None = None
 
 
 @dataclass
@@ -71,6 +73,7 @@ class ApprovalRequested:
     """The run stopped: these calls wait for Approve / Reject."""
 
     pending: list[PendingApproval]
+    thread_id: str | None = None
 
 
 #: What ``on_event`` receives while a run streams.
@@ -333,7 +336,7 @@ class _Run:
         self.thread.updated_at = message.created_at
         self.store.append(self.thread, message)
         self.new_messages.append(message)
-        await self.emit(MessageAdded(message))
+        await self.emit(MessageAdded(message, self.thread.id))
 
     def save(self) -> None:
         self.thread.updated_at = now()
@@ -434,7 +437,7 @@ class _Run:
         if pending:
             self.thread.pending = pending
             self.save()
-            await self.emit(ApprovalRequested(pending))
+            await self.emit(ApprovalRequested(pending, self.thread.id))
             return True
         return False
 

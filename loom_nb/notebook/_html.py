@@ -1,0 +1,87 @@
+"""Small HTML pieces shared by the widgets: escaped text, JSON, bounded DataFrame tables."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from loom_nb._codec import encode, is_dataframe
+
+ERROR_STYLE = (
+    "border-left:4px solid #d32f2f;background:#fdecea;color:#8b1a1a;"
+    "padding:4px 8px;margin:4px 0;white-space:pre-wrap"
+)
+
+
+def esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def pre(text: str) -> str:
+    return f'<pre style="white-space:pre-wrap;margin:2px 0">{esc(text)}</pre>'
+
+
+def to_json(value: Any) -> str:
+    try:
+        return json.dumps(encode(value), indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def shape_text(df: Any) -> str:
+    rows, cols = df.shape
+    return f"{rows} row{'s' if rows != 1 else ''} × {cols} column{'s' if cols != 1 else ''}"
+
+
+def frame_html(df: Any, rows: int, title: str = "") -> str:
+    """A bounded table with the frame's shape above it."""
+    shown = df.head(max(rows, 0))
+    note = f" (first {len(shown)} shown)" if len(shown) < len(df) else ""
+    caption = f"<b>{esc(title)}</b> · " if title else ""
+    table = shown.to_html(border=0, max_cols=30, notebook=False)
+    return (
+        f'<div style="font-size:90%;color:#555">{caption}DataFrame · {shape_text(df)}{note}</div>'
+        f'<div style="max-height:360px;overflow:auto">{table}</div>'
+    )
+
+
+def records_frame(value: Any) -> Any:
+    """``value`` as a DataFrame when it is one or a list of row dicts, else None."""
+    if is_dataframe(value):
+        return value
+    if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+        import pandas as pd
+
+        return pd.DataFrame(value)
+    return None
+
+
+def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
+    """What exactly will be written: rows as a table, an update's changes and filter, else
+    the arguments as JSON."""
+    value = preview if preview is not None else arguments
+    frame = records_frame(value)
+    if frame is not None:
+        return frame_html(frame, rows, "rows to write")
+    if isinstance(value, dict):
+        parts = []
+        for key, item in value.items():
+            item_frame = records_frame(item)
+            if item_frame is not None:
+                parts.append(frame_html(item_frame, rows, str(key)))
+            elif isinstance(item, dict) and item and key != "error":
+                cells = "".join(
+                    f"<tr><td><code>{esc(str(k))}</code></td><td>{esc(to_json(v))}</td></tr>"
+                    for k, v in item.items()
+                )
+                parts.append(f"<div><b>{esc(str(key))}</b></div><table>{cells}</table>")
+            else:
+                code = esc(to_json(item))
+                parts.append(f"<div><b>{esc(str(key))}</b>: <code>{code}</code></div>")
+        if preview is not None:
+            parts.append(
+                "<details><summary>arguments</summary>" + pre(to_json(arguments)) + "</details>"
+            )
+        return "".join(parts)
+    return pre(to_json(value))

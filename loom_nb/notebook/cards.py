@@ -1,0 +1,123 @@
+"""Approval cards: what exactly will be written, with Approve / Reject buttons.
+
+A click never blocks the kernel: it hands the decision to the private loop (``_runner``) and
+returns. Clicks may arrive on any thread (a JupyterLab subshell with ipykernel 7.3), so the
+one-decision guard is a lock in code, not only disabled buttons.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+from loom_nb._messages import PendingApproval
+from loom_nb.notebook._html import esc, preview_html
+
+#: Called with (card, approve); starts the resume and returns its future.
+DecideFn = Callable[["ApprovalCard", bool], "concurrent.futures.Future[Any] | None"]
+
+
+
+class ApprovalCard(widgets.VBox):  # type: ignore[misc]
+    """One pending call. ``approve()`` / ``reject()`` (or the buttons) decide it once."""
+
+    def __init__(
+        self,
+        pending: PendingApproval,
+        *,
+        thread_id: str,
+        rows: int = 10,
+        decide: DecideFn | None = None,
+    ) -> None:
+        self.pending = pending
+        self.thread_id = thread_id
+        self.call_id = pending.call_id
+        self.decision: bool | None = None
+        self.outcome: str | None = None
+        self.future: concurrent.futures.Future[Any] | None = None
+        self._decide_fn = decide
+        self._lock = threading.Lock()
+        header = widgets.HTML(
+            f"✋ <b>{esc(pending.tool)}</b> waits for your approval "
+            f'<span style="color:#888;font-size:85%">call {esc(pending.call_id)}</span>'
+        )
+        self.preview = widgets.HTML(preview_html(pending.preview, pending.arguments, rows))
+        self.approve_button = widgets.Button(
+            description="Approve", button_style="success", icon="check"
+        )
+        self.reject_button = widgets.Button(
+            description="Reject", button_style="danger", icon="times"
+        )
+        self.approve_button.add_class("loom-approve")
+        self.reject_button.add_class("loom-reject")
+        self.decision_label = widgets.HTML("")
+        self.decision_label.add_class("loom-decision")
+        self.approve_button.on_click(lambda _b: self.approve())
+        self.reject_button.on_click(lambda _b: self.reject())
+        buttons = widgets.HBox([self.approve_button, self.reject_button])
+        super().__init__([header, self.preview, buttons, self.decision_label])
+        self.add_class("loom-approval")
+        self.layout.border = "1px solid #f0ad4e"
+        self.layout.padding = "6px"
+        self.layout.margin = "6px 0"
+        if pending.decision is not None:  # decided earlier; waits for the other calls
+            self.mark(pending.decision, "waiting for the other calls")
+
+    def approve(self) -> concurrent.futures.Future[Any] | None:
+        """Approve this call (like a click). Returns the resume's future, or None when the
+        card was already decided."""
+        return self._decide(True)
+
+    def reject(self) -> concurrent.futures.Future[Any] | None:
+        return self._decide(False)
+
+    def _decide(self, approve: bool) -> concurrent.futures.Future[Any] | None:
+        with self._lock:
+            if self.decision is not None:
+                return None
+            self.decision = approve
+        self._disable()
+        self._label(approve, "resuming…")
+        if self._decide_fn is None:
+            self._label(approve, "no agent attached to this card; use %loom approve/reject")
+            return None
+        try:
+            self.future = self._decide_fn(self, approve)
+        except Exception as exc:
+            self.set_outcome(str(exc), error=True)
+            return None
+        return self.future
+
+    def mark(self, approve: bool, note: str) -> None:
+        """Show a decision made elsewhere (a line magic, an earlier session)."""
+        with self._lock:
+            self.decision = approve
+        self._disable()
+        self._label(approve, note)
+
+    def set_outcome(self, text: str, *, error: bool = False) -> None:
+        self.outcome = text
+        if error:
+            self.decision_label.add_class("loom-error")
+        self._label(self.decision, text, error=error)
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the resumed run ends; returns its RunResult (re-raises its error)."""
+        if self.future is None:
+            return None
+        return self.future.result(timeout)
+
+    def _disable(self) -> None:
+        self.approve_button.disabled = True
+        self.reject_button.disabled = True
+
+    def _label(self, approve: bool | None, note: str, *, error: bool = False) -> None:
+        word = "✔ Approved" if approve else "✘ Rejected" if approve is False else "…"
+        color = "#8b1a1a" if error else "#2e7d32" if approve else "#8b1a1a"
+        self.decision_label.value = (
+            f'<span style="color:{color}"><b>{word}</b> · {esc(note)}</span>'
+        )

@@ -1,0 +1,147 @@
+"""The thread as plain text, for terminal IPython and scripts (same magics, no widgets)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any, TextIO
+
+from loom_nb._agent import ApprovalRequested, MessageAdded, RunEvent, RunResult
+from loom_nb._codec import is_dataframe
+from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
+from loom_nb.models import TextDelta
+from loom_nb.notebook._html import records_frame, shape_text, to_json
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _error_text(content: str) -> str:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content
+    return str(data.get("error", content)) if isinstance(data, dict) else content
+
+
+def format_frame(df: Any, rows: int) -> str:
+    shown = df.head(max(rows, 0))
+    note = f", first {len(shown)} shown" if len(shown) < len(df) else ""
+    return f"[DataFrame {shape_text(df)}{note}]\n{shown.to_string(max_cols=20)}"
+
+
+def format_pending(p: PendingApproval, rows: int) -> str:
+    lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
+    value = p.preview if p.preview is not None else p.arguments
+    frame = records_frame(value)
+    if frame is None and isinstance(value, dict):
+        for key, item in value.items():
+            sub = records_frame(item)
+            lines.append(f"  {key}:")
+            text = format_frame(sub, rows) if sub is not None else to_json(item)
+            lines.extend("    " + line for line in text.splitlines())
+    else:
+        text = format_frame(frame, rows) if frame is not None else to_json(value)
+        lines.extend("  " + line for line in text.splitlines())
+    lines.append(f"  approve: %loom approve {p.call_id}   reject: %loom reject {p.call_id}")
+    return "\n".join(lines)
+
+
+class TextView:
+    """Prints a thread, and a run as it streams, to ``out`` (stdout by default)."""
+
+    def __init__(self, *, title: str = "", rows: int = 10, out: TextIO | None = None) -> None:
+        self.rows = rows
+        self.title = title
+        self.out = out
+        self.thread_id: str | None = None
+        self._streaming = False
+        self._lock = threading.Lock()
+
+    def _write(self, text: str) -> None:
+        stream = self.out or sys.stdout
+        stream.write(text)
+        stream.flush()
+
+    def show(self) -> None:
+        if self.title:
+            self._write(f"── {self.title} ──\n")
+
+    def render(self, thread: Thread, *, history: bool = True) -> None:
+        self.thread_id = thread.id
+        if history:
+            for m in thread.messages:
+                self._message(m)
+        for p in thread.pending:
+            self._write(format_pending(p, self.rows) + "\n")
+        if thread.error:
+            self._write(f"⚠ error: {thread.error}\n")
+        if history:
+            self._usage(thread.usage, None)
+
+    def begin(self) -> None:
+        pass
+
+    def on_event(self, event: RunEvent) -> None:
+        with self._lock:
+            if isinstance(event, TextDelta):
+                if not self._streaming:
+                    self._write("assistant: ")
+                    self._streaming = True
+                self._write(event.text)
+            elif isinstance(event, MessageAdded):
+                self._message(event.message)
+            elif isinstance(event, ApprovalRequested):
+                for p in event.pending:
+                    self._write(format_pending(p, self.rows) + "\n")
+
+    def finish(self, result: RunResult | None, error: BaseException | None) -> None:
+        with self._lock:
+            if self._streaming:
+                self._write("\n")
+                self._streaming = False
+            if result is not None:
+                self.thread_id = result.thread.id
+                self._usage(result.thread.usage, result.usage)
+            if error is not None:
+                self._write(f"⚠ error: {error or type(error).__name__}\n")
+
+    def _message(self, m: Message) -> None:
+        if m.role == "user":
+            self._write(f"you: {m.text}\n")
+        elif m.role == "assistant":
+            if self._streaming:
+                self._write("\n")
+                self._streaming = False
+            elif m.text:
+                self._write(f"assistant: {m.text}\n")
+            for call in m.tool_calls:
+                args = json.dumps(call.arguments, default=str) if call.arguments is not None \
+                    else (call.raw_arguments or "")
+                self._write(f"  → {call.name}({_short(args, 200)})\n")
+        else:
+            for r in m.tool_results:
+                self._result(r)
+
+    def _result(self, r: ToolResult) -> None:
+        badge = f" [{r.approval}]" if r.approval else ""
+        if r.approval == "rejected":
+            self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
+        elif r.is_error:
+            self._write(f"  ⚠ {r.name}{badge} failed: {_short(_error_text(r.content))}\n")
+        elif is_dataframe(r.data):
+            text = format_frame(r.data, self.rows)
+            self._write(f"  ← {r.name}{badge}:\n" + "".join(
+                f"    {line}\n" for line in text.splitlines()))
+        else:
+            self._write(f"  ← {r.name}{badge}: {_short(r.content)}\n")
+
+    def _usage(self, total: Usage, run: Usage | None) -> None:
+        if total.requests or total.total_tokens:
+            text = f"tokens: {total.input_tokens} in · {total.output_tokens} out"
+            if run is not None and run.requests:
+                text += f" (this run: {run.input_tokens} in · {run.output_tokens} out)"
+            self._write(f"[thread {self.thread_id} · {text}]\n")
