@@ -1,0 +1,144 @@
+"""A throwaway PostgreSQL server: initdb in a temp dir, listening on 127.0.0.1 only.
+
+Run as root (CI containers), initdb refuses to work, so the data dir is handed to the
+``postgres`` user and the server tools run through ``runuser -u postgres --``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+SUPERUSER = "postgres"
+
+
+def find_bin_dir() -> Path | None:
+    """The folder holding initdb and pg_ctl: from PATH, else Debian's postgresql lib folder."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        # Debian links /usr/bin/... to a wrapper or the versioned folder; use the real files.
+        real = Path(os.path.realpath(found)).parent
+        if (real / "pg_ctl").exists():
+            return real
+        return Path(found).parent
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
+    return Path(versions[-1]).parent if versions else None
+
+
+def missing_reason() -> str | None:
+    """Why this machine cannot run the rig database, or None when it can."""
+    if find_bin_dir() is None:
+        return "PostgreSQL server binaries (initdb, pg_ctl) not found; apt-get install postgresql"
+    if os.geteuid() == 0:
+        try:
+            import pwd
+
+            pwd.getpwnam(SUPERUSER)
+        except KeyError:
+            return "running as root and there is no 'postgres' user to run initdb as"
+        if shutil.which("runuser") is None:
+            return "running as root and 'runuser' is missing"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Postgres:
+    """One server. ``start()`` returns once it accepts connections; ``stop()`` deletes it all."""
+
+    bin_dir: Path
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="loom-pg-")))
+    port: int = 0
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    running: bool = False
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.bin_dir / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", SUPERUSER, "--", *cmd]
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=self.root, check=False)
+        if done.returncode != 0:
+            log = self.root / "server.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(
+                f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}{done.stderr}{tail}"
+            )
+        return done
+
+    def start(self) -> Postgres:
+        (self.root / "sock").mkdir()
+        pwfile = self.root / "pwfile"
+        pwfile.write_text(self.password + "\n")
+        if os.geteuid() == 0:
+            import pwd
+
+            user = pwd.getpwnam(SUPERUSER)
+            for path in (self.root, self.root / "sock", pwfile):
+                os.chown(path, user.pw_uid, user.pw_gid)
+        os.chmod(self.root, 0o700)
+        self._run(
+            "initdb", "-D", str(self.data), "-U", SUPERUSER, f"--pwfile={pwfile}",
+            "--auth=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync",
+        )
+        pwfile.unlink()
+        for attempt in range(3):
+            self.port = free_port()
+            options = " ".join([
+                "-c listen_addresses=127.0.0.1",
+                f"-c port={self.port}",
+                f"-c unix_socket_directories={self.root / 'sock'}",
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+                "-c max_connections=40 -c shared_buffers=16MB -c timezone=UTC",
+            ])
+            try:
+                self._run(
+                    "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
+                    "-o", options, "-w", "-t", "60", "start",
+                )
+            except RuntimeError:
+                if attempt == 2:  # the port was taken between free_port() and start: retry
+                    raise
+                continue
+            self.running = True
+            return self
+        raise AssertionError("unreachable")
+
+    def dsn(self, user: str = SUPERUSER, password: str | None = None,
+            dbname: str = "postgres") -> str:
+        return psycopg.conninfo.make_conninfo(
+            host="127.0.0.1", port=self.port, user=user, dbname=dbname,
+            password=self.password if password is None else password,
+        )
+
+    def connect(self, **kwargs: object) -> psycopg.Connection:
+        """A superuser connection (for setup and for checking what really landed)."""
+        return psycopg.connect(self.dsn(), autocommit=True, **kwargs)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        if self.running:
+            try:
+                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            finally:
+                self.running = False
+        shutil.rmtree(self.root, ignore_errors=True)
