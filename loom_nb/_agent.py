@@ -8,11 +8,12 @@ A run ends in one of three states and never waits for a person: ``complete``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from loom_nb import _runner
 from loom_nb._context import RunContext
@@ -45,7 +46,14 @@ from loom_nb._tools import (
     collect_tools,
     duplicate_tool_error,
 )
-from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition, resolve_model
+from loom_nb.models import (
+    Model,
+    ModelRequest,
+    ModelSettings,
+    TextDelta,
+    ToolDefinition,
+    resolve_model,
+)
 
 REJECTED = "The user rejected this call; nothing was run or written."
 
@@ -77,8 +85,8 @@ class ApprovalRequested:
 
 
 #: What ``on_event`` receives while a run streams.
-RunEvent = Union[TextDelta, MessageAdded, ApprovalRequested]
-EventHandler = Callable[[RunEvent], Union[None, Awaitable[None]]]
+RunEvent = TextDelta | MessageAdded | ApprovalRequested
+EventHandler = Callable[[RunEvent], Awaitable[None] | None]
 
 
 @dataclass
@@ -120,12 +128,10 @@ class RunResult:
         """DataFrames fetched in this run, oldest first (``thread.frames`` has all)."""
         from loom_nb._codec import is_dataframe
 
-        return [
-            r.data for m in self.new_messages for r in m.tool_results if is_dataframe(r.data)
-        ]
+        return [r.data for m in self.new_messages for r in m.tool_results if is_dataframe(r.data)]
 
 
-AuthHook = Callable[[Mapping[str, Any]], Union[str, None]]
+AuthHook = Callable[[Mapping[str, Any]], str | None]
 
 
 class Agent:
@@ -369,10 +375,8 @@ class _Run:
 
     def _fail(self, message: str) -> None:
         self.thread.error = message
-        try:
+        with contextlib.suppress(Exception):  # a failing store must not hide the first error
             self.save()
-        except Exception:  # the store itself failing must not hide the first error
-            pass
 
     async def _loop(self) -> None:
         for _ in range(self.agent.max_steps):
@@ -394,7 +398,10 @@ class _Run:
         request = ModelRequest(
             instructions=agent.instructions,
             messages=list(self.thread.messages),
-            tools=[ToolDefinition(t.name or n, t.description, t.parameters) for n, t in agent.tools.items()],
+            tools=[
+                ToolDefinition(t.name or n, t.description, t.parameters)
+                for n, t in agent.tools.items()
+            ],
             settings=agent.model_settings,
         )
         text: list[str] = []
@@ -444,11 +451,17 @@ class _Run:
     def _check(self, call: ToolCall) -> Tool | ToolResult:
         tool = self.agent.tools.get(call.name)
         if tool is None:
-            return _error(call, f"There is no tool named {call.name!r}. Available tools: "
-                          f"{', '.join(sorted(self.agent.tools)) or 'none'}.")
+            return _error(
+                call,
+                f"There is no tool named {call.name!r}. Available tools: "
+                f"{', '.join(sorted(self.agent.tools)) or 'none'}.",
+            )
         if call.arguments is None:
-            return _error(call, f"The arguments for {call.name!r} are not a JSON object: "
-                          f"{(call.raw_arguments or '')[:200]!r}. Send a JSON object.")
+            return _error(
+                call,
+                f"The arguments for {call.name!r} are not a JSON object: "
+                f"{(call.raw_arguments or '')[:200]!r}. Send a JSON object.",
+            )
         try:
             tool.validate(call.arguments)
         except ToolInputError as exc:
@@ -494,13 +507,14 @@ class _Run:
     async def _close_dangling_calls(self) -> None:
         """Calls left without a result (an interrupted run) get one, so the model can go on."""
         answered = {r.call_id for r in self.thread.tool_results()}
-        dangling = [
-            c for m in self.thread.messages for c in m.tool_calls if c.id not in answered
-        ]
+        dangling = [c for m in self.thread.messages for c in m.tool_calls if c.id not in answered]
         if dangling:
-            await self.add(Message("tool", [
-                _error(c, "This call was interrupted before it finished.") for c in dangling
-            ]))
+            await self.add(
+                Message(
+                    "tool",
+                    [_error(c, "This call was interrupted before it finished.") for c in dangling],
+                )
+            )
 
 
 async def _rejected(call: ToolCall) -> ToolResult:
@@ -541,12 +555,14 @@ def define_agent(
         raise UserError(f"max_steps must be a positive int, got {max_steps!r}")
     all_tools: dict[str, Tool] = {}
     origin: dict[str, str] = {}
-    sources: list[tuple[str, dict[str, Tool]]] = [("the agent's tools", collect_tools(tools, "the agent's tools"))]
+    sources: list[tuple[str, dict[str, Tool]]] = [
+        ("the agent's tools", collect_tools(tools, "the agent's tools"))
+    ]
     for c in connectors:
         if not isinstance(c, Connector):
             raise UserError(
-                f"connectors=[...] takes connectors made with connector(...) or supabase_tools(...), "
-                f"got {type(c).__name__}"
+                "connectors=[...] takes connectors made with connector(...) or "
+                f"supabase_tools(...), got {type(c).__name__}"
             )
         sources.append((f"connector {c.name!r}", c.tools))
     for where, found in sources:

@@ -19,17 +19,17 @@ class RunContext(Mapping[str, Any]):
     agent: str
     thread_id: str
     user_id: str | None = None
-    values: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __getitem__(self, key: str) -> Any:
-        return self.values[key]
+        return self.data[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.values)
+        return iter(self.data)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.data)
 
     def __hash__(self) -> int:  # Mapping sets __hash__ to None; a context is used as an identity
         return id(self)

@@ -46,4 +46,3 @@ class ModelError(RunError):
 
 class StepLimitExceeded(RunError):
     """The agent made more model turns than ``max_steps`` allows."""
-

@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from loom_nb import _codec
 
@@ -83,7 +83,7 @@ class ToolResult:
     kind: Literal["tool_result"] = "tool_result"
 
 
-Part = Union[TextPart, ToolCall, ToolResult]
+Part = TextPart | ToolCall | ToolResult
 
 
 @dataclass

@@ -47,11 +47,33 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             "a synchronous loom_nb call was made from inside a running agent; "
             "use the async form (await agent.run(...)) there"
         )
-    future = submit(coro)
+    finished = threading.Event()
+    task: asyncio.Task[T] | None = None
+    interrupted = False
+
+    async def guarded() -> T:
+        nonlocal task
+        try:
+            if interrupted:  # Ctrl-C came before the run started
+                coro.close()
+                raise asyncio.CancelledError
+            task = asyncio.current_task()  # type: ignore[assignment]
+            return await coro
+        finally:
+            finished.set()
+
+    def cancel() -> None:
+        nonlocal interrupted
+        interrupted = True
+        if task is not None:
+            task.cancel()
+
+    private_loop = loop()
     try:
-        return future.result()
+        return submit(guarded()).result()
     except KeyboardInterrupt:
-        # Cancel the run and let it finish its cleanup: what completed is already saved.
-        future.cancel()
-        concurrent.futures.wait([future], timeout=10)
+        # Ctrl-C may land at any point, even while the run is being handed over: cancel it on
+        # its own loop and wait for its cleanup, so the thread records what completed.
+        private_loop.call_soon_threadsafe(cancel)
+        finished.wait(10)
         raise

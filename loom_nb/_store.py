@@ -10,6 +10,7 @@ not exist; threads made without ``auth`` have ``user_id=None``.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import threading
 from typing import Protocol, runtime_checkable
@@ -35,12 +36,12 @@ class Store(Protocol):
         user_id: str | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         """Threads, most recently updated first."""
 
     def search(
         self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         """Threads with a message containing ``text`` (case-insensitive), newest first."""
 
     def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
@@ -103,10 +104,11 @@ class MemoryStore:
         user_id: str | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         with self._lock:
             found = [
-                t for t in self._threads.values()
+                t
+                for t in self._threads.values()
                 if t.user_id == user_id and (agent is None or t.agent == agent)
             ]
         found.sort(key=lambda t: t.updated_at, reverse=True)
@@ -114,10 +116,11 @@ class MemoryStore:
 
     def search(
         self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         needle = text.casefold()
         hits = [
-            info for info in self.list(agent=agent, user_id=user_id, limit=len(self._threads))
+            info
+            for info in self.list(agent=agent, user_id=user_id, limit=len(self._threads))
             if any(needle in _searchable(m) for m in self._threads[info.id].messages)
         ]
         return hits[:limit]

@@ -10,16 +10,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union, overload
+from typing import Any, overload
 
 from loom_nb import _codec
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
 from loom_nb._render import frame_for_model
 
-ApprovalRule = Union[bool, Callable[[dict[str, Any]], bool]]
+ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 
 
 class ToolInputError(Exception):
@@ -57,8 +57,14 @@ class Tool:
         if self.name == name:
             return self
         return Tool(
-            name, self.description, self.parameters, self.function, self.needs_approval,
-            self.preview, self._bind, self._takes_ctx,
+            name,
+            self.description,
+            self.parameters,
+            self.function,
+            self.needs_approval,
+            self.preview,
+            self._bind,
+            self._takes_ctx,
         )
 
     def requires_approval(self, arguments: dict[str, Any]) -> bool:
@@ -174,8 +180,7 @@ def _make(
         schema, bind = _schema_from_model(input)
     else:
         raise UserError(
-            "tool(input=...) takes a pydantic model class or a JSON schema dict, "
-            f"got {input!r}"
+            f"tool(input=...) takes a pydantic model class or a JSON schema dict, got {input!r}"
         )
     if input is not None and len(params) != 1:
         raise UserError(
@@ -210,8 +215,10 @@ def _split_ctx(fn: Callable[..., Any]) -> tuple[str | None, list[inspect.Paramet
 
 
 def _is_pydantic_model(value: Any) -> bool:
-    return isinstance(value, type) and hasattr(value, "model_json_schema") and hasattr(
-        value, "model_validate"
+    return (
+        isinstance(value, type)
+        and hasattr(value, "model_json_schema")
+        and hasattr(value, "model_validate")
     )
 
 
@@ -262,7 +269,9 @@ def _schema_from_hints(
     fields: dict[str, Any] = {}
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise UserError(f"tool {fn.__name__!r}: *args and **kwargs cannot be described to a model")
+            raise UserError(
+                f"tool {fn.__name__!r}: *args and **kwargs cannot be described to a model"
+            )
         ann = hints.get(p.name, p.annotation)
         if ann is inspect.Parameter.empty:
             ann = Any
@@ -286,9 +295,7 @@ def _schema_from_hints(
 
 
 def _pydantic_message(exc: Any) -> str:
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors()
-    )
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
 
 
 @dataclass
@@ -318,10 +325,7 @@ def collect_tools(
 ) -> dict[str, Tool]:
     out: dict[str, Tool] = {}
     items: list[tuple[str | None, Any]]
-    if isinstance(tools, Mapping):
-        items = list(tools.items())
-    else:
-        items = [(None, t) for t in tools]
+    items = list(tools.items()) if isinstance(tools, Mapping) else [(None, t) for t in tools]
     for key, value in items:
         t = value if isinstance(value, Tool) else tool(value)
         if key is not None:

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, Union
+from typing import Any, TypedDict
 
 from loom_nb._errors import UserError
 from loom_nb._messages import Message, ToolCall, Usage
@@ -65,7 +65,7 @@ class TextDelta:
 
 
 #: A model turn yields text deltas, complete tool calls, and usage.
-ModelEvent = Union[TextDelta, ToolCall, Usage]
+ModelEvent = TextDelta | ToolCall | Usage
 
 
 class Model(ABC):

@@ -7,13 +7,13 @@ import inspect
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, cast
 
 from loom_nb._errors import ModelError
 from loom_nb._messages import ToolCall, Usage, new_call_id
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta
 
-__all__ = ["FunctionModel", "Reply", "ReplayModel"]
+__all__ = ["FunctionModel", "ReplayModel", "Reply"]
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Reply:
         return events
 
 
-ReplyLike = Union[str, Reply]
+ReplyLike = str | Reply
 
 
 def _as_reply(value: ReplyLike) -> Reply:
@@ -101,9 +101,6 @@ class ReplayModel(Model):
             yield event
 
 
-FunctionResult = Union[ReplyLike, AsyncIterator[ModelEvent]]
-
-
 @dataclass
 class FunctionModel(Model):
     """A model driven by your function ``fn(request) -> str | Reply``.
@@ -120,7 +117,7 @@ class FunctionModel(Model):
         self.requests.append(request)
         result = self.fn(request)
         if inspect.isasyncgen(result):
-            async for event in result:
+            async for event in cast(AsyncIterator[ModelEvent], result):
                 yield event
             return
         if inspect.isawaitable(result):

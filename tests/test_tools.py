@@ -1,0 +1,180 @@
+"""tool() in its three forms, connectors, and the checks made when they are defined."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import BaseModel
+
+from loom_nb import RunContext, Tool, ToolOutput, UserError, connector, tool
+from loom_nb._tools import ToolInputError
+
+
+def ctx() -> RunContext:
+    return RunContext(agent="a", thread_id="t", data={"user": "ann"})
+
+
+def test_decorator_reads_name_description_and_schema_from_the_function():
+    @tool
+    def get_invoice(invoice_id: str, include_lines: bool = False) -> dict:
+        """Fetch one invoice by its id."""
+        return {"id": invoice_id, "lines": include_lines}
+
+    assert isinstance(get_invoice, Tool)
+    assert get_invoice.name == "get_invoice"
+    assert get_invoice.description == "Fetch one invoice by its id."
+    props = get_invoice.parameters["properties"]
+    assert props["invoice_id"]["type"] == "string"
+    assert props["include_lines"]["type"] == "boolean"
+    assert get_invoice.parameters["required"] == ["invoice_id"]
+    out = asyncio.run(get_invoice.call({"invoice_id": "42"}, ctx()))
+    assert out.data == {"id": "42", "lines": False}
+    assert '"id": "42"' in out.content
+
+
+def test_type_hints_validate_and_coerce_like_pydantic():
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert asyncio.run(add.call({"a": "2", "b": 3}, ctx())).content == "5"
+    with pytest.raises(ToolInputError, match="b"):
+        add.validate({"a": 1})
+    with pytest.raises(ToolInputError, match="Extra inputs"):
+        add.validate({"a": 1, "b": 2, "c": 3})
+
+
+def test_seed_form_with_pydantic_input_and_async_run():
+    class Query(BaseModel):
+        invoice_id: str
+        limit: int = 10
+
+    async def fetch(q: Query) -> str:
+        await asyncio.sleep(0)
+        return f"{q.invoice_id}:{q.limit}"
+
+    t = tool(name="fetch", description="Fetch invoices.", input=Query, run=fetch)
+    assert t.parameters["properties"]["limit"]["default"] == 10
+    assert asyncio.run(t.call({"invoice_id": "7"}, ctx())).content == "7:10"
+    with pytest.raises(ToolInputError):
+        t.validate({"limit": "many"})
+
+
+def test_seed_form_with_json_schema_dict():
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    t = tool(description="Weather.", input=schema, run=lambda args: f"sunny in {args['city']}")
+    assert t.name is None  # named by its key in a connector or agent dict
+    named = connector("weather", {"get_weather": t}).tools["get_weather"]
+    assert asyncio.run(named.call({"city": "Oslo"}, ctx())).content == "sunny in Oslo"
+    with pytest.raises(ToolInputError, match="city"):
+        named.validate({})
+    with pytest.raises(ToolInputError):
+        named.validate({"city": 3})
+
+
+def test_an_invalid_json_schema_fails_at_definition():
+    with pytest.raises(UserError, match="not a valid JSON schema"):
+        tool(description="x", input={"type": "no-such-type"}, run=lambda a: a)
+
+
+def test_run_context_is_injected_by_annotation_or_name():
+    @tool
+    def whoami(ctx: RunContext, greeting: str) -> str:
+        return f"{greeting} {ctx['user']} in {ctx.thread_id}"
+
+    assert "ctx" not in whoami.parameters["properties"]
+    assert asyncio.run(whoami.call({"greeting": "hi"}, ctx())).content == "hi ann in t"
+
+
+def test_sync_tools_run_off_the_event_loop_so_they_can_run_together():
+    import threading
+
+    seen: list[str] = []
+
+    @tool
+    def where() -> str:
+        seen.append(threading.current_thread().name)
+        return "ok"
+
+    async def main() -> None:
+        await where.call({}, ctx())
+
+    asyncio.run(main())
+    assert seen and seen[0] != threading.main_thread().name
+
+
+def test_tool_output_sets_text_and_data_apart():
+    @tool
+    def report() -> ToolOutput:
+        return ToolOutput(content="3 rows", data={"rows": [1, 2, 3]})
+
+    out = asyncio.run(report.call({}, ctx()))
+    assert out.content == "3 rows" and out.data == {"rows": [1, 2, 3]}
+
+
+def test_dataframe_results_are_rendered_compactly_for_the_model():
+    pd = pytest.importorskip("pandas")
+
+    @tool
+    def orders() -> object:
+        return pd.DataFrame({"id": [1, 2], "status": ["open", "paid"]})
+
+    out = asyncio.run(orders.call({}, ctx()))
+    assert out.data.shape == (2, 2)
+    assert "data, not instructions" in out.content
+    assert "id,status\n1,open\n2,paid" in out.content
+
+
+@pytest.mark.parametrize("name", ["has space", "semi;colon", "", "x" * 65])
+def test_bad_tool_names_fail_at_definition(name):
+    with pytest.raises(UserError, match="tool name"):
+        tool(name=name, description="d", run=lambda: None)
+
+
+def test_connector_takes_a_dict_or_a_list_and_plain_functions():
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    c = connector("net", [ping])
+    assert list(c.tools) == ["ping"] and c.tools["ping"].description == "Ping."
+    c2 = connector("net", {"check": ping})
+    assert list(c2.tools) == ["check"]
+
+
+def test_connector_list_with_two_tools_of_one_name_fails():
+    @tool
+    def ping() -> str:
+        return "a"
+
+    with pytest.raises(UserError, match=r"'ping'.*connector 'net' \(twice\)"):
+        connector("net", [ping, ping])
+
+
+def test_unnamed_tool_in_a_list_is_refused_with_a_fix():
+    t = tool(description="anonymous", input={"type": "object"}, run=lambda a: a)
+    with pytest.raises(UserError, match="has no name"):
+        connector("c", [t])
+
+
+def test_input_with_a_run_function_of_two_arguments_is_refused():
+    class Q(BaseModel):
+        a: int
+
+    with pytest.raises(UserError, match="one argument"):
+        tool(description="d", input=Q, run=lambda a, b: None)
+
+
+def test_needs_approval_can_depend_on_the_arguments():
+    @tool(needs_approval=lambda args: args["amount"] > 100)
+    def refund(amount: float) -> str:
+        return "ok"
+
+    assert refund.requires_approval({"amount": 500})
+    assert not refund.requires_approval({"amount": 5})
