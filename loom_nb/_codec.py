@@ -58,11 +58,17 @@ def decode(data: Any) -> Any:
 
 
 def _encode_frame(df: Any) -> dict[str, Any]:
+    import pandas as pd
+
     n_index = df.index.nlevels
     index_names = list(df.index.names)
-    flat = df.reset_index(names=[f"__index_{i}__" for i in range(n_index)])
+    # Index levels first, then the columns by position (reset_index would re-infer an object
+    # index of strings as "str", and flat[c] breaks on duplicate column labels).
+    levels = [df.index.get_level_values(i) for i in range(n_index)]
+    flat = [pd.Series(level, dtype=level.dtype) for level in levels]
+    flat += [df.iloc[:, j] for j in range(df.shape[1])]
     return {
-        "columns": [_encode_column(flat[c]) for c in flat.columns],
+        "columns": [_encode_column(c) for c in flat],
         "labels": [encode(c) for c in df.columns],
         "index_names": index_names,
         "default_index": _is_default_index(df),
@@ -134,14 +140,18 @@ def _decode_frame(data: dict[str, Any]) -> Any:
     index_names = data["index_names"]
     n_index = len(index_names)
     arrays = [_decode_column(c) for c in cols]
+    # dtype= on each column: pandas 3 would infer "str" for an object column of strings.
     frame = pd.DataFrame(
-        {i: arr for i, arr in enumerate(arrays[n_index:])},
+        {
+            i: pd.Series(arr, dtype=arr.dtype, copy=False)
+            for i, arr in enumerate(arrays[n_index:])
+        },
     )
     frame.columns = pd.Index([decode(label) for label in data["labels"]], dtype=object)
     if data["default_index"]:
         return frame.set_axis(pd.RangeIndex(len(frame)), axis=0)
     if n_index == 1:
-        index = pd.Index(arrays[0], name=index_names[0])
+        index = pd.Index(arrays[0], dtype=arrays[0].dtype, name=index_names[0])
     else:
         index = pd.MultiIndex.from_arrays(arrays[:n_index], names=index_names)
     return frame.set_axis(index, axis=0)
