@@ -292,19 +292,19 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
 
     def __init__(self, view: ThreadView, send: Callable[[str], concurrent.futures.Future[Any]]):
         self.view = view
-        self._send = send
+        self._send_fn = send
         self.input = widgets.Textarea(placeholder="Ask the agent… (Send)", rows=2)
         self.input.layout.width = "100%"
         self.input.add_class("loom-chat-input")
         self.send_button = widgets.Button(description="Send", button_style="primary")
         self.send_button.add_class("loom-send")
-        self.send_button.on_click(lambda _b: self.send())
+        self.send_button.on_click(lambda _b: self.ask())
         self.future: concurrent.futures.Future[Any] | None = None
         self._lock = threading.Lock()
         super().__init__([view, widgets.HBox([self.input, self.send_button])])
         self.add_class("loom-chat")
 
-    def send(self, text: str | None = None) -> concurrent.futures.Future[Any] | None:
+    def ask(self, text: str | None = None) -> concurrent.futures.Future[Any] | None:
         """Send ``text`` (or the input box's text). None when empty or a run is going on."""
         with self._lock:
             prompt = (self.input.value if text is None else text).strip()
@@ -312,7 +312,7 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
                 return None
             self.input.value = ""
             self.send_button.disabled = True
-            future = self._send(prompt)
+            future = self._send_fn(prompt)
             self.future = future
         future.add_done_callback(lambda _f: setattr(self.send_button, "disabled", False))
         return future

@@ -1,0 +1,206 @@
+"""%%loom, widgets and approvals in real kernels (ipykernel 6.31, 7.3, 7.4) through nbclient.
+
+Kernel-side ``button.click()`` runs the same on_click a browser click runs; the browser test
+(test_browser.py) covers what the person sees.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nb_kernels import Kernel, execute, printed, text_of, with_class
+
+pytestmark = pytest.mark.timeout(240)
+
+SETUP = """
+%load_ext loom_nb
+import pandas as pd
+from loom_nb import define_agent, tool, ReplayModel, Reply
+{store_import}
+
+written = []
+
+@tool
+def orders(min_total: float) -> pd.DataFrame:
+    "Orders above min_total."
+    df = pd.DataFrame({{"id": [1, 2, 3], "total": [50.0, 150.0, 250.0]}})
+    return df[df.total > min_total]
+
+@tool(needs_approval=True, preview=lambda a: {{"rows": [{{"subject": a["subject"]}}]}})
+def insert_ticket(subject: str) -> str:
+    "Insert a ticket."
+    written.append(subject)
+    return f"ticket {{subject!r}} inserted"
+
+model = ReplayModel({replies})
+analyst = define_agent(name="analyst", model=model, tools=[orders, insert_ticket], store={store})
+threshold = 100
+"""
+
+REPLIES = """[
+    Reply("Looking at the orders.", [("orders", {"min_total": 100})]),
+    "There are **2** orders above 100.",
+    "Both are still open.",
+    Reply("I will file a ticket.", [("insert_ticket", {"subject": "late orders"})]),
+    "The ticket is filed.",
+]"""
+
+
+def _setup(store: str = "None", store_import: str = "", replies: str = REPLIES) -> str:
+    return SETUP.format(store=store, store_import=store_import, replies=replies)
+
+
+def test_run_all_then_click_approve(kernel: tuple[str, Path], tmp_path: Path) -> None:
+    cells = [
+        _setup(),
+        "%%loom analyst -o big\nWhich orders are above {threshold}?",
+        "%%loom analyst\nAre they open?",
+        "print(type(big).__name__, list(big.id), len(analyst.threads()), "
+        "len(analyst.threads()[0].__dict__) > 0)",
+        "%%loom analyst\nFile a ticket about the late orders.",
+        textwrap.dedent("""
+            from loom_nb.notebook import session
+            view = session().last_view
+            card = view.cards[0]
+            card.approve_button.click()
+            card.approve_button.click()   # a double click must not run twice
+            card.reject_button.click()
+            result = view.wait(30)
+            print(result.status, written, card.approve_button.disabled, card.reject_button.disabled)
+            print(card.decision_label.value)
+        """),
+        "print(result.output, '|', result.thread.id == session().current['analyst'])",
+    ]
+    nb = execute(cells, kernel, tmp_path)
+    out = [text_of(c) for c in nb.cells]
+    assert out[3].split() == ["DataFrame", "[2,", "3]", "1", "True"]
+    assert "complete ['late orders'] True True" in out[5]
+    assert "Approved" in out[5] and "done" in out[5]
+    assert "The ticket is filed. | True" in out[6]
+    # Stored widget state: what the cells drew while they ran.
+    frames = with_class(nb, "loom-frame")
+    assert len(frames) == 1 and "2 rows × 2 columns" in frames[0]["value"]
+    users = [s["value"] for s in with_class(nb, "loom-user")]
+    assert any("Which orders are above 100?" in u for u in users)
+    texts = [o["data"]["text/markdown"] for s in with_class(nb, "loom-assistant")
+             for o in s.get("outputs", [])]
+    assert "There are **2** orders above 100." in texts
+    assert with_class(nb, "loom-approval") and with_class(nb, "loom-tool-call")
+
+
+def test_restart_resumes_the_pending_card_and_approves(
+    kernel: tuple[str, Path], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "loom.db")
+    store = f"sqlite_store({db!r})"
+    store_import = "from loom_nb.sqlite import sqlite_store"
+    first = execute([
+        _setup(store, store_import, '[Reply("Filing it.", [("insert_ticket", {"subject": "x"})])]'),
+        "%%loom analyst --result r\nFile a ticket.",
+        "print(r.thread.id, r.status, written)",
+    ], kernel, tmp_path)
+    thread_id, status, nothing = text_of(first.cells[2]).split()
+    assert (status, nothing) == ("awaiting_approval", "[]")
+
+    # A new kernel on the same file: the thread comes back whole, its card active.
+    second = execute([
+        _setup(store, store_import, '["The ticket is filed."]'),
+        f"%loom resume {thread_id}",
+        textwrap.dedent("""
+            from loom_nb.notebook import session
+            view = session().last_view
+            card = view.cards[0]
+            print(card.approve_button.disabled, '"subject": "x"' in card.preview.value
+                  or "<td>x</td>" in card.preview.value)
+            card.approve_button.click()
+            result = view.wait(30)
+            print(result.status, written, result.output)
+        """),
+        "print(analyst.thread(result.thread.id).status)",
+    ], kernel, tmp_path)
+    shown = second.cells[1]
+    assert [c for c in with_class(second, "loom-user") if "File a ticket." in c["value"]]
+    assert with_class(second, "loom-tool-call") and with_class(second, "loom-approval")
+    assert not shown.get("outputs") or "Error" not in text_of(shown)
+    lines = text_of(second.cells[2]).splitlines()
+    assert lines[0] == "False True"
+    assert lines[1] == "complete ['x'] The ticket is filed."
+    assert text_of(second.cells[3]).strip() == "complete"
+
+
+def test_interrupt_keeps_what_completed_and_batching(
+    kernel: tuple[str, Path], tmp_path: Path
+) -> None:
+    long_text = " ".join(f"w{i}" for i in range(2000))
+    replies = f'[Reply("Fetching.", [("orders", {{"min_total": 0}})]), {long_text!r}]'
+    k = Kernel(kernel, tmp_path)
+    try:
+        reply, out = k.run(_setup(replies=replies) + "\nmodel.delay = 0.01\n"
+                           "import ipykernel; print(ipykernel.__version__)")
+        assert reply["status"] == "ok"
+        version = kernel[0].removeprefix("loom-ipykernel-").replace("-", ".")
+        assert printed(out).startswith(version + ".")  # the kernelspec runs that ipykernel
+        msg_id = k.send("%%loom analyst\nShow all orders.")
+
+        def streaming(msg: dict[str, Any]) -> bool:  # the slow reply is under way
+            return "w20 " in json.dumps(msg["content"])
+
+        k.collect(msg_id, until=streaming)
+        k.km.interrupt_kernel()
+        k.collect(msg_id)
+        interrupted = k.reply(msg_id)
+        assert interrupted["status"] == "error" and interrupted["ename"] == "KeyboardInterrupt"
+
+        reply, out = k.run(
+            "from loom_nb.notebook import session\n"
+            "t = analyst.thread(session().current['analyst'])\n"
+            "print([m.role for m in t.messages], t.error)"
+        )
+        assert printed(out).strip() == (
+            "['user', 'assistant', 'tool'] The run was interrupted; what completed is saved."
+        )
+        # The kernel is fine and %%loom goes on in the same thread.
+        reply, out = k.run(
+            f"model.delay = 0.0005\nmodel.add({long_text!r})\n"
+            "%config LoomMagics.stream_interval = 0.1"
+        )
+        msg_id = k.send("%%loom analyst --result again\nTry again.")
+        messages = k.collect(msg_id)
+        assert k.reply(msg_id)["status"] == "ok"
+        updates = [m for m in messages if m["msg_type"] == "comm_msg"
+                   and "text/markdown" in json.dumps(m["content"])]
+        reply, out = k.run("print(again.status, len(again.output.split()), "
+                           "session().last_view.stream_updates)")
+        status, words, flushes = printed(out).split()
+        assert (status, words) == ("complete", "2000")
+        # 2000 streamed words reach the frontend as a handful of batched updates.
+        assert len(updates) == int(flushes) and 1 < len(updates) < 200
+        print(f"comm messages for a 2000-word streamed reply: {len(updates)}")
+    finally:
+        k.close()
+
+
+def test_failed_run_is_one_line_and_stops_run_all(kernel: tuple[str, Path], tmp_path: Path) -> None:
+    k = Kernel(kernel, tmp_path)
+    try:
+        assert k.run(_setup(replies="[]"))[0]["status"] == "ok"
+        reply, messages = k.run("%%loom analyst\nHello?")
+        assert reply["status"] == "error" and reply["ename"] == "RunFailed"
+        errors = [m["content"] for m in messages if m["msg_type"] == "error"]
+        assert len(errors) == 1 and len(errors[0]["traceback"]) == 1
+        assert "has no reply left" in errors[0]["traceback"][0]
+        reply, messages = k.run("from loom_nb.notebook import session\n"
+                                "v = session().last_view\n"
+                                "print(len(v.errors.children), 'loom-error' in "
+                                "v.errors.children[0]._dom_classes)")
+        assert printed(messages).split() == ["1", "True"]
+        reply, messages = k.run("%%loom nobody\nHello?")
+        assert reply["status"] == "error"
+        assert "UsageError" in printed(messages) or any(
+            "nobody" in json.dumps(m["content"]) for m in messages)
+    finally:
+        k.close()

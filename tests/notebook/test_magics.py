@@ -1,0 +1,268 @@
+"""The magics through a real IPython shell (in-process): parsing, options, interpolation,
+bindings, one-line UsageErrors, text rendering, approvals by line magic, widgets in-process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from loom_nb import ReplayModel, Reply, define_agent, tool
+from loom_nb.notebook import session as loom_session
+from loom_nb.notebook.interpolate import interpolate
+
+
+@pytest.fixture
+def shell(capsys: pytest.CaptureFixture[str]) -> Iterator[InteractiveShell]:
+    sh = InteractiveShell.instance()
+    sh.run_cell("%load_ext loom_nb", store_history=False)
+    sh.run_cell("%config LoomMagics.display = 'text'")
+    sh.run_cell("%config LoomMagics.default_agent = ''")
+    written: list[str] = []
+
+    @tool
+    def orders(min_total: float) -> pd.DataFrame:
+        "Orders above min_total."
+        df = pd.DataFrame({"id": [1, 2, 3], "total": [50.0, 150.0, 250.0]})
+        return df[df.total > min_total]
+
+    @tool(needs_approval=True, preview=lambda a: {"rows": [{"subject": a["subject"]}]})
+    def insert_ticket(subject: str) -> str:
+        "Insert a ticket."
+        written.append(subject)
+        return f"ticket {subject!r} inserted"
+
+    model = ReplayModel([])
+    agent = define_agent(name="analyst", model=model, tools=[orders, insert_ticket])
+    sh.user_ns.update(analyst=agent, model=model, written=written, threshold=100)
+    capsys.readouterr()
+    yield sh
+    s = loom_session(sh)
+    s.current.clear()
+    for name in ("analyst", "model", "written", "threshold", "other", "big", "all_", "res"):
+        sh.user_ns.pop(name, None)
+
+
+def cell(sh: InteractiveShell, line: str, body: str | None = None) -> Any:
+    code = line if body is None else f"{line}\n{body}"
+    result = sh.run_cell(code, store_history=False)
+    return result
+
+
+def error_of(result: Any) -> str:
+    exc = result.error_in_exec or result.error_before_exec
+    return f"{type(exc).__name__}: {exc}" if exc is not None else ""
+
+
+# ---- interpolation ---------------------------------------------------------------------------
+
+
+def test_interpolation_replaces_known_names_and_leaves_code_and_json() -> None:
+    class Obj:
+        shape = (3, 2)
+
+    ns = {"x": 5, "df": Obj(), "name": "orders"}
+    text = 'Use {name} with {x} rows, shape {df.shape}; {"json": {"a": 1}} {unknown} {x + 1} {{x}}'
+    assert interpolate(text, ns) == (
+        'Use orders with 5 rows, shape (3, 2); {"json": {"a": 1}} {unknown} {x + 1} {x}'
+    )
+    assert interpolate("def f(): return {k: v for k in d}", ns) == (
+        "def f(): return {k: v for k in d}"
+    )
+    assert interpolate("{df.missing}", ns) == "{df.missing}"
+
+
+# ---- %%loom ----------------------------------------------------------------------------------
+
+
+def test_cell_streams_as_text_binds_frames_and_continues_the_thread(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = shell.user_ns["model"]
+    model.add(Reply("Looking.", [("orders", {"min_total": 100})]), "There are **2** of them.",
+              "Still open.")
+    line = "%%loom analyst -o big -O all_ --result res"
+    r = cell(shell, line, 'Orders above {threshold}? {"raw": 1}')
+    assert r.success, error_of(r)
+    out = capsys.readouterr().out
+    assert "you: Orders above 100? {\"raw\": 1}" in out
+    assert "→ orders({\"min_total\": 100})" in out
+    assert "[DataFrame 2 rows × 2 columns]" in out
+    assert "There are **2** of them." in out
+    big = shell.user_ns["big"]
+    assert list(big.id) == [2, 3] and len(shell.user_ns["all_"]) == 1
+    first = shell.user_ns["res"].thread.id
+    assert cell(shell, "%%loom analyst --result res", "Open?").success
+    assert shell.user_ns["res"].thread.id == first
+    assert model.requests[-1].messages[0].text == 'Orders above 100? {"raw": 1}'
+    assert cell(shell, "%%loom analyst --new --result res -o big", "{{threshold}}").success is False
+    # no reply left: the failed run shows its error, raises, and -o was not touched
+    assert shell.user_ns["res"].thread.id == first and list(shell.user_ns["big"].id) == [2, 3]
+    assert model.requests[-1].messages[-1].text == "{threshold}"
+
+
+def test_completed_run_without_frames_binds_none(shell: InteractiveShell,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    shell.user_ns["model"].add("Nothing to fetch.")
+    shell.user_ns["big"] = "stale"
+    assert cell(shell, "%%loom analyst -o big --raw", "{threshold}").success
+    assert shell.user_ns["big"] is None
+    assert "this run fetched no DataFrame" in capsys.readouterr().out
+    assert shell.user_ns["model"].requests[-1].messages[-1].text == "{threshold}"
+
+
+@pytest.mark.parametrize(
+    ("line", "body", "expected"),
+    [
+        ("%%loom nobody", "hi", "'nobody' is not defined, not an agent; agents here: analyst"),
+        ("%%loom threshold", "hi", "'threshold' is a int, not an agent"),
+        ("%%loom analyst --new --thread abc", "hi", "use either --new or --thread ID"),
+        ("%%loom analyst -o 1x", "hi", "-o '1x': give a Python variable name"),
+        ("%%loom analyst --bogus", "hi", "unrecognized arguments: --bogus"),
+        ("%%loom analyst", "   ", "the cell is empty"),
+        ("%%loom analyst --thread nope", "hi", "no thread 'nope' for agent 'analyst'"),
+        ("%loom frobnicate now", None, "unknown %loom command 'frobnicate'"),
+        ("%loom resume nope", None, "no thread 'nope' for the agents here"),
+        ("%loom approve call_x", None, "no call 'call_x' waits for approval"),
+        ("%loom show", None, "analyst has no current thread"),
+        ("%loom delete", None, "the following arguments are required: ID"),
+    ],
+)
+def test_mistakes_are_one_line_usage_errors(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], line: str, body: str | None,
+    expected: str,
+) -> None:
+    r = cell(shell, line, body)
+    assert not r.success
+    err = capsys.readouterr().err
+    assert err.startswith("UsageError: ") and expected in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_several_agents_need_a_name_or_a_default(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.user_ns["other"] = define_agent(name="other", model=ReplayModel(["from other"]))
+    r = cell(shell, "%%loom", "hi")
+    assert "name the agent: %%loom AGENT (agents here: analyst, other)" in capsys.readouterr().err
+    assert not r.success
+    cell(shell, "%config LoomMagics.default_agent = 'other'")
+    assert cell(shell, "%%loom", "hi").success
+    assert "assistant: from other" in capsys.readouterr().out
+
+
+def test_failed_run_prints_error_and_raises_one_line(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = cell(shell, "%%loom analyst", "Hello?")  # the model has no reply queued
+    assert type(r.error_in_exec).__name__ == "RunFailed"
+    captured = capsys.readouterr()
+    assert "⚠ error:" in captured.out and "has no reply left" in captured.out
+    shown = captured.out + captured.err
+    assert "\nRunFailed: analyst: " in shown and "Traceback" not in shown
+
+
+# ---- threads and approvals by line magic -----------------------------------------------------
+
+
+def test_threads_show_new_delete_and_approve_by_line_magic(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, written = shell.user_ns["model"], shell.user_ns["written"]
+    model.add(Reply("Filing.", [("insert_ticket", {"subject": "late"})]), "Filed.",
+              Reply("Again.", [("insert_ticket", {"subject": "no"})]), "Not filed then.")
+    assert cell(shell, "%%loom analyst --result res", "File a ticket").success
+    out = capsys.readouterr().out
+    thread_id = shell.user_ns["res"].thread.id
+    call_id = shell.user_ns["res"].pending[0].call_id
+    assert f"%loom approve {call_id}" in out and "subject" in out and "late" in out
+    # a new message while a call waits: told exactly what to do
+    assert not cell(shell, "%%loom analyst", "more").success
+    assert f"%loom approve {call_id}" in capsys.readouterr().err
+
+    table = cell(shell, "%loom threads analyst").result
+    assert list(table.columns) == ["id", "title", "agent", "updated", "messages", "pending",
+                                   "current"]
+    assert table.iloc[0][["id", "title", "pending", "current"]].tolist() == [
+        thread_id, "File a ticket", 1, True]
+
+    assert cell(shell, "%loom approvals").success
+    assert f"call {call_id}" in capsys.readouterr().out
+    assert cell(shell, f"%loom approve {call_id}").success
+    out = capsys.readouterr().out
+    assert written == ["late"] and "insert_ticket [approved]" in out and "Filed." in out
+    r = cell(shell, f"%loom approve {call_id}")
+    assert not r.success and written == ["late"]
+    assert "no call" in capsys.readouterr().err
+
+    assert cell(shell, "%loom show").success
+    shown = capsys.readouterr().out
+    assert "you: File a ticket" in shown and "Filed." in shown
+
+    assert cell(shell, "%loom new analyst").success
+    assert cell(shell, "%%loom analyst --result res", "Another").success
+    second = shell.user_ns["res"]
+    assert second.thread.id != thread_id
+    assert cell(shell, f"%loom reject {second.pending[0].call_id}").success
+    assert written == ["late"] and "Not filed then." in capsys.readouterr().out
+
+    assert cell(shell, f"%loom resume {thread_id}").success
+    assert loom_session(shell).current["analyst"] == thread_id
+    assert cell(shell, f"%loom delete {thread_id}").success
+    assert len(cell(shell, "%loom threads").result) == 1
+    assert loom_session(shell).current["analyst"] is None
+
+
+# ---- widgets in-process ----------------------------------------------------------------------
+
+
+def test_cards_decide_once_each_and_resume_when_all_are_decided(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell(shell, "%config LoomMagics.display = 'widgets'")
+    model, written = shell.user_ns["model"], shell.user_ns["written"]
+    model.add(Reply("Two.", [("insert_ticket", {"subject": "a"}),
+                             ("insert_ticket", {"subject": "b"})]), "One filed, one not.")
+    assert cell(shell, "%%loom analyst", "Two tickets").success
+    view: Any = loom_session(shell).last_view
+    classes = [c for w in view.body.children for c in w._dom_classes]
+    assert classes.count("loom-approval") == 2 and "loom-user" in classes
+    first, second = view.cards
+    future = first.approve()
+    assert first.approve() is None and first.reject() is None  # one decision per card
+    partial = future.result(10)
+    assert partial.status == "awaiting_approval" and written == []
+    assert "waiting for 1 other decision" in first.decision_label.value
+    second.reject_button.click()
+    done = view.wait(10)
+    assert done.status == "complete" and written == ["a"]
+    assert "done" in first.decision_label.value
+    assert "nothing was written" in second.decision_label.value
+    assert all(b.disabled for c in view.cards for b in (c.approve_button, c.reject_button))
+    texts = [o["data"]["text/markdown"] for w in view.body.children
+             if "loom-assistant" in w._dom_classes for o in w.outputs]
+    assert texts[-1] == "One filed, one not."
+    assert view.running.layout.display == "none"
+
+
+def test_chat_widget_sends_without_blocking_and_continues_the_thread(
+    shell: InteractiveShell,
+) -> None:
+    cell(shell, "%config LoomMagics.display = 'widgets'")
+    model = shell.user_ns["model"]
+    model.add("First answer.", "Second answer.")
+    chat = cell(shell, "%loom analyst").result
+    assert "loom-chat-input" in chat.input._dom_classes
+    chat.input.value = "  "
+    assert chat.ask() is None  # nothing to send
+    chat.input.value = "Hello"
+    chat.send_button.click()
+    assert chat.wait(10).output == "First answer." and chat.input.value == ""
+    first = loom_session(shell).current["analyst"]
+    assert chat.ask("And now?") is not None
+    assert chat.wait(10).thread.id == first
+    assert [m.text for m in model.requests[-1].messages if m.role == "user"] == [
+        "Hello", "And now?"]
