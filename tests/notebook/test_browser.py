@@ -15,7 +15,9 @@ from browser.page import (
     MEDIUM,
     cell,
     cell_output_text,
+    insert_cell,
     open_notebook,
+    restart_kernel,
     run_all,
     run_cell,
     screenshot,
@@ -68,3 +70,158 @@ def test_widget_click_reaches_the_kernel(lab: LabServer, page: Any) -> None:
     assert "kernel saw 1 clicks" in cell_output_text(page, 1)
     assert cell(page, 0).locator(".t-button").is_enabled()
     screenshot(page, "browser-harness-button")
+
+
+SETUP = """
+import pandas as pd
+from loom_nb import Reply, ReplayModel, define_agent, tool
+from loom_nb.sqlite import sqlite_store
+
+%load_ext loom_nb
+
+ORDERS = pd.DataFrame({
+    "id": [101, 102, 103],
+    "customer": ["Ada", "Grace", "Linus"],
+    "total": [120.0, 80.5, 310.25],
+    "status": ["open", "open", "shipped"],
+})
+
+@tool
+def open_orders() -> pd.DataFrame:
+    "Orders that are still open."
+    return ORDERS[ORDERS.status == "open"].reset_index(drop=True)
+
+@tool(needs_approval=True)
+def add_order(customer: str, total: float) -> dict:
+    "Add an open order."
+    global ORDERS
+    new_id = int(ORDERS.id.max()) + 1
+    row = {"id": new_id, "customer": customer, "total": total, "status": "open"}
+    ORDERS = pd.concat([ORDERS, pd.DataFrame([row])], ignore_index=True)
+    return row
+
+model = ReplayModel([
+    Reply("Let me look at the open orders.", tool_calls=[("open_orders", {})]),
+    Reply(
+        "Two orders are still open: 101 for Ada and 102 for Grace. "
+        "Now I will add the order for Hopper.",
+        tool_calls=[("add_order", {"customer": "Hopper", "total": 42.5})],
+    ),
+    Reply("Done: order 104 for Hopper is saved and open."),
+], delay=0.05)
+analyst = define_agent(
+    name="analyst", model=model, tools=[open_orders, add_order], store=sqlite_store("loom.db")
+)
+"""
+
+ASK = """
+%%loom analyst --new -o open_df
+Which orders are still open? Then add an order for Hopper, total 42.5.
+"""
+
+KERNEL_CHECK = """
+print("rows in open_df:", len(open_df))
+print("Hopper written:", (ORDERS.customer == "Hopper").any())
+"""
+
+#: Records the text of every assistant message each time the DOM changes, so the test can
+#: tell streamed text (seen growing) from text that arrived in one piece.
+WATCH_STREAM = """() => {
+    window.__loomSeen = [];
+    new MutationObserver(() => {
+        for (const el of document.querySelectorAll('.loom-assistant')) {
+            const t = el.innerText.trim();
+            if (t && window.__loomSeen[window.__loomSeen.length - 1] !== t) {
+                window.__loomSeen.push(t);
+            }
+        }
+    }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
+    """A person runs a notebook: sees the streamed answer and the table, approves the write,
+    sees its outcome; the kernel holds the data; after a restart the thread comes back whole."""
+    cells = _cells(SETUP, ASK, KERNEL_CHECK)
+    write_notebook(lab.root / "agent.ipynb", cells)
+    open_notebook(page, lab, "agent.ipynb")
+    page.evaluate(WATCH_STREAM)
+    run_all(page, len(cells))
+
+    asked = cell(page, 1)
+    thread = asked.locator(".loom-thread")
+    expect_text(thread.locator(".loom-user"), "Which orders are still open?")
+    answer = "Two orders are still open: 101 for Ada and 102 for Grace."
+    expect_text(thread.locator(".loom-assistant").nth(1), answer)
+    # Streamed: the answer was seen growing word by word before it was whole.
+    seen = page.evaluate("() => window.__loomSeen")
+    partial = [t for t in seen if "Two orders" in t and "Hopper" not in t]
+    assert partial, f"the answer never showed partially while streaming: {seen[:10]}"
+
+    # The DataFrame the tool returned, as a table with its two rows.
+    table = thread.locator(".loom-frame table")
+    table.wait_for(timeout=MEDIUM)
+    body_rows = table.locator("tbody tr")
+    assert body_rows.count() == 2
+    assert "Ada" in body_rows.nth(0).inner_text()
+    assert "Grace" in body_rows.nth(1).inner_text()
+    assert "Linus" not in table.inner_text()
+    assert "open_orders" in thread.locator(".loom-tool-call").first.inner_text()
+
+    # The approval card shows exactly what will be written, and waits.
+    card = thread.locator(".loom-approval")
+    assert card.count() == 1
+    assert "add_order" in card.inner_text()
+    assert "Hopper" in card.inner_text() and "42.5" in card.inner_text()
+    assert "Hopper written: False" in cell_output_text(page, 2)
+    screenshot(page, "browser-agent-awaiting-approval", asked)
+
+    card.locator(".loom-approve button, button.loom-approve").first.click()
+    expect_text(card.locator(".loom-decision"), "Approved")
+    expect_text(card.locator(".loom-decision"), "done")
+    expect_text(thread.locator(".loom-assistant").last, "Done: order 104 for Hopper is saved")
+    assert card.locator("button.loom-approve").is_disabled()
+    assert card.locator("button.loom-reject").is_disabled()
+    thread_id = thread.locator(".loom-thread-header code").inner_text().strip()
+    assert thread_id
+    screenshot(page, "browser-agent-approved", asked)
+
+    # The kernel side: the write happened, and -o bound the fetched frame.
+    first = wait_cell_done(page, 2)
+    run_cell(page, 2)
+    wait_cell_done(page, 2, after=first)
+    out = cell_output_text(page, 2)
+    assert "Hopper written: True" in out
+    assert "rows in open_df: 2" in out
+
+    # Restart: nothing in memory; the thread comes back from SQLite, whole.
+    restart_kernel(page)
+    insert_cell(page, len(cells), f"%loom resume {thread_id}")
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    run_cell(page, len(cells))
+    wait_cell_done(page, len(cells))
+    resumed = cell(page, len(cells)).locator(".loom-thread")
+    expect_text(resumed.locator(".loom-user"), "Which orders are still open?")
+    texts = resumed.locator(".loom-assistant")
+    expect_text(texts.last, "Done: order 104 for Hopper is saved")
+    assert texts.count() == 3
+    assert "Let me look at the open orders." in texts.nth(0).inner_text()
+    assert answer in texts.nth(1).inner_text()
+    assert resumed.locator(".loom-frame table tbody tr").count() == 2
+    calls = resumed.locator(".loom-tool-call")
+    assert calls.count() == 2
+    # The decided write: no buttons to click again, and its result says it was approved.
+    assert resumed.locator(".loom-approve").count() == 0
+    write_call = calls.nth(1)
+    write_call.locator(".lm-AccordionPanel-title, .jupyter-widget-Collapse-header").first.click()
+    expect_text(write_call, "approved")
+    expect_text(write_call, "Hopper")
+    screenshot(page, "browser-agent-resumed", cell(page, len(cells)))
+
+
+def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
+    """Wait until ``locator`` is visible and contains ``text`` (what a person would read)."""
+    from playwright.sync_api import expect
+
+    expect(locator).to_contain_text(text, timeout=timeout)

@@ -10,7 +10,7 @@ import pytest
 from conftest import require
 
 from .lab import LabServer, chromium_path, jupyter_lab_available, start_lab
-from .page import chromium_context, playwright_available
+from .page import chromium_context, playwright_available, screenshot
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +35,21 @@ def chromium() -> str:
 
 
 @pytest.fixture
-def page(lab: LabServer, chromium: str, tmp_path: Path) -> Iterator[Any]:
-    """A page in a fresh chromium profile; kernels are shut down through REST afterwards."""
+def page(
+    lab: LabServer, chromium: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Any]:
+    """A page in a fresh chromium profile; kernels are shut down through REST afterwards.
+
+    The page's last state is saved as ``test-artifacts/<test>-last.png`` (what was on
+    screen when a test failed)."""
     with chromium_context(chromium, tmp_path / "chromium-profile") as context:
         page = context.new_page()
         try:
             yield page
         finally:
+            try:
+                screenshot(page, f"{request.node.name}-last")
+            except Exception as exc:  # a screenshot must not hide the test's own failure
+                print(f"no screenshot: {exc}")
             page.close()
             lab.shutdown_kernels()

@@ -201,13 +201,18 @@ def cell(page: Any, index: int) -> Any:
 
 
 def cell_output_text(page: Any, index: int) -> str:
-    return str(cell(page, index).locator(".jp-OutputArea").inner_text())
+    return str(cell(page, index).locator(".jp-Cell-outputArea").inner_text())
 
 
-def screenshot(page: Any, name: str) -> Path:
-    """Save a full-page screenshot under test-artifacts/ at the repository root."""
+def screenshot(page: Any, name: str, element: Any = None) -> Path:
+    """Save a screenshot under test-artifacts/ at the repository root: of ``element`` (a
+    locator, scrolled into view and captured whole) or of the page."""
     out = REPO_ROOT / "test-artifacts"
     out.mkdir(exist_ok=True)
     path = out / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    if element is not None:
+        element.scroll_into_view_if_needed(timeout=MEDIUM)
+        element.screenshot(path=str(path), timeout=MEDIUM)
+    else:
+        page.screenshot(path=str(path), full_page=True)
     return path
