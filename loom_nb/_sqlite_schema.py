@@ -43,7 +43,7 @@ def m001_threads_and_messages(conn: sqlite3.Connection) -> None:
         """
     )
     conn.execute(
-        "CREATE INDEX loom_threads_recent ON loom_threads (user_id, agent, updated_us)"
+        "CREATE INDEX loom_threads_owner ON loom_threads (user_id, agent)"
     )
     # ``json`` is the message's JSON form without its tool results' structured data, which
     # lives in ``data`` (a JSON array, one entry per part, null where a part has none) so that
@@ -58,7 +58,7 @@ def m001_threads_and_messages(conn: sqlite3.Connection) -> None:
             json TEXT NOT NULL,
             data TEXT,
             PRIMARY KEY (thread_id, seq)
-        )
+        ) WITHOUT ROWID
         """
     )
 
@@ -67,10 +67,10 @@ def m002_search_text(conn: sqlite3.Connection) -> None:
     """A casefolded copy of each message's searchable text (its text and tool result
     contents): exact, Unicode-aware substring search, which LIKE over the JSON cannot give."""
     conn.execute("ALTER TABLE loom_messages ADD COLUMN search TEXT")
-    rows = conn.execute("SELECT rowid, json FROM loom_messages").fetchall()
+    rows = conn.execute("SELECT thread_id, seq, json FROM loom_messages").fetchall()
     conn.executemany(
-        "UPDATE loom_messages SET search = ? WHERE rowid = ?",
-        [(_searchable(Message.from_dict(json.loads(text))), rowid) for rowid, text in rows],
+        "UPDATE loom_messages SET search = ? WHERE thread_id = ? AND seq = ?",
+        [(_searchable(Message.from_dict(json.loads(text))), t, seq) for t, seq, text in rows],
     )
 
 

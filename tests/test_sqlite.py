@@ -70,7 +70,7 @@ CREATE TABLE loom_threads (
     error TEXT,
     message_count INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX loom_threads_recent ON loom_threads (user_id, agent, updated_us);
+CREATE INDEX loom_threads_owner ON loom_threads (user_id, agent);
 CREATE TABLE loom_messages (
     thread_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -79,7 +79,7 @@ CREATE TABLE loom_messages (
     json TEXT NOT NULL,
     data TEXT,
     PRIMARY KEY (thread_id, seq)
-);
+) WITHOUT ROWID;
 INSERT INTO loom_migrations (name) VALUES ('m001_threads_and_messages');
 """
 
