@@ -1,0 +1,400 @@
+"""Thread storage: loom_nb's SQLite store vs openai-agents' SQLiteSession, LangGraph's
+SqliteSaver and a raw sqlite3 floor, in the same run, on files in one temp folder.
+
+Threads of 10, 100, 1,000 and 5,000 messages: user and assistant text of about 300 characters;
+every fifth message a tool result holding a 50-row DataFrame. For each length: the median time
+to append one more text message, and to load the whole thread; then file size per message and
+the import time of ``loom_nb.sqlite``. Run: ``python -m bench.bench_store [--quick]``.
+
+Fairness notes (also in bench/README.md):
+- every file is in WAL mode with ``synchronous=FULL`` (SQLite's default, which SQLiteSession and
+  SqliteSaver keep): a commit is on disk when the call returns;
+- the floor is one ``INSERT`` of ``json.dumps(message.to_dict())`` into an indexed
+  ``(thread_id, json)`` table, and one ``SELECT`` plus ``json.loads`` per row;
+- SQLiteSession gets the same content as JSON dicts (the frame as its encoded dict); its load
+  returns dicts. SqliteSaver gets LangChain messages (the frame as the ToolMessage artifact)
+  and saves a checkpoint of the whole message list per step, which is how LangGraph appends;
+- loom_nb's load returns typed messages; each DataFrame is decoded when it is first read
+  (``load + frames`` shows the cost of decoding every frame too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+LENGTHS = (10, 100, 1_000, 5_000)
+TEXT = ("Open orders above 100 are mostly from the web shop; three are older than a week. " * 4)[
+    :300
+]
+
+
+def sample_frame(seed: int) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "id": np.arange(50) + seed * 50,
+            "status": rng.choice(["open", "paid", "shipped"], 50),
+            "total": rng.uniform(0, 500, 50).round(2),
+            "created_at": pd.date_range("2025-01-01", periods=50, freq="h", tz="UTC"),
+        }
+    )
+
+
+def conversation(n: int) -> list[Any]:
+    """``n`` loom_nb messages: user, assistant, user, assistant + tool call, tool result."""
+    from loom_nb import Message, TextPart, ToolCall, ToolResult, Usage
+    from loom_nb._render import frame_for_model
+
+    t0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
+    out: list[Any] = []
+    for i in range(n):
+        at = t0 + timedelta(seconds=i)
+        kind = i % 5
+        if kind in (0, 2):
+            out.append(Message("user", [TextPart(TEXT)], created_at=at))
+        elif kind == 1:
+            out.append(Message("assistant", [TextPart(TEXT)], at, Usage(900, 80, 1), "bench"))
+        elif kind == 3:
+            call = ToolCall(f"call_{i}", "select", {"table": "orders", "limit": 50})
+            out.append(Message("assistant", [TextPart(TEXT[:100]), call], at, Usage(900, 20, 1)))
+        else:
+            df = sample_frame(i)
+            result = ToolResult(f"call_{i - 1}", "select", frame_for_model(df), df)
+            out.append(Message("tool", [result], created_at=at))
+    return out
+
+
+def median_ms(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def file_bytes(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+# ---- the systems -----------------------------------------------------------------------------
+
+
+class Loom:
+    name = "loom_nb sqlite_store"
+
+    def __init__(self, path: Path) -> None:
+        from loom_nb import Thread
+        from loom_nb.sqlite import sqlite_store
+
+        self.store = sqlite_store(path)
+        self.thread = Thread(id="bench", agent="bench")
+        self.store.save_thread(self.thread)
+
+    def fill(self, messages: list[Any]) -> None:
+        for m in messages:
+            self.append(m)
+
+    def append(self, message: Any) -> None:
+        self.thread.messages.append(message)
+        self.thread.updated_at = message.created_at
+        self.store.append(self.thread, message)
+
+    def load(self) -> object:
+        return self.store.load("bench")
+
+    def connection(self) -> sqlite3.Connection:
+        return self.store._conn
+
+    def load_frames(self) -> object:
+        thread = self.store.load("bench")
+        assert thread is not None
+        return thread.frames
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class Floor:
+    name = "raw floor (INSERT / SELECT+loads)"
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("CREATE TABLE raw (thread_id TEXT NOT NULL, json TEXT NOT NULL)")
+        self.conn.execute("CREATE INDEX raw_thread ON raw (thread_id)")
+
+    def fill(self, messages: list[Any]) -> None:
+        for m in messages:
+            self.append(m)
+
+    def append(self, message: Any) -> None:
+        self.conn.execute(
+            "INSERT INTO raw (thread_id, json) VALUES (?, ?)",
+            ("bench", json.dumps(message.to_dict())),
+        )
+
+    def connection(self) -> sqlite3.Connection:
+        return self.conn
+
+    def load(self) -> object:
+        rows = self.conn.execute(
+            "SELECT json FROM raw WHERE thread_id = ? ORDER BY rowid", ("bench",)
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def session_item(message: Any) -> dict[str, Any]:
+    """The same content in the OpenAI Responses item shape SQLiteSession stores."""
+    from loom_nb._codec import encode
+
+    if message.role == "tool":
+        r = message.tool_results[0]
+        return {
+            "type": "function_call_output",
+            "call_id": r.call_id,
+            "output": r.content,
+            "data": encode(r.data),
+        }
+    if message.tool_calls:
+        c = message.tool_calls[0]
+        return {
+            "type": "function_call",
+            "call_id": c.id,
+            "name": c.name,
+            "arguments": json.dumps(c.arguments),
+        }
+    return {"role": message.role, "content": message.text}
+
+
+class Session:
+    name = "openai-agents SQLiteSession"
+
+    def __init__(self, path: Path) -> None:
+        from agents import SQLiteSession
+
+        self.session = SQLiteSession("bench", path)
+        self.loop = asyncio.new_event_loop()
+
+    def fill(self, messages: list[Any]) -> None:
+        items = [session_item(m) for m in messages]
+        for i in range(0, len(items), 500):
+            self.loop.run_until_complete(self.session.add_items(items[i : i + 500]))
+
+    def append(self, message: Any) -> None:
+        self.loop.run_until_complete(self.session.add_items([session_item(message)]))
+
+    def load(self) -> object:
+        return self.loop.run_until_complete(self.session.get_items())
+
+    def close(self) -> None:
+        self.session.close()
+        self.loop.close()
+
+
+def langchain_message(message: Any) -> Any:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from loom_nb._codec import encode
+
+    if message.role == "tool":
+        r = message.tool_results[0]
+        return ToolMessage(r.content, tool_call_id=r.call_id, artifact=encode(r.data))
+    if message.role == "user":
+        return HumanMessage(message.text)
+    calls = [{"name": c.name, "args": c.arguments, "id": c.id} for c in message.tool_calls]
+    return AIMessage(message.text, tool_calls=calls)
+
+
+class LangGraph:
+    name = "LangGraph SqliteSaver"
+
+    def __init__(self, path: Path) -> None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(path, check_same_thread=False)
+        self.saver = SqliteSaver(conn)
+        self.saver.setup()
+        self.config: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+        self.messages: list[Any] = []
+        self.step = 0
+
+    def fill(self, messages: list[Any]) -> None:
+        self.messages = [langchain_message(m) for m in messages[:-1]]
+        self.append(messages[-1])
+
+    def append(self, message: Any) -> None:
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        self.messages.append(langchain_message(message))
+        self.step += 1
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": self.messages}
+        checkpoint["channel_versions"] = {"messages": self.step}
+        self.config = self.saver.put(
+            self.config, checkpoint, {"source": "loop", "step": self.step}, {"messages": self.step}
+        )
+
+    def load(self) -> object:
+        found = self.saver.get_tuple({"configurable": {"thread_id": "bench", "checkpoint_ns": ""}})
+        assert found is not None
+        return found.checkpoint["channel_values"]["messages"]
+
+    def close(self) -> None:
+        self.saver.conn.close()
+
+
+SYSTEMS: list[type[Any]] = [Floor, Loom, Session, LangGraph]
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+
+def import_ms(statement: str, repeat: int, after: str = "") -> float:
+    timed = ["import time", "t = time.perf_counter()", statement, "print(time.perf_counter() - t)"]
+    code = "\n".join([after, *timed])
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(repeat)
+    ]
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, up to 1,000")
+    parser.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="loom_nb and the floor only, with synchronous=NORMAL: the software's own cost",
+    )
+    args = parser.parse_args()
+    lengths = LENGTHS[:3] if args.quick else LENGTHS
+    appends, loads = (10, 3) if args.quick else (60, 7)
+    systems = [Floor, Loom] if args.no_fsync else SYSTEMS
+    base = conversation(max(lengths) + appends * 2)
+    extra = [m for m in base if m.role == "user"][:appends]
+
+    results: dict[str, dict[int, dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in lengths:
+            opened = []
+            for system in systems:
+                path = Path(tmp) / f"{system.__name__}-{n}.db"
+                s = system(path)
+                if args.no_fsync:
+                    s.connection().execute("PRAGMA synchronous = NORMAL")
+                s.fill(base[:n])
+                row = results.setdefault(system.name, {}).setdefault(n, {})
+                row["size"] = file_bytes(path) / n
+                opened.append((s, row))
+            # Round-robin, so that the shared machine's noise (fsync latency above all) falls
+            # on every system alike.
+            times: dict[str, list[float]] = {system.name: [] for system in systems}
+            for m in extra:
+                for s, _ in opened:
+                    start = time.perf_counter()
+                    s.append(m)
+                    times[s.name].append(time.perf_counter() - start)
+            for _ in range(loads):
+                for s, _ in opened:
+                    start = time.perf_counter()
+                    s.load()
+                    times[s.name + " load"] = [
+                        *times.get(s.name + " load", []),
+                        time.perf_counter() - start,
+                    ]
+            for s, row in opened:
+                row["append"] = statistics.median(times[s.name]) * 1000
+                row["load"] = statistics.median(times[s.name + " load"]) * 1000
+                if isinstance(s, Loom):
+                    row["load_frames"] = median_ms(s.load_frames, max(3, loads // 2))
+                s.close()
+                print(
+                    f"  {s.name:36} n={n:5}: append {row['append']:8.3f} ms, "
+                    f"load {row['load']:9.2f} ms",
+                    file=sys.stderr,
+                )
+    report(results, lengths)
+    core = import_ms("import loom_nb", 9)
+    store = import_ms("import loom_nb.sqlite", 9)
+    alone = import_ms("import loom_nb.sqlite", 9, after="import loom_nb")
+    print(
+        f"\nimport time, median of 9 fresh processes: loom_nb {core:.0f} ms; loom_nb.sqlite "
+        f"{store:.0f} ms in all, {alone:.1f} ms on top of an imported loom_nb"
+    )
+
+
+def report(results: dict[str, dict[int, dict[str, float]]], lengths: tuple[int, ...]) -> None:
+    floor = results[Floor.name]
+    session = results.get(Session.name)
+    print("\nappend one message (median ms)")
+    print(f"{'':38}" + "".join(f"{n:>12,}" for n in lengths))
+    for name, rows in results.items():
+        print(f"{name:38}" + "".join(f"{rows[n]['append']:12.3f}" for n in lengths))
+    for name in (Loom.name,):
+        print(
+            f"{'  loom / floor':38}"
+            + "".join(f"{results[name][n]['append'] / floor[n]['append']:11.2f}x" for n in lengths)
+        )
+        if session:
+            print(
+                f"{'  loom / SQLiteSession':38}"
+                + "".join(
+                    f"{results[name][n]['append'] / session[n]['append']:11.2f}x" for n in lengths
+                )
+            )
+    print("\nload the whole thread (median ms)")
+    print(f"{'':38}" + "".join(f"{n:>12,}" for n in lengths))
+    for name, rows in results.items():
+        print(f"{name:38}" + "".join(f"{rows[n]['load']:12.2f}" for n in lengths))
+        if name == Loom.name:
+            print(
+                f"{'  ... + decode every DataFrame':38}"
+                + "".join(f"{rows[n]['load_frames']:12.2f}" for n in lengths)
+            )
+    print(
+        f"{'  loom / floor':38}"
+        + "".join(f"{results[Loom.name][n]['load'] / floor[n]['load']:11.2f}x" for n in lengths)
+    )
+    if session:
+        print(
+            f"{'  loom / SQLiteSession':38}"
+            + "".join(
+                f"{results[Loom.name][n]['load'] / session[n]['load']:11.2f}x" for n in lengths
+            )
+        )
+    print("\nfile size per message (bytes, after a WAL checkpoint)")
+    print(f"{'':38}" + "".join(f"{n:>12,}" for n in lengths))
+    for name, rows in results.items():
+        print(f"{name:38}" + "".join(f"{rows[n]['size']:12,.0f}" for n in lengths))
+
+
+if __name__ == "__main__":
+    main()
