@@ -119,6 +119,27 @@ def test_filters_order_paging_and_count_against_postgres(rig: Rig) -> None:
     assert gizmo["name"].tolist() == ["Gizmo"]
 
 
+def test_values_with_blanks_commas_quotes_and_parens_match_exactly(rig: Rig) -> None:
+    odd = [" padded", "a,b", 'say "hi"', "x)", "(y", "back\\slash"]
+    with rig.superuser() as conn, conn.cursor() as cur:
+        cur.executemany("INSERT INTO tickets (user_id, subject) VALUES (%s, %s)",
+                        [(USER_A.id, subject) for subject in odd])
+    agent = agent_for(rig, [
+        call("select", table="tickets", columns=["subject"],
+             filters=[{"column": "subject", "op": "in", "value": odd}]),
+        call("select", table="tickets", columns=["subject"],
+             filters=[{"column": "subject", "op": "in", "value": [" padded"]}]),
+        call("select", table="tickets", columns=["subject"],
+             filters=[{"column": "subject", "op": "eq", "value": 'say "hi"'}]),
+        "ok",
+    ])
+    result = agent.run_sync("Find them", context=ctx(USER_A, rig))
+    every, padded, quoted = (sorted(f["subject"]) for f in result.frames)
+    assert every == sorted(odd)
+    assert padded == [" padded"]
+    assert quoted == ['say "hi"']
+
+
 def test_row_cap_holds_against_the_real_server(rig: Rig) -> None:
     agent = agent_for(rig, [
         call("select", table="products", limit=1000),
@@ -129,7 +150,8 @@ def test_row_cap_holds_against_the_real_server(rig: Rig) -> None:
     too_many, capped = results(result)
     assert too_many.is_error and "error" in json.loads(too_many.content)
     assert len(capped.data) == 2  # of 4 products
-    assert "limit_reached=true" in capped.content
+    # The model is told that more rows may match.
+    assert "limit_reached=true" in capped.content or "truncated=true" in capped.content
     (request,) = rig.shim.log  # the refused call sent nothing
     assert dict(request.query)["limit"] == "2"
 

@@ -104,28 +104,38 @@ def _columns_param(raw: str) -> list[str]:
 
 
 def _in_list(raw: str) -> list[str]:
-    """``(a,"b,c",d)``: PostgREST's list syntax; double quotes protect commas and parens."""
-    if not (raw.startswith("(") and raw.endswith(")")):
-        raise Refused(400, "PGRST100", f"'in' needs a parenthesised list, got {raw!r}")
-    values, current, quoted, escaped, was_quoted = [], [], False, False, False
-    for ch in raw[1:-1]:
-        if escaped:
-            current.append(ch)
-            escaped = False
-        elif quoted and ch == "\\":
-            escaped = True
-        elif ch == '"':
-            quoted, was_quoted = not quoted, True
-        elif ch == "," and not quoted:
-            values.append("".join(current))
-            current, was_quoted = [], False
+    """``(a,"b,c",d)``, parsed as PostgREST does: items are split on commas; a double-quoted
+    item may hold commas and parentheses (backslash escapes the next character). Input that
+    PostgREST would read differently from the obvious reading is refused."""
+    if not (raw.startswith("(") and raw.endswith(")")) or raw == "()":
+        raise Refused(400, "PGRST100", f"'in' needs a non-empty parenthesised list, got {raw!r}")
+    body, values, i = raw[1:-1], [], 0
+    if body[0] in " \t":
+        raise Refused(400, "PGRST100", f"'in' list {raw!r} starts with a blank",
+                      "PostgREST drops the blanks before the first item")
+    while True:
+        if body[i:i + 1] == '"':
+            item, i = [], i + 1
+            while i < len(body) and body[i] != '"':
+                i += body[i] == "\\"
+                item.append(body[i:i + 1])
+                i += 1
+            if i >= len(body):
+                raise Refused(400, "PGRST100", f"unterminated quote in 'in' list {raw!r}")
+            values.append("".join(item))
+            i += 1
         else:
-            current.append(ch)
-    if quoted:
-        raise Refused(400, "PGRST100", f"unterminated quote in 'in' list {raw!r}")
-    if current or was_quoted or values:
-        values.append("".join(current))
-    return values
+            end = i
+            while end < len(body) and body[end] not in ",)":
+                end += 1
+            values.append(body[i:end])
+            i = end
+        if i == len(body):
+            return values
+        if body[i] != ",":
+            raise Refused(400, "PGRST100", f"unexpected {body[i]!r} in 'in' list {raw!r}",
+                          "quote items that contain commas, parentheses or quotes")
+        i += 1
 
 
 def _filter(table: str, column: str, raw: str, params: list[Any]) -> sql.Composable:
@@ -147,8 +157,6 @@ def _filter(table: str, column: str, raw: str, params: list[Any]) -> sql.Composa
         params.append(value)
     elif op == "in":
         items = _in_list(value)
-        if not items:
-            raise Refused(400, "PGRST100", "'in' needs at least one value")
         placeholders = sql.SQL(", ").join(sql.Placeholder() * len(items))
         clause = sql.SQL("{} IN ({})").format(ident, placeholders)
         params.extend(items)
