@@ -400,6 +400,18 @@ async def test_cancelling_the_run_closes_the_request(server: WireServer) -> None
     assert [m.role for m in thread.messages] == ["user"]
 
 
+def test_one_model_serves_sync_runs_and_other_event_loops(server: WireServer) -> None:
+    """A notebook mixes agent.run_sync(...) (private loop) and `await agent.run(...)` (the
+    kernel's loop): the model keeps one connection pool per loop, so both keep working."""
+    server.add(text("one"), text("two"), text("three"))
+    agent = define_agent(name="mixed", model=make_model(server))
+
+    assert agent.run_sync("first").output == "one"
+    assert asyncio.run(agent.run("second")).output == "two"
+    assert agent.run_sync("third").output == "three"
+    assert len(server.requests) == 3
+
+
 # ---- failures ----------------------------------------------------------------------------------
 
 
