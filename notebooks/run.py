@@ -1,0 +1,131 @@
+"""Run a walkthrough notebook in a real kernel, headless, and print what a person would see.
+
+    python notebooks/run.py                        # 01-quickstart.ipynb (what `make demo` runs)
+    python notebooks/run.py notebooks/03-your-own-connector.ipynb --out .loom/demo
+
+The notebook runs top to bottom in a fresh ipykernel (nbclient), in the folder ``--out``
+(default ``.loom/demo``), so its SQLite store is ``.loom/demo/.loom/loom.db``. At a cell
+tagged ``restart-kernel`` the kernel is restarted, as you would with Kernel > Restart.
+The executed notebook, with its outputs and widget state, is saved in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+RESTART = "restart-kernel"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def execute(path: Path, workdir: Path, *, timeout: int = 120, kernel_name: str = "python3",
+            env: dict[str, str] | None = None) -> Any:
+    """Run All in a new kernel, restarting where a cell is tagged; returns the executed notebook.
+
+    Raises ``nbclient.exceptions.CellExecutionError`` at the first cell that fails.
+    """
+    nb = nbformat.read(path, as_version=4)
+    workdir.mkdir(parents=True, exist_ok=True)
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                            resources={"metadata": {"path": str(workdir)}})
+
+    async def run_all() -> None:
+        async with client.async_setup_kernel(env=env if env is not None else dict(os.environ)):
+            assert client.kc is not None and client.km is not None
+            for index, cell in enumerate(nb.cells):
+                if RESTART in cell.metadata.get("tags", []):
+                    await client.km.restart_kernel()
+                    await client.kc.wait_for_ready(timeout=timeout)
+                await client.async_execute_cell(
+                    cell, index, execution_count=client.code_cells_executed + 1)
+            client.set_widgets_metadata()
+
+    asyncio.run(run_all())
+    return nb
+
+
+def transcript(nb: Any) -> str:
+    """The cells and their plain-text outputs; widgets (the thread views) as a marker."""
+    out: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            if RESTART in cell.metadata.get("tags", []):
+                out.append("\n======== kernel restarted ========\n")
+            continue
+        lines = cell.source.splitlines()
+        if len(lines) > 8:  # setup code: its first lines are enough here
+            lines = [*lines[:3], f"... ({len(lines) - 3} more lines)"]
+        out.append(f"In [{cell.get('execution_count') or ' '}]: " + "\n        ".join(lines))
+        for o in cell.get("outputs", []):
+            if o.output_type == "stream":
+                out.append(o.text.rstrip("\n"))
+            elif o.output_type == "error":
+                out.append(f"{o.ename}: {o.evalue}")
+            elif WIDGET in o.get("data", {}):
+                out.append("[the thread, as widgets: printed as text at the end]")
+            elif "text/plain" in o.get("data", {}):
+                out.append(o.data["text/plain"])
+        out.append("")
+    return "\n".join(out)
+
+
+def threads_text(db: Path) -> str:
+    """Every thread saved in ``db``, oldest first, as terminal IPython would print it."""
+    import io
+
+    from loom_nb.notebook.text import TextView
+    from loom_nb.sqlite import sqlite_store
+
+    store = sqlite_store(db)
+    try:
+        buffer = io.StringIO()
+        for info in reversed(store.list(limit=1000)):
+            buffer.write(f"\n── thread {info.id} · {info.agent} · {info.title!r} ──\n")
+            TextView(rows=10, out=buffer).render(store.load(info.id))
+        return buffer.getvalue()
+    finally:
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebook", nargs="?", default=str(HERE / "01-quickstart.ipynb"))
+    parser.add_argument("--out", default=".loom/demo", help="working folder (default .loom/demo)")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    args = parser.parse_args(argv)
+    source, workdir = Path(args.notebook), Path(args.out)
+    shutil.rmtree(workdir / ".loom", ignore_errors=True)  # a fresh thread store each run
+    print(f"Running {source} in a fresh kernel (offline stand-in model, no API key)...",
+          flush=True)
+    started = time.monotonic()
+    try:
+        nb = execute(source, workdir)
+    except Exception as exc:
+        print(f"\nThe notebook failed: {exc}", file=sys.stderr)
+        return 1
+    elapsed = time.monotonic() - started
+    saved = workdir / source.name
+    nbformat.write(nb, saved)
+    if not args.quiet:
+        print("\n" + transcript(nb))
+        db = workdir / ".loom" / "loom.db"
+        if db.exists():
+            print("The threads, as saved in", db, threads_text(db))
+    print(f"\nDone in {elapsed:.1f} s. The executed notebook is {saved}.")
+    print(f"Open it in JupyterLab:  make lab NB={saved}")
+    print(f"Or run the walkthroughs yourself:  make lab   (then {HERE.name}/01-quickstart.ipynb)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
