@@ -202,7 +202,7 @@ async def stream_with_retries(
         if wait is None:
             failure.attempts = retries + 1
             if failure.retryable and retries:
-                failure.args = (f"{failure} (gave up after {retries + 1} attempts)",)
+                failure.args = (f"{failure} Gave up after {retries + 1} attempts.",)
             if failure is cause:
                 raise failure
             raise failure from cause

@@ -278,7 +278,12 @@ class OpenAIModel(Model):
                 retry_after=retry_after,
                 retryable=True,
             )
-        return ProviderError(f"{name}: {where} refused the request ({detail}).", status=status)
+        hint = ""
+        if "support tools" in message.lower():
+            hint = " Pick a model that supports tool calling, or define the agent without tools."
+        return ProviderError(
+            f"{name}: {where} refused the request ({detail}).{hint}", status=status
+        )
 
     def _unreachable_hint(self) -> str:
         if self.provider == "ollama":

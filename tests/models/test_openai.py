@@ -497,6 +497,15 @@ async def test_other_bad_requests_say_what_the_server_said(server: WireServer) -
     assert "must be <= 2" in str(info.value)
 
 
+async def test_a_model_without_tool_support_says_so(server: WireServer) -> None:
+    server.add(error(400, "registry.ollama.ai/library/gemma:2b does not support tools",
+                     "api_error"))
+    model = ollama("gemma:2b", base_url=server.url + "/v1")
+    with pytest.raises(ProviderError, match="supports tool calling"):
+        await collect(model, request(tools=[WEATHER]))  # type: ignore[arg-type]
+    assert len(server.requests) == 1
+
+
 async def test_rate_limit_retries_with_backoff_then_succeeds(
     server: WireServer, sleeps: list[float]
 ) -> None:
@@ -524,7 +533,7 @@ async def test_rate_limit_gives_up_after_max_retries(
 
     assert len(server.requests) == 3
     assert info.value.attempts == 3
-    assert "3 attempts" in str(info.value)
+    assert "Gave up after 3 attempts" in str(info.value)
     assert sleeps[1] <= 5.0  # capped at max_retry_delay
 
 
