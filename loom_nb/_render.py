@@ -6,6 +6,8 @@ records, which repeat every key on every row. The frame itself stays with the to
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from typing import Any
 
@@ -35,7 +37,7 @@ def frame_for_model(
     """
     shown = df.head(max_rows)
     rows_cut = len(df) > len(shown) or (total_rows is not None and total_rows > offset + len(shown))
-    shown, cells_cut = _cut_cells(shown, max_cell_chars)
+    body, cells_cut = _csv(shown, max_cell_chars)
     header: dict[str, Any] = {
         "source": source,
         "rows": len(shown),
@@ -48,7 +50,6 @@ def frame_for_model(
         header["limit_reached"] = True
     dtypes = shown.dtypes.astype(str)
     columns = ", ".join(f"{c}:{t}" for c, t in zip(shown.columns, dtypes, strict=True))
-    body = shown.to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S%z", lineterminator="\n")
     attrs = " ".join(f"{k}={json.dumps(v)}" for k, v in header.items() if v != "")
     notes = []
     if rows_cut and offset:
@@ -67,18 +68,61 @@ def frame_for_model(
     )
 
 
-def _cut_cells(df: Any, limit: int) -> tuple[Any, bool]:
+def _csv(df: Any, limit: int) -> tuple[str, bool]:
+    """The frame as CSV text: a header row, then one line per row.
+
+    Times are written without their zone (the column's dtype in the header names it) and
+    without seconds or fractions when no value of the column has any: a timestamp is the
+    costliest cell in tokens. Text cells longer than ``limit`` are cut, ending in "…".
+    """
+    columns = [_column_text(df[name], limit) for name in df.columns]
+    cut = any(c[1] for c in columns)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([str(c) for c in df.columns])
+    writer.writerows(zip(*(c[0] for c in columns), strict=True))
+    return out.getvalue(), cut
+
+
+def _column_text(col: Any, limit: int) -> tuple[list[str], bool]:
+    import pandas as pd
+
+    dtype = col.dtype
+    mask = col.isna().to_numpy()
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return _times_text(col, mask), False
+    if dtype.kind == "f":
+        return [
+            "" if m else repr(float(v)) for v, m in zip(col.to_numpy(), mask, strict=True)
+        ], False
+    if dtype.kind in "iub":
+        return [str(v) for v in col.tolist()], False
+    values = ["" if m else _cell(v) for v, m in zip(col.tolist(), mask, strict=True)]
     cut = False
-    out = df
-    for name in df.columns:
-        col = df[name]
-        if col.dtype.kind not in "OSU" and str(col.dtype) not in ("str", "string"):
-            continue
-        text = col.astype(str)
-        long = text.str.len() > limit
-        if long.any():
-            if out is df:
-                out = df.copy()
-            out[name] = col.astype(object).where(~long, text.str.slice(0, limit - 1) + "…")
+    for i, v in enumerate(values):
+        if len(v) > limit:
+            values[i] = v[: limit - 1] + "…"
             cut = True
-    return out, cut
+    return values, cut
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _times_text(col: Any, mask: Any) -> list[str]:
+    values = col.dt.tz_localize(None) if getattr(col.dt, "tz", None) is not None else col
+    present = values[~mask]
+    if len(present) and (present.dt.microsecond != 0).any():
+        fmt = "%Y-%m-%d %H:%M:%S.%f"
+    elif len(present) and (present.dt.second != 0).any():
+        fmt = "%Y-%m-%d %H:%M:%S"
+    elif len(present) and ((present.dt.hour != 0) | (present.dt.minute != 0)).any():
+        fmt = "%Y-%m-%d %H:%M"
+    else:
+        fmt = "%Y-%m-%d"
+    return ["" if m else v.strftime(fmt) for v, m in zip(values.tolist(), mask, strict=True)]

@@ -108,8 +108,10 @@ __all__ = ["ClientFactory", "supabase_tools"]
 ClientFactory = Callable[[RunContext], Any]
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,51}$")
-_TIMESTAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
-_HAS_ZONE = r".*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
+_TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
+)
+_HAS_ZONE = re.compile(r"(?:Z|[+-]\d{2}(?::?\d{2})?)$")
 
 
 def supabase_tools(
@@ -574,17 +576,20 @@ def records_to_frame(records: list[dict[str, Any]], columns: Sequence[str] | Non
 
 
 def _maybe_timestamps(col: pd.Series) -> pd.Series:
-    present = col.dropna()
-    if present.empty or not all(isinstance(v, str) for v in present):
-        return col
-    text = present.astype(str)
-    if not text.str.fullmatch(_TIMESTAMP).all():
-        return col
-    zoned = text.str.fullmatch(_HAS_ZONE)
-    if zoned.any() and not zoned.all():
-        return col  # a mix of local and zoned times: leave the text as it is
+    zoned = naive = 0
+    for v in col.tolist():
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if not isinstance(v, str) or not _TIMESTAMP.fullmatch(v):
+            return col
+        if _HAS_ZONE.search(v):
+            zoned += 1
+        else:
+            naive += 1
+    if (not zoned and not naive) or (zoned and naive):
+        return col  # empty, or a mix of local and zoned times: leave the text as it is
     try:
-        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned.all()))
+        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned))
     except (ValueError, TypeError, OverflowError):
         return col
 

@@ -1,0 +1,104 @@
+"""The shared query rules: what the model may ask for, checked before any backend sees it."""
+
+from __future__ import annotations
+
+import pytest
+
+from loom_nb import UserError
+from loom_nb._query import (
+    Filter,
+    parse_insert,
+    parse_select,
+    parse_tables,
+    parse_update,
+    select_schema,
+)
+from loom_nb._tools import ToolInputError
+
+TABLES = parse_tables(
+    {
+        "orders": {"columns": ["id", "status", "total"]},
+        "notes": {"write": True},
+    }
+)
+
+
+def test_select_defaults_to_the_column_list_and_max_rows():
+    q = parse_select({"table": "orders"}, TABLES, 25)
+    assert q.columns == ("id", "status", "total") and q.limit == 25 and q.offset == 0
+    assert parse_select({"table": "notes"}, TABLES, 25).columns is None
+
+
+def test_select_reads_filters_order_and_paging():
+    q = parse_select(
+        {
+            "table": "orders",
+            "columns": ["total", "id", "total"],
+            "filters": [
+                {"column": "status", "op": "in", "value": ["a", "b"], "not": True},
+                {"column": "total", "op": "is_null"},
+            ],
+            "order": [{"column": "total", "desc": True}],
+            "limit": 10,
+            "offset": 30,
+            "count": True,
+        },
+        TABLES,
+        50,
+    )
+    assert q.columns == ("total", "id")
+    assert q.filters == (
+        Filter("status", "in", ("a", "b"), True),
+        Filter("total", "is_null", None, False),
+    )
+    assert q.order == (("total", True),) and (q.limit, q.offset, q.count) == (10, 30, True)
+
+
+def test_limit_is_clamped_to_max_rows():
+    assert parse_select({"table": "orders", "limit": 10_000}, TABLES, 50).limit == 50
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"table": "users"},
+        {"table": "orders", "columns": ["meta->>x"]},
+        {"table": "orders", "columns": ["notes"]},
+        {"table": "notes", "columns": ["limit"]},
+        {"table": "notes", "columns": ["Order"]},
+        {"table": "orders", "filters": [{"column": "id", "op": "regex", "value": "x"}]},
+        {"table": "orders", "filters": [{"column": "id", "op": "in", "value": [None]}]},
+        {"table": "orders", "filters": [{"column": "id", "op": "is_null", "value": "x"}]},
+        {"table": "orders", "limit": True},
+        {"table": "orders", "offset": -1},
+    ],
+)
+def test_select_refusals(args):
+    with pytest.raises(ToolInputError):
+        parse_select(args, TABLES, 50)
+
+
+def test_writes_need_a_writable_table_and_updates_a_filter():
+    assert parse_insert({"table": "notes", "rows": [{"body": "x"}]}, TABLES).rows == (
+        {"body": "x"},
+    )
+    with pytest.raises(ToolInputError, match="read-only"):
+        parse_insert({"table": "orders", "rows": [{"status": "x"}]}, TABLES)
+    with pytest.raises(ToolInputError, match="at least one filter"):
+        parse_update({"table": "notes", "values": {"body": "x"}, "filters": []}, TABLES)
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [{"a-b": {}}, {"t": {"columns": []}}, {"t": {"columns": ["x", "x"]}}, {"t": {"cols": []}}],
+)
+def test_table_configuration_mistakes(tables):
+    with pytest.raises(UserError):
+        parse_tables(tables)
+
+
+def test_schema_enums():
+    schema = select_schema(TABLES, 50)
+    assert schema["properties"]["table"]["enum"] == ["notes", "orders"]
+    # one table allows every column: names are checked by pattern instead of an enum
+    assert "pattern" in schema["properties"]["columns"]["items"]
