@@ -74,6 +74,13 @@ def test_run_all_then_click_approve(kernel: tuple[str, Path], tmp_path: Path) ->
             print(card.decision_label.value)
         """),
         "print(result.output, '|', result.thread.id == session().current['analyst'])",
+        "model.add('Chat reply.')\nchat = get_ipython().run_line_magic('loom', 'analyst')",
+        textwrap.dedent("""
+            chat.input.value = "Anything else?"
+            chat.send_button.click()
+            reply = chat.wait(30)
+            print(reply.output, reply.thread.id == result.thread.id, chat.input.value == "")
+        """),
     ]
     nb = execute(cells, kernel, tmp_path)
     out = [text_of(c) for c in nb.cells]
@@ -81,9 +88,12 @@ def test_run_all_then_click_approve(kernel: tuple[str, Path], tmp_path: Path) ->
     assert "complete ['late orders'] True True" in out[5]
     assert "Approved" in out[5] and "done" in out[5]
     assert "The ticket is filed. | True" in out[6]
+    assert out[8].strip() == "Chat reply. True True"
+    assert with_class(nb, "loom-chat-input") and with_class(nb, "loom-send")
     # Stored widget state: what the cells drew while they ran.
     frames = with_class(nb, "loom-frame")
-    assert len(frames) == 1 and "2 rows × 2 columns" in frames[0]["value"]
+    # one table from the %%loom cell, one in the chat widget that shows the thread whole
+    assert len(frames) == 2 and all("2 rows × 2 columns" in f["value"] for f in frames)
     users = [s["value"] for s in with_class(nb, "loom-user")]
     assert any("Which orders are above 100?" in u for u in users)
     texts = [o["data"]["text/markdown"] for s in with_class(nb, "loom-assistant")

@@ -266,3 +266,16 @@ def test_chat_widget_sends_without_blocking_and_continues_the_thread(
     assert chat.wait(10).thread.id == first
     assert [m.text for m in model.requests[-1].messages if m.role == "user"] == [
         "Hello", "And now?"]
+
+
+def test_auto_display_prints_text_without_a_kernel(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell(shell, "%config LoomMagics.display = 'auto'")
+    shell.user_ns["model"].add("Plain text here.")
+    assert cell(shell, "%%loom analyst", "hi").success
+    assert "assistant: Plain text here." in capsys.readouterr().out
+    assert not cell(shell, "%loom analyst").success  # no chat widget without a frontend
+    assert "needs a Jupyter frontend; here use %%loom analyst" in capsys.readouterr().err
+    cell(shell, "%config LoomMagics.rows = -1")  # refused (IPython logs the reason)
+    assert loom_session(shell).settings.rows == 10
