@@ -467,6 +467,23 @@ def _convert_for(col: pd.Series, value: Any) -> Any:
     return _convert(value, col.dtype)
 
 
+def _value_to_write(col: pd.Series, value: Any) -> Any:
+    """``value`` converted for ``col``, and proven to fit its dtype; raises :class:`_Bad`."""
+    dtype = col.dtype
+    converted = _convert_for(col, value)
+    if isinstance(dtype, pd.CategoricalDtype):
+        if converted not in dtype.categories:
+            raise _Bad(f"takes one of its categories ({_category_list(col)})")
+        return converted
+    if _kind(dtype) == "int" and isinstance(converted, float):
+        raise _Bad(f"holds whole numbers ({dtype}); {value!r} is not a whole number")
+    try:
+        pd.array([converted], dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        raise _Bad(f"({dtype}) cannot hold {value!r}") from None
+    return converted
+
+
 def _mask(df: pd.DataFrame, table: str, filters: Sequence[Filter]) -> np.ndarray:
     mask = np.ones(len(df), dtype=bool)
     for f in filters:
@@ -802,27 +819,22 @@ class _FrameConnector:
         count: bool,
         what: str = "row",
     ) -> str:
-        first, last = offset + 1, offset + len(page)
-        if not len(page):
-            summary = f"No {what}s match." if offset == 0 or not matched else (
-                f"No {what}s at offset {offset}."
-            )
-            if count:
-                summary += f" {_n(matched, what)} match in all."
-        elif count:
-            summary = f"{_n(matched, what)} match; showing {first}-{last}."
-        else:
-            summary = f"Showing {what}s {first}-{last}."
+        """The rendering of one page, after a line that says how to get the rest."""
+        last = offset + len(page)
+        notes = [f"{_n(matched, what)} match."] if count else []
         if len(page) and last < matched:
-            summary += f" More match: next page offset={last}"
-            summary += "." if count else "; count=true gives the total."
+            notes.append(f"More match: the next page starts at offset={last}.")
+        elif not len(page) and matched and offset >= matched:
+            notes.append(f"offset={offset} is past the last match.")
         rendered = frame_for_model(
             page,
             source=self._source(table),
             max_rows=self.max_rows,
             total_rows=matched if count else None,
+            offset=offset,
+            limit_reached=not count and last < matched,
         )
-        return f"{summary}\n{rendered}"
+        return (" ".join(notes) + "\n" if notes else "") + rendered
 
     # -- aggregate --
 
@@ -889,9 +901,7 @@ class _FrameConnector:
                     values.append(None)
                     continue
                 try:
-                    converted = _convert_for(df[col], value)
-                    if isinstance(dtype, pd.CategoricalDtype) and converted not in dtype.categories:
-                        raise _Bad(f"takes one of its categories ({_category_list(df[col])})")
+                    converted = _value_to_write(df[col], value)
                 except _Bad as exc:
                     raise ToolInputError(f"rows[{i}]: column {table}.{col} {exc}") from None
                 values.append(converted)
@@ -922,9 +932,7 @@ class _FrameConnector:
                 values[col] = None
                 continue
             try:
-                converted = _convert_for(df[col], value)
-                if isinstance(dtype, pd.CategoricalDtype) and converted not in dtype.categories:
-                    raise _Bad(f"takes one of its categories ({_category_list(df[col])})")
+                converted = _value_to_write(df[col], value)
             except _Bad as exc:
                 raise ToolInputError(f"values: column {table}.{col} {exc}") from None
             values[col] = converted
@@ -1015,7 +1023,7 @@ class _FrameConnector:
     def preview_append(self, args: dict[str, Any]) -> Any:
         with self._lock(self._table_of(args)):
             plan = self._plan_append(args)
-        return plan.new_rows
+        return {"table": plan.table, "rows": plan.new_rows}
 
     def preview_update(self, args: dict[str, Any]) -> Any:
         with self._lock(self._table_of(args)):
@@ -1025,10 +1033,10 @@ class _FrameConnector:
             rows = df.loc[plan.mask].iloc[: self.max_rows][self._columns(table)].copy()
         return {
             "table": table,
-            "set": plan.values,
+            "changes": plan.values,
             "where": plan.where,
             "rows_matched": int(plan.mask.sum()),
-            "rows": rows,
+            "matching_rows": rows,
         }
 
     # -- tools --
