@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -649,19 +648,6 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "pip install 'loom-nb[openai]'" in str(info.value)
     with pytest.raises(MissingExtra):
         define_agent(name="a", model="ollama:llama3.2")
-
-
-def test_importing_loom_nb_does_not_import_the_sdks() -> None:
-    code = (
-        "import sys, loom_nb\n"
-        "from loom_nb import define_agent\n"
-        "print(sorted(m for m in ('openai', 'anthropic', 'httpx2', 'httpx') if m in sys.modules))\n"
-        "define_agent(name='a', model='openai:gpt-4.1-mini')\n"
-        "print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env={**os.environ, "OPENAI_API_KEY": ""})
-    assert out.stdout.split("\n")[:2] == ["[]", "['openai']"]
 
 
 # ---- live --------------------------------------------------------------------------------------
