@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from loom_nb._errors import MissingExtra
+from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta, ToolDefinition
 from loom_nb.models._common import (
@@ -93,6 +93,11 @@ class AnthropicModel(Model):
         self._api_key = api_key
         self._base_url = base_url
         self.retry = RetryPolicy(max_retries, retry_delay, max_retry_delay)
+        if client is not None and not isinstance(client, AsyncAnthropic):
+            raise UserError(
+                f"client= takes an anthropic.AsyncAnthropic (loom_nb runs are async), "
+                f"got {type(client).__name__}"
+            )
         self._client = client.with_options(max_retries=0) if client is not None else None
         # One client (and connection pool) per event loop; see OpenAIModel.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncAnthropic] = (

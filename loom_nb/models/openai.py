@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from loom_nb._errors import MissingExtra
+from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta, ToolDefinition
 from loom_nb.models._common import (
@@ -102,6 +102,11 @@ class OpenAIModel(Model):
         self.retry = RetryPolicy(max_retries, retry_delay, max_retry_delay)
         self.extra_body = dict(extra_body) if extra_body else None
         # The SDK's retries would multiply with ours: one bound, ours.
+        if client is not None and not isinstance(client, AsyncOpenAI):
+            raise UserError(
+                f"client= takes an openai.AsyncOpenAI (loom_nb runs are async), "
+                f"got {type(client).__name__}"
+            )
         self._client = client.with_options(max_retries=0) if client is not None else None
         # An AsyncOpenAI holds a connection pool bound to the event loop that used it: one
         # client per loop, so `await agent.run(...)` and `agent.run_sync(...)` both work.

@@ -288,6 +288,15 @@ async def test_openai_itself_gets_max_completion_tokens_and_a_users_client(
     assert len(server.requests) == 2
 
 
+def test_a_sync_client_is_refused_with_advice() -> None:
+    import openai
+
+    from loom_nb import UserError
+
+    with pytest.raises(UserError, match=r"openai\.AsyncOpenAI"):
+        OpenAIModel("gpt-test", client=openai.OpenAI(api_key="sk"))  # type: ignore[arg-type]
+
+
 # ---- an agent against the server --------------------------------------------------------------
 
 
