@@ -18,51 +18,70 @@ from loom_nb.sqlite import sqlite_store
 def frames() -> dict[str, pd.DataFrame]:
     paris = pd.date_range("2025-03-30 00:30", periods=3, freq="h", tz="Europe/Paris")  # DST
     return {
-        "ints": pd.DataFrame({
-            "i64": [1, -2, 2**62],
-            "i32": np.array([1, 2, 3], dtype="int32"),
-            "u8": np.array([0, 200, 255], dtype="uint8"),
-        }),
-        "floats_with_nan": pd.DataFrame({
-            "f": [1.5, np.nan, -0.0],
-            "tiny": [1e-300, 3.141592653589793, np.inf],
-            "f32": np.array([0.1, np.nan, 2.5], dtype="float32"),
-        }),
+        "ints": pd.DataFrame(
+            {
+                "i64": [1, -2, 2**62],
+                "i32": np.array([1, 2, 3], dtype="int32"),
+                "u8": np.array([0, 200, 255], dtype="uint8"),
+            }
+        ),
+        "floats_with_nan": pd.DataFrame(
+            {
+                "f": [1.5, np.nan, -0.0],
+                "tiny": [1e-300, 3.141592653589793, np.inf],
+                "f32": np.array([0.1, np.nan, 2.5], dtype="float32"),
+            }
+        ),
         "strings": pd.DataFrame({"s": ["a", None, "Straße ✓"], "empty": ["", "x", ""]}),
-        "string_dtypes": pd.DataFrame({
-            "python": pd.array(["a", None, "c"], dtype="string[python]"),
-            "obj": pd.Series(["a", "b", None], dtype=object),
-        }),
-        "nullable": pd.DataFrame({
-            "Int64": pd.array([1, None, 3], dtype="Int64"),
-            "boolean": pd.array([True, None, False], dtype="boolean"),
-            "Float64": pd.array([0.5, None, 2.0], dtype="Float64"),
-        }),
+        "string_dtypes": pd.DataFrame(
+            {
+                "python": pd.array(["a", None, "c"], dtype="string[python]"),
+                "obj": pd.Series(["a", "b", None], dtype=object),
+            }
+        ),
+        "nullable": pd.DataFrame(
+            {
+                "Int64": pd.array([1, None, 3], dtype="Int64"),
+                "boolean": pd.array([True, None, False], dtype="boolean"),
+                "Float64": pd.array([0.5, None, 2.0], dtype="Float64"),
+            }
+        ),
         "bools": pd.DataFrame({"b": [True, False, True]}),
-        "datetimes": pd.DataFrame({
-            "naive": pd.to_datetime(["2025-01-01 10:00:00.5", None, "1969-07-20 20:17:40.123456"]),
-            "ns": pd.Series(pd.to_datetime(["2025-01-01", "2025-01-02", None])).astype(
-                "datetime64[ns]"
-            ),
-            "utc": pd.to_datetime(["2025-01-01", None, "2025-06-01"], utc=True),
-            "paris": paris,
-        }),
-        "timedeltas": pd.DataFrame({
-            "td": pd.to_timedelta(["1 days 02:00:00", None, "-3 s"]),
-            "ms": pd.Series(pd.to_timedelta([1, 2, 3], unit="ms")).astype("timedelta64[ms]"),
-        }),
-        "categoricals": pd.DataFrame({
-            "plain": pd.Categorical(["web", "shop", None, "web"]),
-            "ordered": pd.Categorical(["low", "high", "mid", "low"],
-                                      categories=["low", "mid", "high"], ordered=True),
-            "int_categories": pd.Categorical([3, 1, 3, 2]),
-            "unused": pd.Categorical(["a", "a", "a", "a"], categories=["a", "b"]),
-        }),
-        "objects": pd.DataFrame({
-            "dicts": [{"a": 1, "nested": {"b": [1, 2]}}, {}, None],
-            "lists": [[1, "x"], [], [None]],
-            "mixed": [1, "two", {"__loom__": "not a tag"}],
-        }),
+        "datetimes": pd.DataFrame(
+            {
+                "naive": pd.to_datetime(
+                    ["2025-01-01 10:00:00.5", None, "1969-07-20 20:17:40.123456"]
+                ),
+                "ns": pd.Series(pd.to_datetime(["2025-01-01", "2025-01-02", None])).astype(
+                    "datetime64[ns]"
+                ),
+                "utc": pd.to_datetime(["2025-01-01", None, "2025-06-01"], utc=True),
+                "paris": paris,
+            }
+        ),
+        "timedeltas": pd.DataFrame(
+            {
+                "td": pd.to_timedelta(["1 days 02:00:00", None, "-3 s"]),
+                "ms": pd.Series(pd.to_timedelta([1, 2, 3], unit="ms")).astype("timedelta64[ms]"),
+            }
+        ),
+        "categoricals": pd.DataFrame(
+            {
+                "plain": pd.Categorical(["web", "shop", None, "web"]),
+                "ordered": pd.Categorical(
+                    ["low", "high", "mid", "low"], categories=["low", "mid", "high"], ordered=True
+                ),
+                "int_categories": pd.Categorical([3, 1, 3, 2]),
+                "unused": pd.Categorical(["a", "a", "a", "a"], categories=["a", "b"]),
+            }
+        ),
+        "objects": pd.DataFrame(
+            {
+                "dicts": [{"a": 1, "nested": {"b": [1, 2]}}, {}, None],
+                "lists": [[1, "x"], [], [None]],
+                "mixed": [1, "two", {"__loom__": "not a tag"}],
+            }
+        ),
         "named_index": pd.DataFrame(
             {"total": [10.0, 20.0]}, index=pd.Index(["o-1", "o-2"], name="order_id")
         ),
@@ -76,18 +95,23 @@ def frames() -> dict[str, pd.DataFrame]:
         "multi_index": pd.DataFrame(
             {"sales": [1.0, 2.0, 3.0]},
             index=pd.MultiIndex.from_tuples(
-                [("EU", pd.Timestamp("2025-01-01")), ("EU", pd.Timestamp("2025-02-01")),
-                 ("US", pd.Timestamp("2025-01-01"))],
+                [
+                    ("EU", pd.Timestamp("2025-01-01")),
+                    ("EU", pd.Timestamp("2025-02-01")),
+                    ("US", pd.Timestamp("2025-01-01")),
+                ],
                 names=["region", "month"],
             ),
         ),
         "duplicate_labels": pd.DataFrame([[1, "a"], [2, "b"]], columns=["x", "x"]),
         "int_column_labels": pd.DataFrame([[1, 2], [3, 4]], columns=[2024, 2025]),
-        "empty_typed": pd.DataFrame({
-            "i": pd.Series([], dtype="int64"),
-            "t": pd.Series([], dtype="datetime64[ns, UTC]"),
-            "s": pd.Series([], dtype="str"),
-        }),
+        "empty_typed": pd.DataFrame(
+            {
+                "i": pd.Series([], dtype="int64"),
+                "t": pd.Series([], dtype="datetime64[ns, UTC]"),
+                "s": pd.Series([], dtype="str"),
+            }
+        ),
     }
 
 
@@ -95,8 +119,15 @@ CASES = sorted(frames())
 
 
 def same(got: pd.DataFrame, want: pd.DataFrame) -> None:
-    assert_frame_equal(got, want, check_exact=True, check_index_type=True,
-                       check_column_type=True, check_categorical=True, check_freq=False)
+    assert_frame_equal(
+        got,
+        want,
+        check_exact=True,
+        check_index_type=True,
+        check_column_type=True,
+        check_categorical=True,
+        check_freq=False,
+    )
     assert list(got.dtypes.astype(str)) == list(want.dtypes.astype(str))
     assert list(got.index.names) == list(want.index.names)
 
@@ -139,7 +170,9 @@ def test_frames_round_trip_through_the_memory_store():
 
 
 def test_a_series_round_trips():
-    s = pd.Series(pd.array([1, None], dtype="Int64"), name="n", index=pd.Index(["a", "b"], name="k"))
+    s = pd.Series(
+        pd.array([1, None], dtype="Int64"), name="n", index=pd.Index(["a", "b"], name="k")
+    )
     assert_series_equal(decode(json.loads(json.dumps(encode(s)))), s)
 
 
