@@ -57,9 +57,13 @@ the new rows or values, and ``id(orders)`` does not change.
   is written). New rows get the index labels after the largest one (``0, 1, ...`` for an empty
   frame); a ``RangeIndex`` stays a ``RangeIndex``. Frames with any other index (strings,
   timestamps, a MultiIndex) cannot be made writable: appended rows would have no label to use;
-  ``reset_index()`` first. pandas has no in-place append, so the frame is grown with
-  ``.loc`` enlargement and its columns are then set from the exactly-typed result; if anything
-  fails midway, the frame is put back as it was.
+  ``reset_index()`` first. pandas has no in-place append (and is deprecating ``inplace=``), so
+  the result is built with ``pd.concat`` and the object itself takes it over through public
+  operations that change it: its columns are taken out, its index grows by ``.loc``
+  enlargement (cheap with no columns), and the result's columns are put back. If a step fails,
+  the frame is put back as it was. Cost: about one copy of the frame, as with ``pd.concat``.
+- The frame is locked while a tool reads or writes it: calls of one turn run concurrently,
+  and an approved append and update never interleave.
 - **update**: ``frame.loc[matching_rows, column] = value`` for each value, all values converted
   before the first is written, so a refused value changes nothing.
 - Not changed: objects that are not the one you passed. Rebinding your variable

@@ -549,9 +549,9 @@ NEW_ROW = {"id": 9, "total": "42.5", "status": "open", "segment": "wholesale", "
            "shipped_on": "2024-02-09"}
 
 
-def agent_for(conn: Connector, *calls: tuple[str, dict[str, Any]]) -> Any:
+def agent_for(conn: Connector, *calls: tuple[str, dict[str, Any]], store: Any = None) -> Any:
     model = ReplayModel([Reply("On it.", list(calls)), "Done.", "Done again."])
-    return define_agent(name="analyst", model=model, connectors=[conn])
+    return define_agent(name="analyst", model=model, connectors=[conn], store=store)
 
 
 async def test_an_approved_append_changes_the_users_frame_in_place(orders):
@@ -880,3 +880,30 @@ def test_arbitrary_writes_never_raise_and_keep_the_frames_dtypes(writes):
         assert len(frame) == expected_len
         assert_frame_equal(frame.dtypes.to_frame(), dtypes.to_frame())
         assert out is None or len(out.data) <= MAX
+
+
+async def test_a_pending_append_survives_a_restart_and_writes_to_the_frame_defined_again(
+    tmp_path,
+):
+    from loom_nb.sqlite import sqlite_store
+
+    path = tmp_path / "loom.db"
+    before = orders_frame()
+    store = sqlite_store(path)
+    agent = agent_for(writable(before), ("frames_append", {"table": "orders", "rows": [NEW_ROW]}),
+                      store=store)
+    result = await agent.run("Add order 9")
+    call_id = result.pending[0].call_id
+    store.close()
+
+    # A new kernel: the notebook defines the frame, the connector and the agent again.
+    orders = orders_frame()
+    again = define_agent(name="analyst", model=ReplayModel(["Added."]),
+                         connectors=[writable(orders)], store=sqlite_store(path))
+    (pending,) = again.thread(result.thread_id).pending
+    assert list(pending.preview["rows"]["id"]) == [9]  # the card shows the same rows
+    done = await again.resume(result.thread_id, {call_id: True})
+    assert done.status == "complete"
+    assert list(orders["id"]) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert_frame_equal(before, orders_frame())  # the old kernel's frame is gone, not written
+    again.store.close()
