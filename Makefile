@@ -12,8 +12,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# Runs notebooks/01-quickstart.ipynb in a fresh kernel, offline; prints the session as text and
+# saves the executed notebook under .loom/demo/.
 demo: $(VENV)/.installed
-	$(BIN)/python -m loom_nb.demo
+	$(BIN)/python notebooks/run.py
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check loom_nb tests bench
@@ -22,8 +24,10 @@ lint: $(VENV)/.installed
 test: lint
 	$(BIN)/python -m pytest
 
+# JupyterLab on this folder, opening NB (make lab NB=.loom/demo/01-quickstart.ipynb after make demo).
+NB ?= notebooks/01-quickstart.ipynb
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab --ContentsManager.allow_hidden=True $(NB)
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench

@@ -105,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     source, workdir = Path(args.notebook), Path(args.out)
     shutil.rmtree(workdir / ".loom", ignore_errors=True)  # a fresh thread store each run
-    print(f"Running {source} in a fresh kernel (offline stand-in model, no API key)...",
-          flush=True)
+    print(f"Running {source} in a fresh kernel...", flush=True)
     started = time.monotonic()
     try:
         nb = execute(source, workdir)
