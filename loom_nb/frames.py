@@ -801,17 +801,31 @@ class _FrameConnector:
             mask = _mask(df, q.table, q.filters)
             matched = int(mask.sum())
             view = df.loc[mask] if matched < len(df) else df
+            window = slice(q.offset, q.offset + q.limit)
             if q.order:
+                # Sort only the key columns, then take the page's rows: the other columns of
+                # every matching row are never reordered.
+                desc: dict[str, bool] = {}
+                for column, descending in q.order:
+                    desc.setdefault(column, descending)  # the first mention of a column decides
+                keys = list(desc)
                 try:
-                    view = view.sort_values(
-                        [c for c, _ in q.order],
-                        ascending=[not d for _, d in q.order],
-                        na_position="last",
-                        kind="stable",
+                    positions = (
+                        view[keys]
+                        .reset_index(drop=True)
+                        .sort_values(
+                            keys,
+                            ascending=[not desc[k] for k in keys],
+                            na_position="last",
+                            kind="stable",
+                        )
+                        .index.to_numpy()
                     )
                 except TypeError as exc:
                     raise ToolInputError(f"cannot sort {q.table} by {q.order}: {exc}") from None
-            page = view.iloc[q.offset : q.offset + q.limit][columns].copy()
+                page = view.iloc[positions[window]][columns].copy()
+            else:
+                page = view.iloc[window][columns].copy()
         return ToolOutput(self._page_text(q.table, page, matched, q.offset, q.count), page)
 
     def _page_text(

@@ -383,6 +383,7 @@ async def test_the_column_allowlist_holds_everywhere(orders):
         ([{"column": "priority", "desc": True}], [2, 4, 8, 3, 7, 1, 6, 5]),  # category order
         ([{"column": "created_at", "desc": True}], [8, 7, 5, 4, 3, 2, 1, 6]),
         ([{"column": "paid"}], [2, 4, 7, 1, 3, 5, 6, 8]),  # stable within equal values
+        ([{"column": "total", "desc": True}, {"column": "total"}], [7, 2, 5, 4, 8, 1, 6, 3]),
     ],
 )
 async def test_order(conn, order, expected):
