@@ -70,6 +70,7 @@ def _encode_frame(df: Any) -> dict[str, Any]:
     return {
         "columns": [_encode_column(c) for c in flat],
         "labels": [encode(c) for c in df.columns],
+        "labels_dtype": str(df.columns.dtype),
         "index_names": index_names,
         "default_index": _is_default_index(df),
     }
@@ -147,7 +148,11 @@ def _decode_frame(data: dict[str, Any]) -> Any:
             for i, arr in enumerate(arrays[n_index:])
         },
     )
-    frame.columns = pd.Index([decode(label) for label in data["labels"]], dtype=object)
+    labels = [decode(label) for label in data["labels"]]
+    try:
+        frame.columns = pd.Index(labels, dtype=data.get("labels_dtype", "object"))
+    except (TypeError, ValueError):
+        frame.columns = pd.Index(labels, dtype=object)
     if data["default_index"]:
         return frame.set_axis(pd.RangeIndex(len(frame)), axis=0)
     if n_index == 1:
