@@ -28,13 +28,15 @@ RESTART = "restart-kernel"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
-def execute(path: Path, workdir: Path, *, timeout: int = 120, kernel_name: str = "python3",
-            env: dict[str, str] | None = None) -> Any:
+def execute(notebook: Path | Any, workdir: Path, *, timeout: int = 120,
+            kernel_name: str = "python3", env: dict[str, str] | None = None) -> Any:
     """Run All in a new kernel, restarting where a cell is tagged; returns the executed notebook.
 
-    Raises ``nbclient.exceptions.CellExecutionError`` at the first cell that fails.
+    ``notebook`` is a path or a notebook node (changed in place). ``env`` is the kernel's
+    environment (default: this process's). Raises ``nbclient.exceptions.CellExecutionError``
+    at the first cell that fails.
     """
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.read(notebook, as_version=4) if isinstance(notebook, (str, Path)) else notebook
     workdir.mkdir(parents=True, exist_ok=True)
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
                             resources={"metadata": {"path": str(workdir)}})

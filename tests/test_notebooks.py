@@ -1,0 +1,218 @@
+"""Every walkthrough notebook runs top to bottom in a real kernel (nbclient), offline, and shows
+what its text promises. The Supabase notebook also runs against the test rig: real supabase-py,
+real PostgreSQL with Supabase's roles and row level security.
+
+The kernels get an environment without API keys or Supabase variables, so each notebook picks
+its offline stand-in, as on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from tests.conftest import require
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+ALL = ["01-quickstart.ipynb", "02-supabase.ipynb", "03-your-own-connector.ipynb",
+       "04-real-models.ipynb"]
+#: Variables that would switch a notebook to a real service.
+ONLINE = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "LOOM_OLLAMA_MODEL",
+          "OLLAMA_HOST", "SUPABASE_URL", "SUPABASE_ANON_KEY", "SUPABASE_USER_JWT", "USER_A_JWT")
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _load_runner() -> Any:
+    spec = importlib.util.spec_from_file_location("loom_notebooks_run", NOTEBOOKS / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+runner = _load_runner()
+
+
+def offline_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ONLINE}
+    env["IPYTHONDIR"] = str(tmp_path / "ipython")  # no profile of this machine's user
+    env.update(extra)
+    return env
+
+
+def run(name: str, tmp_path: Path, **extra: str) -> Any:
+    return runner.execute(NOTEBOOKS / name, tmp_path / "work", env=offline_env(tmp_path, **extra))
+
+
+def text_of(cell: Any) -> str:
+    parts = []
+    for o in cell.get("outputs", []):
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type == "error":
+            parts.append(f"{o.ename}: {o.evalue}")
+        elif "text/plain" in o.get("data", {}):
+            parts.append(o.data["text/plain"])
+    return "".join(parts)
+
+
+def output(nb: Any, source: str) -> str:
+    """The text output of the code cell that is ``source``, or the one that contains it."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    cells = [c for c in code if c.source == source] or [c for c in code if source in c.source]
+    assert len(cells) == 1, f"{len(cells)} cells contain {source!r}"
+    return text_of(cells[0])
+
+
+def widget_values(nb: Any, css_class: str) -> list[str]:
+    """The HTML (or markdown outputs) of every stored widget with ``css_class``."""
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    found = []
+    for model in state.values():
+        s = model["state"]
+        if css_class in s.get("_dom_classes", ()):
+            found.append(s.get("value") or json.dumps(s.get("outputs", [])))
+    return found
+
+
+def threads(db: Path) -> list[dict[str, Any]]:
+    """What the store holds, read with plain sqlite3 through loom_nb's public store API."""
+    from loom_nb.sqlite import sqlite_store
+
+    store = sqlite_store(db)
+    try:
+        return [store.load(i.id).to_dict() for i in store.list(limit=100)]
+    finally:
+        store.close()
+
+
+def test_notebooks_are_generated_and_stored_without_outputs() -> None:
+    check = subprocess.run([sys.executable, str(NOTEBOOKS / "_build.py"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == ALL
+    for name in ALL:
+        nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+        nbformat.validate(nb)
+        assert nb.metadata["kernelspec"]["name"] == "python3"
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code and all(not c.outputs and c.execution_count is None for c in code), name
+        assert "widgets" not in nb.metadata
+
+
+def test_quickstart(tmp_path: Path) -> None:
+    nb = run("01-quickstart.ipynb", tmp_path)
+    # -o bound the DataFrame the agent found: the three open orders above 100.
+    shown = output(nb, 'print(f"{len(open_big)} orders')
+    assert shown.startswith("3 orders, 610.75 in total")
+    assert [line.split()[1] for line in shown.splitlines()[2:]] == ["3", "7", "1"]
+    # The approval card's button resumed the run, and the DataFrame changed in place.
+    assert output(nb, "card.approve_button.click()").strip() == (
+        "complete | Done. Updated 3 row(s) of 'orders' where id IN (3, 7, 1).")
+    flagged = output(nb, "orders[orders.priority]")
+    assert [line.split()[1] for line in flagged.splitlines()[1:]] == ["1", "3", "7"]
+    # After the restart: the thread is listed with its pending call, resumed, approved.
+    listed = output(nb, "%loom threads analyst")
+    assert "Which orders above 100 are still open?" in listed and " 1 " in listed
+    assert output(nb, "waiting = analyst.threads()[0]").startswith(
+        "Which orders above 100 are still open? | 1 pending")
+    assert "cancelled" in output(nb, "orders.loc[orders.id == 7")
+    # What the person saw, from the stored widget state.
+    assert any("3 rows × 6 columns" in v for v in widget_values(nb, "loom-frame"))
+    assert len(widget_values(nb, "loom-approval")) >= 2
+    decisions = " ".join(widget_values(nb, "loom-decision"))
+    assert "Approved" in decisions
+    # The store: one thread, nothing pending, both writes approved.
+    [thread] = threads(tmp_path / "work" / ".loom" / "loom.db")
+    assert not thread.get("pending")
+    results = [p for m in thread["messages"] for p in m["parts"] if p["kind"] == "tool_result"]
+    assert [r.get("approval") for r in results] == [None, "approved", "approved"]
+
+
+def test_supabase_offline(tmp_path: Path) -> None:
+    nb = run("02-supabase.ipynb", tmp_path)
+    assert output(nb, 'print(f"MODE: {MODE}"').startswith("MODE: offline (no SUPABASE_URL")
+    _check_supabase(nb)
+
+
+def _check_supabase(nb: Any) -> None:
+    dtypes = output(nb, "my_orders.dtypes")
+    assert "total" in dtypes and "float64" in dtypes and "datetime64" in dtypes
+    assert output(nb, "print(len(visitor_orders)").strip() == "0 orders for the visitor"
+    assert any("3 rows × 4 columns" in v for v in widget_values(nb, "loom-frame"))
+    errors = " ".join(widget_values(nb, "loom-error"))
+    assert "&#x27;secrets&#x27; is not one of" in errors or "'secrets' is not one of" in errors
+    ticket = output(nb, "card.approve_button.click()")
+    assert ticket.startswith("complete") and "Order 3 is late" in ticket
+
+
+@pytest.fixture
+def rig_env(tmp_path: Path) -> Any:
+    from tests.supabase.rig import USER_A, Rig, missing_reason
+
+    reason = missing_reason()
+    require(reason is None, f"Supabase rig: {reason}")
+    rig = Rig.start()
+    try:
+        yield rig, {"SUPABASE_URL": rig.url, "SUPABASE_ANON_KEY": rig.anon_key,
+                    "USER_A_JWT": rig.jwt(USER_A)}
+    finally:
+        rig.stop()
+
+
+@pytest.mark.postgres
+def test_supabase_against_the_rig(tmp_path: Path, rig_env: Any) -> None:
+    from tests.supabase.rig import USER_A
+
+    rig, env = rig_env
+    nb = run("02-supabase.ipynb", tmp_path, **env)
+    assert output(nb, 'print(f"MODE: {MODE}"').startswith(f"MODE: local test rig ({rig.url})")
+    _check_supabase(nb)
+    with rig.superuser() as conn:
+        rows = conn.execute("SELECT subject, user_id::text, status FROM tickets "
+                            "WHERE subject = 'Order 3 is late'").fetchall()
+    assert rows == [("Order 3 is late", USER_A.id, "open")]
+    # Every request was in the PostgREST grammar, as the signed-in user or anon.
+    assert rig.shim.log and all(s.kind in ("ok", "database") for s in rig.shim.log)
+    assert {s.role for s in rig.shim.log} == {"authenticated", "anon"}
+
+
+def test_your_own_connector(tmp_path: Path) -> None:
+    nb = run("03-your-own-connector.ipynb", tmp_path)
+    clash = output(nb, "except DuplicateToolError")
+    assert clash.startswith("DuplicateToolError: two tools are named 'get_invoice': "
+                            "in connector 'billing' and connector 'crm'")
+    rejected = output(nb, "card.reject_button.click()")
+    assert rejected.splitlines() == [
+        "Understood: you rejected the refund, so nothing was sent.",
+        "refunds sent: [('INV-2', 20.0)]",
+    ]
+    ctx = output(nb, 'context={"customer": "acme"}')
+    assert ctx.startswith("complete | 2 overdue: INV-2, INV-4.")
+    resumed = output(nb, "billing_bot.resume_sync").splitlines()
+    assert resumed[0] == "awaiting_approval refund {'invoice_id': 'INV-3', 'amount': 500}"
+    assert resumed[1].endswith("refunds sent: [('INV-2', 20.0), ('INV-3', 500.0)]")
+    assert any("no invoice" in v for v in widget_values(nb, "loom-error"))
+
+
+def test_real_models_offline(tmp_path: Path) -> None:
+    nb = run("04-real-models.ipynb", tmp_path)
+    assert output(nb, 'print("MODEL:"').strip() == "MODEL: offline replay model (scripted, no LLM)"
+    # The replay's text must match the data the tool returned.
+    table = output(nb, "by_region").splitlines()
+    assert [line.split()[1:] for line in table[1:]] == [
+        ["North", "1150.0", "3"], ["South", "610.0", "2"], ["West", "95.0", "1"]]
+    said = json.dumps(widget_values(nb, "loom-assistant"))
+    assert "North leads with **1,150.00** over 3 sales" in said
+    assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
+        nb, "no_key.run_sync")
