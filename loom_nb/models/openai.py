@@ -202,6 +202,13 @@ class OpenAIModel(Model):
             "Nothing was sent."
         )
 
+    async def aclose(self) -> None:
+        """Close the connections this model opened on the running event loop (a client you
+        passed in stays yours to close). The model stays usable: it reconnects when asked."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
     # ---- errors -----------------------------------------------------------------------------
 
     def _where(self) -> str:

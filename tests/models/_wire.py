@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: Models a test made with make_model(...); conftest closes them on the test's loop at the end.
+OPENED: list[Any] = []
+
 #: Upper bound for anything the server waits for; a test that needs it has already failed.
 PATIENCE = 10.0
 

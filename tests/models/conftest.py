@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from _wire import WireServer
+from _wire import OPENED, WireServer
 
 from loom_nb.models import allow_model_requests
 
@@ -55,3 +55,11 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr("loom_nb.models._common._sleep", fake_sleep)
     return recorded
+
+
+@pytest.fixture(autouse=True)
+async def _close_models() -> AsyncIterator[None]:
+    yield
+    while OPENED:
+        opened = OPENED.pop()
+        await (getattr(opened, "aclose", None) or opened.close)()

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 import pytest
-from _wire import Reply, WireServer, closed_port_url, event
+from _wire import OPENED, Reply, WireServer, closed_port_url, event
 
 from loom_nb import (
     Message,
@@ -112,7 +112,15 @@ def error(status: int, kind: str, message: str, headers: dict[str, str] | None =
 def make_model(server: WireServer, **options: Any) -> AnthropicModel:
     options.setdefault("api_key", "sk-ant-test")
     options.setdefault("retry_delay", 0.0)
-    return AnthropicModel("claude-test", base_url=server.url, **options)
+    model = AnthropicModel("claude-test", base_url=server.url, **options)
+    OPENED.append(model)
+    return model
+
+
+def opened(model: Any) -> Any:
+    """Close this model's connections when the test ends."""
+    OPENED.append(model)
+    return model
 
 
 def request(prompt: str = "Hi", *, instructions: str | None = "Be brief.",
@@ -359,7 +367,7 @@ async def test_key_and_base_url_from_the_environment(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     server.add(text("ok"))
-    model = resolve_model("anthropic:claude-test")
+    model = opened(resolve_model("anthropic:claude-test"))
     assert [e async for e in model.stream(request())] == [TextDelta("ok"), Usage(25, 10, 1)]
     assert sent_key(server.requests[0].headers) == "sk-ant-env"
 
@@ -374,7 +382,7 @@ async def test_wrong_key(server: WireServer) -> None:
 
 async def test_wrong_model_name(server: WireServer) -> None:
     server.add(error(404, "not_found_error", "model: claude-nope"))
-    model = AnthropicModel("claude-nope", api_key="k", base_url=server.url)
+    model = opened(AnthropicModel("claude-nope", api_key="k", base_url=server.url))
     with pytest.raises(ModelNotFound) as info:
         await collect(model, request())
     assert "'claude-nope'" in str(info.value) and "model: claude-nope" in str(info.value)

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from _wire import Reply, WireServer, closed_port_url, data
+from _wire import OPENED, Reply, WireServer, closed_port_url, data
 
 from loom_nb import (
     Message,
@@ -101,7 +101,15 @@ def error(status: int, message: str, type_: str = "invalid_request_error",
 def make_model(server: WireServer, **options: Any) -> OpenAIModel:
     options.setdefault("api_key", "sk-test")
     options.setdefault("retry_delay", 0.0)
-    return OpenAIModel("gpt-test", base_url=server.url + "/v1", **options)
+    model = OpenAIModel("gpt-test", base_url=server.url + "/v1", **options)
+    OPENED.append(model)
+    return model
+
+
+def opened(model: Any) -> Any:
+    """Close this model's connections when the test ends."""
+    OPENED.append(model)
+    return model
 
 
 def request(prompt: str = "Hi", *, instructions: str | None = "Be brief.",
@@ -277,6 +285,7 @@ async def test_openai_itself_gets_max_completion_tokens_and_a_users_client(
     model = OpenAIModel("gpt-test", client=client)
     assert model.is_openai
     server.add(text("ok"), error(429, "slow down", "rate_limit_exceeded"))
+    OPENED.append(client)  # closed at the end like the models
     await collect(model, request(settings=ModelSettings(max_tokens=50)))
     with pytest.raises(RateLimited):
         await collect(OpenAIModel("gpt-test", client=client, max_retries=0), request())
@@ -450,14 +459,14 @@ async def test_key_and_base_url_from_the_environment(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
     server.add(text("ok"))
-    model = resolve_model("openai:gpt-test")
+    model = opened(resolve_model("openai:gpt-test"))
     assert await collect(model, request()) == [TextDelta("ok"), Usage(10, 5, 1)]  # type: ignore[arg-type]
     assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
 
 
 async def test_a_compatible_server_needs_no_key(server: WireServer) -> None:
     server.add(text("ok"))
-    model = OpenAIModel("llama", base_url=server.url + "/v1")
+    model = opened(OpenAIModel("llama", base_url=server.url + "/v1"))
     assert await collect(model, request()) == [TextDelta("ok"), Usage(10, 5, 1)]
 
 
@@ -474,7 +483,7 @@ async def test_wrong_key(server: WireServer) -> None:
 async def test_wrong_model_name(server: WireServer) -> None:
     server.add(error(404, "The model `gpt-tset` does not exist or you do not have access to it.",
                      code="model_not_found"))
-    model = OpenAIModel("gpt-tset", base_url=server.url + "/v1", retry_delay=0)
+    model = opened(OpenAIModel("gpt-tset", base_url=server.url + "/v1", retry_delay=0))
     with pytest.raises(ModelNotFound) as info:
         await collect(model, request())
     assert "'gpt-tset'" in str(info.value) and "/v1" in str(info.value)
@@ -483,7 +492,7 @@ async def test_wrong_model_name(server: WireServer) -> None:
 
 async def test_ollama_model_not_pulled(server: WireServer) -> None:
     server.add(error(404, 'model "llama9" not found, try pulling it first', "api_error"))
-    model = ollama("llama9", base_url=server.url + "/v1", retry_delay=0)
+    model = opened(ollama("llama9", base_url=server.url + "/v1", retry_delay=0))
     with pytest.raises(ModelNotFound, match="ollama pull llama9"):
         await collect(model, request())  # type: ignore[arg-type]
 
@@ -508,7 +517,7 @@ async def test_other_bad_requests_say_what_the_server_said(server: WireServer) -
 async def test_a_model_without_tool_support_says_so(server: WireServer) -> None:
     server.add(error(400, "registry.ollama.ai/library/gemma:2b does not support tools",
                      "api_error"))
-    model = ollama("gemma:2b", base_url=server.url + "/v1")
+    model = opened(ollama("gemma:2b", base_url=server.url + "/v1"))
     with pytest.raises(ProviderError, match="supports tool calling"):
         await collect(model, request(tools=[WEATHER]))  # type: ignore[arg-type]
     assert len(server.requests) == 1
