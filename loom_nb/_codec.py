@@ -97,10 +97,10 @@ def _encode_column(col: Any) -> dict[str, Any]:
         # Integers in the column's own unit: exact, and NaT becomes None.
         ints = col.array.asi8 if hasattr(col.array, "asi8") else col.astype("int64").to_numpy()
         mask = col.isna().to_numpy()
-        values = [None if m else int(v) for v, m in zip(ints.tolist(), mask)]
+        values = [None if m else int(v) for v, m in zip(ints.tolist(), mask, strict=False)]
         return {"dtype": str(dtype), "values": values}
     mask = col.isna().to_numpy()
-    values = [None if m else encode(v) for v, m in zip(col.tolist(), mask)]
+    values = [None if m else encode(v) for v, m in zip(col.tolist(), mask, strict=False)]
     return {"dtype": str(dtype), "values": values}
 
 
@@ -120,7 +120,9 @@ def _decode_column(data: dict[str, Any]) -> Any:
         unit = base[1].rstrip("]") if len(base) > 1 else "ns"
         kind = "M8" if dtype.startswith("datetime") else "m8"
         nat = np.iinfo(np.int64).min
-        raw = np.array([nat if v is None else v for v in values], dtype="int64").view(f"{kind}[{unit}]")
+        raw = np.array([nat if v is None else v for v in values], dtype="int64").view(
+            f"{kind}[{unit}]"
+        )
         series = pd.Series(raw)
         if "," in dtype:  # tz-aware: values are UTC instants
             series = series.dt.tz_localize("UTC").dt.tz_convert(dtype.split(",", 1)[1].strip(" ]"))

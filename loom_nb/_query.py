@@ -342,7 +342,11 @@ def select_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str, A
                     "additionalProperties": False,
                 },
             },
-            "limit": {"type": "integer", "minimum": 0, "maximum": max_rows},
+            "limit": {
+                "type": "integer",
+                "minimum": 0,
+                "description": f"At most {max_rows} rows come back; a larger limit is cut to that.",
+            },
             "offset": {"type": "integer", "minimum": 0},
             "count": {
                 "type": "boolean",

@@ -8,6 +8,7 @@ set of tools; ``define_agent`` refuses two tools with one name.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -234,15 +235,23 @@ def _schema_from_model(model: Any) -> tuple[dict[str, Any], Callable[..., Any]]:
     return model.model_json_schema(), bind
 
 
-def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[..., Any]]:
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """A checked validator per distinct schema: checking against the metaschema costs a few ms,
+    and connectors define the same schemas again each time a notebook cell is re-run."""
     import jsonschema
 
+    schema = json.loads(schema_json)
     try:
         validator_cls = jsonschema.validators.validator_for(schema)
         validator_cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise UserError(f"tool input is not a valid JSON schema: {exc.message}") from None
-    validator = validator_cls(schema)
+    return validator_cls(schema)
+
+
+def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[..., Any]]:
+    validator = _validator(json.dumps(schema, sort_keys=True))
 
     def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))

@@ -590,7 +590,11 @@ def aggregate_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str
                     "additionalProperties": False,
                 },
             },
-            "limit": {"type": "integer", "minimum": 0, "maximum": max_rows},
+            "limit": {
+                "type": "integer",
+                "minimum": 0,
+                "description": f"At most {max_rows} groups come back; a larger limit is cut to that.",
+            },
             "offset": {"type": "integer", "minimum": 0},
         },
         "required": ["table"],

@@ -163,7 +163,7 @@ async def test_limit_is_clamped_and_extra_rows_are_cut_after_the_response(server
     conn = tools(factory, max_rows=3)
     rows = [{"id": i, "name": f"p{i}", "price": i * 1.5} for i in range(5)]
     server.reply(rows_reply(rows))  # a server that ignored the limit
-    out = await call(conn, "supabase_select", {"table": "products"})
+    out = await call(conn, "supabase_select", {"table": "products", "limit": 1000})
     assert only(server).param("limit") == "3"
     assert out.data["id"].tolist() == [0, 1, 2]
     assert "truncated=true" in out.content
@@ -244,7 +244,6 @@ HOSTILE_SELECTS: list[dict[str, Any]] = [
     {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": {"a": 1}}]},
     {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": 1, "raw": "x"}]},
     {"table": "orders", "limit": "5&select=*"},
-    {"table": "orders", "limit": 51},
     {"table": "orders", "limit": -1},
     {"table": "orders", "offset": "1"},
     {"table": "orders", "select": "*,secrets(*)"},
@@ -749,7 +748,8 @@ def test_schemas_name_the_allowed_tables_and_columns():
         "state",
         "owner",
     }
-    assert select["properties"]["limit"]["maximum"] == 50
+    assert "maximum" not in select["properties"]["limit"]  # clamped, not refused
+    assert "At most 50 rows" in select["properties"]["limit"]["description"]
     insert = conn.tools["supabase_insert"].parameters
     assert insert["properties"]["table"]["enum"] == ["tickets"]
     assert insert["properties"]["rows"]["items"]["propertyNames"]["enum"] == [

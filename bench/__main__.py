@@ -1,0 +1,24 @@
+"""Run every benchmark at its default size, one fresh process each: ``python -m bench``
+(or ``make bench``). Run one alone, with its options, as ``python -m bench.NAME --help``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BENCHES = ["bench_agent", "bench_store", "bench_supabase", "bench_frames", "bench_widget"]
+
+
+def main() -> int:
+    failed = []
+    for name in BENCHES:
+        print(f"\n===== bench.{name} =====", flush=True)
+        if subprocess.run([sys.executable, "-m", f"bench.{name}"]).returncode:
+            failed.append(name)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
