@@ -41,7 +41,7 @@ def new(session: Session, agent_name: str | None) -> None:
 def delete(session: Session, thread_id: str) -> None:
     agent, thread = session.find_thread(thread_id)
     with usage_errors():
-        agent.delete_thread(thread.id)
+        agent.delete_thread(thread.id, context=session.context())
     if session.current.get(agent.name) == thread.id:
         session.current[agent.name] = None
     print(f"Deleted thread {thread.id} ({thread.title or 'untitled'}) of {agent.name}.")
@@ -77,7 +77,7 @@ def chat(session: Session, agent_name: str | None) -> Any:
     tid = session.current.get(agent.name)
     if tid is not None:
         with usage_errors():
-            view.render(agent.thread(tid))
+            view.render(agent.thread(tid, context=session.context()))
     widget = ChatWidget(view, lambda text: session.chat_send(agent, view, text))
     from IPython.display import display
 
@@ -99,7 +99,7 @@ def _thread_or_current(session: Session, thread_id: str | None) -> tuple[Agent, 
             "%loom threads)"
         )
     with usage_errors():
-        return agent, agent.thread(tid)
+        return agent, agent.thread(tid, context=session.context())
 
 
 def _var(session: Session, agent: Agent) -> str:

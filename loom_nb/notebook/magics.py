@@ -32,7 +32,8 @@ LINE_HELP = """%loom AGENT            chat widget on AGENT's current thread
 %loom approve CALL_ID [CALL_ID ...]   approve and resume (terminal, scripts)
 %loom reject CALL_ID [CALL_ID ...]    reject and resume
 %%loom [AGENT] [--new | --thread ID] [-o NAME] [-O NAME] [--result NAME] [--raw]
-Settings: %config LoomMagics  (default_agent, rows, stream_interval, display, interpolate)"""
+Settings: %config LoomMagics  (default_agent, rows, stream_interval, display, interpolate,
+          context)"""
 
 
 def _identifier(name: str | None, option: str) -> str | None:
@@ -61,6 +62,11 @@ class LoomMagics(Magics):
     interpolate = Bool(True, help="Replace {name} in %%loom cells from the namespace.").tag(
         config=True
     )
+    context = Unicode(
+        "",
+        help="Variable name of a dict passed to every run as context= (who the user is, for an "
+        "agent's auth hook and client factories), e.g. %config LoomMagics.context = 'ctx'.",
+    ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell, **kwargs)

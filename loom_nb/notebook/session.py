@@ -30,6 +30,7 @@ class Settings(Protocol):
     rows: int
     stream_interval: float
     display: str
+    context: str
 
 
 class View(Protocol):
@@ -91,6 +92,20 @@ class Session:
         ns: dict[str, Any] = self.shell.user_ns
         return ns
 
+    def context(self) -> Mapping[str, Any] | None:
+        """The ``context=`` for runs: the dict named by ``LoomMagics.context`` (auth hooks and
+        client factories read the signed-in user from it)."""
+        name = self.settings.context
+        if not name:
+            return None
+        value = self.namespace.get(name)
+        if not isinstance(value, Mapping):
+            raise UsageError(
+                f"LoomMagics.context names {name!r}, which is not a dict in this notebook: "
+                f"define it (e.g. {name} = {{'user': 'ann'}}) or %config LoomMagics.context = ''"
+            )
+        return value
+
     def agents(self) -> dict[str, Agent]:
         """Agents in the user's namespace, by variable name."""
         return {
@@ -125,7 +140,7 @@ class Session:
     def find_thread(self, thread_id: str) -> tuple[Agent, Thread]:
         for a in self.unique_agents():
             try:
-                return a, a.thread(thread_id)
+                return a, a.thread(thread_id, context=self.context())
             except UserError:
                 continue
         raise UsageError(
@@ -136,9 +151,9 @@ class Session:
         """Threads with calls waiting for a decision, current threads first."""
         out: list[tuple[Agent, Thread]] = []
         for a in self.unique_agents():
-            for info in a.threads(limit=1000):
+            for info in a.threads(context=self.context(), limit=1000):
                 if info.pending_count:
-                    out.append((a, a.thread(info.id)))
+                    out.append((a, a.thread(info.id, context=self.context())))
         current = set(self.current.values())
         out.sort(key=lambda pair: pair[1].id not in current)
         return out
@@ -151,7 +166,7 @@ class Session:
             {"id": i.id, "title": i.title, "agent": i.agent, "updated": i.updated_at,
              "messages": i.message_count, "pending": i.pending_count,
              "current": self.current.get(i.agent) == i.id}
-            for a in agents for i in a.threads(limit=1000)
+            for a in agents for i in a.threads(context=self.context(), limit=1000)
         ]
         columns = ["id", "title", "agent", "updated", "messages", "pending", "current"]
         frame = pd.DataFrame(rows, columns=columns)
@@ -192,10 +207,10 @@ class Session:
         """``%%loom``: run and show the thread as it streams; blocks the cell until it ends."""
         with usage_errors():
             if thread_id is not None:
-                agent.thread(thread_id)
+                agent.thread(thread_id, context=self.context())
             tid = None if new else thread_id or self.current.get(agent.name)
             if tid is not None:
-                self._refuse_pending(agent.thread(tid))
+                self._refuse_pending(agent.thread(tid, context=self.context()))
         self.last_agent = agent.name
         view = self.make_view(agent)
         view.binding = binding  # type: ignore[attr-defined]
@@ -203,7 +218,9 @@ class Session:
         view.begin()
         try:
             with usage_errors():
-                result = agent.run_sync(prompt, thread_id=tid, on_event=view.on_event)
+                result = agent.run_sync(
+                    prompt, thread_id=tid, context=self.context(), on_event=view.on_event
+                )
         except RunError as exc:
             failed: RunResult | None = exc.result
             self._finish(agent, view, failed, exc)
@@ -252,11 +269,14 @@ class Session:
     def chat_send(self, agent: Agent, view: View, prompt: str) -> concurrent.futures.Future[Any]:
         """The chat widget's Send: runs without blocking the kernel."""
         tid = self.current.get(agent.name)
+        context = self.context()
 
         async def go() -> RunResult:
             view.begin()
             try:
-                result = await agent.run(prompt, thread_id=tid, on_event=view.on_event)
+                result = await agent.run(
+                    prompt, thread_id=tid, context=context, on_event=view.on_event
+                )
             except BaseException as exc:
                 self._finish(agent, view, getattr(exc, "result", None), exc)
                 raise
@@ -276,7 +296,7 @@ class Session:
             thread_id = view.thread_id
             if thread_id is None:
                 raise UsageError("this card has no thread yet; wait for the run to stop")
-            return self._submit(self._resume(agent, view, thread_id, decision))
+            return self._submit(self._resume(agent, view, thread_id, decision, self.context()))
 
         return resume
 
@@ -288,13 +308,20 @@ class Session:
             self._decided.update(call_ids)
 
     async def _resume(
-        self, agent: Agent, view: View, thread_id: str, decisions: Mapping[str, Decision]
+        self,
+        agent: Agent,
+        view: View,
+        thread_id: str,
+        decisions: Mapping[str, Decision],
+        context: Mapping[str, Any] | None,
     ) -> RunResult:
         lock = self._thread_locks.setdefault(thread_id, asyncio.Lock())
         async with lock:
             view.begin()
             try:
-                result = await agent.resume(thread_id, decisions, on_event=view.on_event)
+                result = await agent.resume(
+                    thread_id, decisions, context=context, on_event=view.on_event
+                )
             except BaseException as exc:
                 view.finish(getattr(exc, "result", None), exc)
                 if isinstance(exc, UserError):  # e.g. the call was decided elsewhere
@@ -329,7 +356,7 @@ class Session:
         view.show()
         view.thread_id = thread.id
         try:
-            result = self._run(self._resume(agent, view, thread.id, decisions))
+            result = self._run(self._resume(agent, view, thread.id, decisions, self.context()))
         except RunError as exc:
             raise RunFailed(f"{agent.name}: {exc}", result=exc.result) from None
         return result

@@ -165,6 +165,36 @@ def test_failed_run_prints_error_and_raises_one_line(
     assert "\nRunFailed: analyst: " in shown and "Traceback" not in shown
 
 
+def test_context_setting_passes_the_signed_in_user_to_auth_agents(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[str] = []
+    shell.user_ns["other"] = define_agent(
+        name="scoped", model=ReplayModel(["hi ann", "hi bob"]),
+        auth=lambda ctx: seen.append(ctx.get("user")) or ctx.get("user"),
+    )
+    r = cell(shell, "%%loom other", "hello")  # no context: the auth hook finds no user
+    assert not r.success and "returned no user" in capsys.readouterr().err
+    cell(shell, "%config LoomMagics.context = 'who'")
+    try:
+        r = cell(shell, "%%loom other", "hello")
+        assert not r.success
+        assert "LoomMagics.context names 'who', which is not a dict" in capsys.readouterr().err
+        shell.user_ns["who"] = {"user": "ann"}
+        assert cell(shell, "%%loom other", "hello").success
+        assert "hi ann" in capsys.readouterr().out
+        ann_threads = cell(shell, "%loom threads other").result
+        assert len(ann_threads) == 1
+        shell.user_ns["who"] = {"user": "bob"}
+        assert len(cell(shell, "%loom threads other").result) == 0  # bob sees none of ann's
+        assert cell(shell, "%%loom other --new", "hello").success
+        assert "hi bob" in capsys.readouterr().out
+        assert seen[-1] == "bob"
+    finally:
+        cell(shell, "%config LoomMagics.context = ''")
+        shell.user_ns.pop("who", None)
+
+
 # ---- threads and approvals by line magic -----------------------------------------------------
 
 
