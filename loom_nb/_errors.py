@@ -46,3 +46,55 @@ class ModelError(RunError):
 
 class StepLimitExceeded(RunError):
     """The agent made more model turns than ``max_steps`` allows."""
+
+
+class ProviderError(ModelError):
+    """A model provider failed. ``status`` is the HTTP status when there was one."""
+
+    #: Worth another attempt (rate limit, overload, 5xx, network).
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        #: Seconds the server asked us to wait (Retry-After), when it said.
+        self.retry_after = retry_after
+        if retryable is not None:
+            self.retryable = retryable
+        #: How many attempts were made before giving up (set by the retry loop).
+        self.attempts = 1
+
+
+class MissingAPIKey(ProviderError):
+    """No API key was found; nothing was sent."""
+
+
+class AuthenticationFailed(ProviderError):
+    """The server refused the key (401 / 403)."""
+
+
+class ModelNotFound(ProviderError):
+    """The server does not know this model (404)."""
+
+
+class RateLimited(ProviderError):
+    """Too many requests (429) and the retries ran out, or the wait asked for is too long."""
+
+    retryable = True
+
+
+class ContextTooLong(ProviderError):
+    """The conversation no longer fits the model's context window."""
+
+
+class ProviderUnreachable(ProviderError):
+    """No connection to the server, or no answer in time."""
+
+    retryable = True

@@ -152,8 +152,9 @@ class Run:
         text: list[str] = []
         calls: list[ToolCall] = []
         usage = Usage()
+        stream = agent.model.stream(request)
         try:
-            async for event in agent.model.stream(request):
+            async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
                     await self.emit(event)
@@ -165,6 +166,10 @@ class Run:
             raise
         except Exception as exc:
             raise ModelError(f"{agent.model.name} failed: {type(exc).__name__}: {exc}") from exc
+        finally:  # a cancelled run releases the provider's response now, not at garbage collection
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
         parts: list[Any] = [TextPart("".join(text))] if text else []
         return Message("assistant", parts + calls, usage=usage, model=agent.model.name)
 

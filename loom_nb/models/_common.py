@@ -1,7 +1,7 @@
 """What the provider adapters share: the errors a user meets, and bounded retries.
 
 No SDK is imported here. Each adapter turns its SDK's exceptions into one of the
-:class:`ProviderError` subclasses below (a :class:`~loom_nb.ModelError`, so the agent loop
+:class:`~loom_nb.ProviderError` subclasses (a :class:`~loom_nb.ModelError`, so the agent loop
 records it as the thread's error and keeps what completed), and runs its request through
 :func:`stream_with_retries`, which retries what is worth retrying with exponential backoff a
 bounded number of times, and only before the first event reached the caller.
@@ -17,7 +17,16 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loom_nb._errors import ModelError, UserError
+from loom_nb._errors import (
+    AuthenticationFailed,
+    ContextTooLong,
+    MissingAPIKey,
+    ModelNotFound,
+    ProviderError,
+    ProviderUnreachable,
+    RateLimited,
+    UserError,
+)
 from loom_nb._messages import ToolCall, new_call_id
 from loom_nb.models import ModelEvent, check_allow_model_requests
 
@@ -33,58 +42,6 @@ __all__ = [
     "parse_arguments",
     "stream_with_retries",
 ]
-
-
-class ProviderError(ModelError):
-    """A model provider failed. ``status`` is the HTTP status when there was one."""
-
-    #: Worth another attempt (rate limit, overload, 5xx, network).
-    retryable: bool = False
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        retry_after: float | None = None,
-        retryable: bool | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        #: Seconds the server asked us to wait (Retry-After), when it said.
-        self.retry_after = retry_after
-        if retryable is not None:
-            self.retryable = retryable
-        #: How many attempts were made before giving up (set by the retry loop).
-        self.attempts = 1
-
-
-class MissingAPIKey(ProviderError):
-    """No API key was found; nothing was sent."""
-
-
-class AuthenticationFailed(ProviderError):
-    """The server refused the key (401 / 403)."""
-
-
-class ModelNotFound(ProviderError):
-    """The server does not know this model (404)."""
-
-
-class RateLimited(ProviderError):
-    """Too many requests (429) and the retries ran out, or the wait asked for is too long."""
-
-    retryable = True
-
-
-class ContextTooLong(ProviderError):
-    """The conversation no longer fits the model's context window."""
-
-
-class ProviderUnreachable(ProviderError):
-    """No connection to the server, or no answer in time."""
-
-    retryable = True
 
 
 _CONTEXT_HINTS = (
