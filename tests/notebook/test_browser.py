@@ -73,8 +73,9 @@ def test_widget_click_reaches_the_kernel(lab: LabServer, page: Any) -> None:
 
 
 SETUP = """
+import asyncio
 import pandas as pd
-from loom_nb import Reply, ReplayModel, define_agent, tool
+from loom_nb import FunctionModel, Reply, define_agent, tool
 from loom_nb.sqlite import sqlite_store
 
 %load_ext loom_nb
@@ -100,15 +101,25 @@ def add_order(customer: str, total: float) -> dict:
     ORDERS = pd.concat([ORDERS, pd.DataFrame([row])], ignore_index=True)
     return row
 
-model = ReplayModel([
-    Reply("Let me look at the open orders.", tool_calls=[("open_orders", {})]),
-    Reply(
-        "Two orders are still open: 101 for Ada and 102 for Grace. "
-        "Now I will add the order for Hopper.",
-        tool_calls=[("add_order", {"customer": "Hopper", "total": 42.5})],
-    ),
-    Reply("Done: order 104 for Hopper is saved and open."),
-], delay=0.05)
+async def script(request):
+    "A test model that answers from the thread's state, so it works after a restart too."
+    last = request.messages[-1]
+    done = [r.name for r in last.tool_results]
+    if last.role == "user":
+        reply = Reply("Let me look at the open orders.", tool_calls=[("open_orders", {})])
+    elif "open_orders" in done:
+        reply = Reply(
+            "Two orders are still open: 101 for Ada and 102 for Grace. "
+            "Now I will add the order for Hopper.",
+            tool_calls=[("add_order", {"customer": "Hopper", "total": 42.5})],
+        )
+    else:
+        reply = Reply("Done: order 104 for Hopper is saved and open.")
+    for event in reply.events():
+        await asyncio.sleep(0.05)  # streams word by word, like a model
+        yield event
+
+model = FunctionModel(script)
 analyst = define_agent(
     name="analyst", model=model, tools=[open_orders, add_order], store=sqlite_store("loom.db")
 )
@@ -121,6 +132,10 @@ Which orders are still open? Then add an order for Hopper, total 42.5.
 
 KERNEL_CHECK = """
 print("rows in open_df:", len(open_df))
+print("Hopper written:", (ORDERS.customer == "Hopper").any())
+"""
+
+WRITTEN = """
 print("Hopper written:", (ORDERS.customer == "Hopper").any())
 """
 
@@ -218,6 +233,48 @@ def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     expect_text(write_call, "approved")
     expect_text(write_call, "Hopper")
     screenshot(page, "browser-agent-resumed", cell(page, len(cells)))
+
+
+def test_pending_approval_survives_a_restart(lab: LabServer, page: Any) -> None:
+    """The run stops at the write; nobody clicks; the kernel restarts. ``%loom resume``
+    shows the card again with live buttons, and Approve then runs the write in the new
+    kernel and finishes the run."""
+    cells = _cells(SETUP, ASK, WRITTEN)
+    write_notebook(lab.root / "pending.ipynb", cells)
+    open_notebook(page, lab, "pending.ipynb")
+    run_all(page, len(cells))
+    thread = cell(page, 1).locator(".loom-thread")
+    expect_text(thread.locator(".loom-approval"), "add_order")
+    thread_id = thread.locator(".loom-thread-header code").inner_text().strip()
+    assert "Hopper written: False" in cell_output_text(page, 2)
+
+    restart_kernel(page)
+    insert_cell(page, len(cells), f"%loom resume {thread_id}")
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    run_cell(page, len(cells))
+    wait_cell_done(page, len(cells))
+    resumed = cell(page, len(cells)).locator(".loom-thread")
+    expect_text(resumed.locator(".loom-user"), "Which orders are still open?")
+    assert resumed.locator(".loom-frame table tbody tr").count() == 2
+    card = resumed.locator(".loom-approval")
+    assert card.count() == 1
+    assert "Hopper" in card.inner_text() and "42.5" in card.inner_text()
+    approve = card.locator("button.loom-approve")
+    assert approve.is_enabled()
+    assert resumed.locator(".loom-assistant").count() == 2
+    screenshot(page, "browser-pending-after-restart", cell(page, len(cells)))
+
+    approve.click()
+    expect_text(card.locator(".loom-decision"), "Approved")
+    expect_text(card.locator(".loom-decision"), "done")
+    expect_text(resumed.locator(".loom-assistant").last, "Done: order 104 for Hopper is saved")
+    assert approve.is_disabled()
+    screenshot(page, "browser-pending-approved-after-restart", cell(page, len(cells)))
+
+    run_cell(page, 2)  # cleared by the restart: it ran in the old kernel only
+    wait_cell_done(page, 2)
+    assert "Hopper written: True" in cell_output_text(page, 2)
 
 
 def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:

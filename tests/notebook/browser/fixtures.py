@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require
+
+from tests.conftest import require
 
 from .lab import LabServer, chromium_path, jupyter_lab_available, start_lab
 from .page import chromium_context, playwright_available, screenshot
