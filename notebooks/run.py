@@ -68,15 +68,22 @@ def transcript(nb: Any) -> str:
         if len(lines) > 8:  # setup code: its first lines are enough here
             lines = [*lines[:3], f"... ({len(lines) - 3} more lines)"]
         out.append(f"In [{cell.get('execution_count') or ' '}]: " + "\n        ".join(lines))
+        stream = ""  # a run's streamed text arrives in many pieces
         for o in cell.get("outputs", []):
             if o.output_type == "stream":
-                out.append(o.text.rstrip("\n"))
-            elif o.output_type == "error":
+                stream += o.text
+                continue
+            if stream:
+                out.append(stream.rstrip("\n"))
+                stream = ""
+            if o.output_type == "error":
                 out.append(f"{o.ename}: {o.evalue}")
             elif WIDGET in o.get("data", {}):
                 out.append("[the thread, as widgets: printed as text at the end]")
             elif "text/plain" in o.get("data", {}):
                 out.append(o.data["text/plain"])
+        if stream:
+            out.append(stream.rstrip("\n"))
         out.append("")
     return "\n".join(out)
 
