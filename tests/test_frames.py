@@ -15,9 +15,10 @@ from pandas.testing import assert_frame_equal
 
 from loom_nb import DuplicateToolError, ReplayModel, Reply, UserError, define_agent
 from loom_nb._context import RunContext
+from loom_nb._frames.filters import like_regex
 from loom_nb._query import OPERATORS
 from loom_nb._tools import Connector, ToolInputError, ToolOutput, to_output
-from loom_nb.frames import frame_tools, like_regex
+from loom_nb.frames import frame_tools
 
 CTX = RunContext("analyst", "thread")
 

@@ -1,0 +1,211 @@
+"""The aggregate tool's query: its JSON schema, its parsing and checks, and its computation with
+SQL's rules (a sum of no values is missing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from loom_nb._frames.values import dtype_kind
+from loom_nb._query import (
+    IDENTIFIER,
+    Filter,
+    TableSpec,
+    _column,
+    _int,
+    _table,
+    filters_schema,
+    parse_filters,
+    select_schema,
+)
+from loom_nb._tools import ToolInputError
+
+AGGREGATE_FUNCTIONS: tuple[str, ...] = ("count", "sum", "mean", "min", "max")
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    fn: str
+    #: None: count rows.
+    column: str | None
+
+    @property
+    def output(self) -> str:
+        return self.fn if self.column is None else f"{self.fn}_{self.column}"
+
+
+@dataclass(frozen=True)
+class AggregateQuery:
+    table: str
+    group_by: tuple[str, ...]
+    aggregates: tuple[Aggregate, ...]
+    filters: tuple[Filter, ...]
+    order: tuple[tuple[str, bool], ...]
+    limit: int
+    offset: int
+
+
+def aggregate_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str, Any]:
+    base = select_schema(tables, max_rows)["properties"]
+    column = base["columns"]["items"]
+    return {
+        "type": "object",
+        "properties": {
+            "table": base["table"],
+            "group_by": {
+                "type": "array",
+                "items": column,
+                "description": "Columns to group by; omit for one summary row over all matches.",
+            },
+            "aggregates": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "fn": {"type": "string", "enum": list(AGGREGATE_FUNCTIONS)},
+                        "column": {
+                            **column,
+                            "description": "Omit with fn=count to count rows.",
+                        },
+                    },
+                    "required": ["fn"],
+                    "additionalProperties": False,
+                },
+                "description": "Output columns are named fn_column, or count for a row count. "
+                "Default: [{fn: count}].",
+            },
+            "filters": filters_schema(tables),
+            "order": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "column": {
+                            "type": "string",
+                            "pattern": IDENTIFIER.pattern,
+                            "description": "A group_by column or an output name like sum_total.",
+                        },
+                        "desc": {"type": "boolean"},
+                    },
+                    "required": ["column"],
+                    "additionalProperties": False,
+                },
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 0,
+                "description": (
+                    f"At most {max_rows} groups come back; a larger limit is cut to that."
+                ),
+            },
+            "offset": {"type": "integer", "minimum": 0},
+        },
+        "required": ["table"],
+        "additionalProperties": False,
+    }
+
+
+def parse_aggregate(
+    args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_rows: int
+) -> AggregateQuery:
+    spec = _table(tables, args.get("table"))
+    raw_group = args.get("group_by") or []
+    if not isinstance(raw_group, list):
+        raise ToolInputError("group_by must be a list of column names")
+    group_by = tuple(dict.fromkeys(_column(spec, c) for c in raw_group))
+    raw_aggs = args.get("aggregates") or [{"fn": "count"}]
+    if not isinstance(raw_aggs, list):
+        raise ToolInputError("aggregates must be a list of {fn, column} objects")
+    aggs: list[Aggregate] = []
+    for i, item in enumerate(raw_aggs):
+        if not isinstance(item, Mapping) or set(item) - {"fn", "column"}:
+            raise ToolInputError(f"aggregates[{i}] must be an object with 'fn' and 'column'")
+        fn = item.get("fn")
+        if fn not in AGGREGATE_FUNCTIONS:
+            raise ToolInputError(
+                f"aggregates[{i}].fn {fn!r} is not one of {list(AGGREGATE_FUNCTIONS)}"
+            )
+        col = item.get("column")
+        if col is None:
+            if fn != "count":
+                raise ToolInputError(f"aggregates[{i}]: {fn} needs a column")
+        else:
+            col = _column(spec, col)
+        agg = Aggregate(fn, col)
+        if agg.output in group_by:
+            raise ToolInputError(
+                f"aggregates[{i}] would be named {agg.output!r}, like a group_by column"
+            )
+        if agg not in aggs:
+            aggs.append(agg)
+    outputs = set(group_by) | {a.output for a in aggs}
+    order: list[tuple[str, bool]] = []
+    raw_order = args.get("order") or []
+    if not isinstance(raw_order, list):
+        raise ToolInputError("order must be a list of {column, desc} objects")
+    for i, item in enumerate(raw_order):
+        if not isinstance(item, Mapping) or set(item) - {"column", "desc"}:
+            raise ToolInputError(f"order[{i}] must be an object with 'column' and optional 'desc'")
+        name, desc = item.get("column"), item.get("desc", False)
+        if name not in outputs:
+            raise ToolInputError(
+                f"order[{i}].column {name!r} is not an output column; use one of {sorted(outputs)}"
+            )
+        if not isinstance(desc, bool):
+            raise ToolInputError(f"order[{i}].desc must be true or false")
+        order.append((name, desc))
+    return AggregateQuery(
+        table=spec.name,
+        group_by=group_by,
+        aggregates=tuple(aggs),
+        filters=parse_filters(spec, args.get("filters")),
+        order=tuple(order),
+        limit=min(_int(args.get("limit"), "limit", max_rows), max_rows),
+        offset=_int(args.get("offset"), "offset", 0),
+    )
+
+
+def check_aggregate(table: str, col: pd.Series, agg: Aggregate) -> None:
+    """Refuse an aggregate that ``col``'s dtype cannot give, before anything is computed."""
+    kind = dtype_kind(col.dtype)
+    if agg.fn in ("sum", "mean"):
+        numeric = kind in ("int", "float", "bool", "timedelta")
+        ok = numeric or (kind == "datetime" and agg.fn == "mean")
+        if not ok:
+            raise ToolInputError(
+                f"{agg.fn} needs a numeric column; {table}.{agg.column} is {col.dtype}. "
+                "Use count, min or max"
+            )
+    if agg.fn in ("min", "max") and kind == "category" and not col.cat.ordered:
+        raise ToolInputError(
+            f"{table}.{agg.column} is an unordered category, so it has no {agg.fn}; "
+            "group by it instead"
+        )
+
+
+def _apply(target: Any, a: Aggregate) -> Any:
+    """One aggregate of a Series or a grouped Series. A sum of no values is missing, as in SQL
+    (pandas would say 0)."""
+    if a.fn == "sum":
+        return target.sum(min_count=1)
+    return getattr(target, a.fn)()
+
+
+def compute_aggregate(sub: pd.DataFrame, q: AggregateQuery) -> pd.DataFrame:
+    """One row per group (missing values form a group, as SQL's GROUP BY does), or one row."""
+    if not q.group_by:
+        row = {
+            a.output: [len(sub) if a.column is None else _apply(sub[a.column], a)]
+            for a in q.aggregates
+        }
+        return pd.DataFrame(row)
+    grouped = sub.groupby(list(q.group_by), dropna=False, observed=True, sort=True)
+    parts = {
+        a.output: grouped.size() if a.column is None else _apply(grouped[a.column], a)
+        for a in q.aggregates
+    }
+    out = pd.DataFrame(parts)
+    return out.reset_index()
