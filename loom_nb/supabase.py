@@ -70,21 +70,18 @@ except ImportError:
     raise MissingExtra("supabase", "supabase", "loom_nb.supabase") from None
 
 import asyncio
+import dataclasses
 import inspect
 import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import httpx
 import pandas as pd
-from postgrest.exceptions import APIError
 
 from loom_nb._context import RunContext
 from loom_nb._errors import UserError
 from loom_nb._query import (
-    Filter,
     Insert,
     Select,
     TableSpec,
@@ -100,6 +97,16 @@ from loom_nb._query import (
     update_schema,
 )
 from loom_nb._render import frame_for_model
+from loom_nb._supabase_query import (
+    build_insert,
+    build_select,
+    build_update,
+    check_json_values,
+    filter_dict,
+    sendable_filters,
+    where_text,
+)
+from loom_nb._supabase_responses import error_output, records_to_frame, rows_of, send
 from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
 
 __all__ = ["ClientFactory", "supabase_tools"]
@@ -108,10 +115,6 @@ __all__ = ["ClientFactory", "supabase_tools"]
 ClientFactory = Callable[[RunContext], Any]
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,51}$")
-_TIMESTAMP = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
-)
-_HAS_ZONE = re.compile(r"(?:Z|[+-]\d{2}(?::?\d{2})?)$")
 
 
 def supabase_tools(
@@ -149,6 +152,9 @@ def supabase_tools(
 
 
 class _SupabaseConnector:
+    """The tools over one allowlist: each call checks its arguments, then sends one request
+    with the run's client."""
+
     def __init__(
         self,
         factory: ClientFactory,
@@ -244,15 +250,10 @@ class _SupabaseConnector:
 
     async def select(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_select(arguments)
-        client = await self._client(ctx)
-        if isinstance(client, ToolOutput):
-            return client
-        response = await self._send(build_select(client, query))
-        if isinstance(response, ToolOutput):
-            return response
-        rows, error = _rows(response, self.tables[query.table])
-        if error is not None:
-            return error
+        fetched = await self._fetch(ctx, query.table, lambda client: build_select(client, query))
+        if isinstance(fetched, ToolOutput):
+            return fetched
+        rows, response = fetched
         count = getattr(response, "count", None)
         frame = records_to_frame(rows, query.columns)
         received = len(frame)
@@ -269,31 +270,27 @@ class _SupabaseConnector:
 
     async def insert(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_insert(arguments)
-        client = await self._client(ctx)
-        if isinstance(client, ToolOutput):
-            return client
-        response = await self._send(build_insert(client, query, self.tables[query.table]))
-        if isinstance(response, ToolOutput):
-            return response
-        rows, error = _rows(response, self.tables[query.table])
-        if error is not None:
-            return error
-        frame = records_to_frame(rows, self.tables[query.table].columns)
+        spec = self.tables[query.table]
+        fetched = await self._fetch(
+            ctx, query.table, lambda client: build_insert(client, query, spec)
+        )
+        if isinstance(fetched, ToolOutput):
+            return fetched
+        rows, _response = fetched
+        frame = records_to_frame(rows, spec.columns)
         text = frame_for_model(frame, source=f"{self.name}.{query.table}", max_rows=self.max_rows)
         return ToolOutput(f"Inserted {len(frame)} row(s) into {query.table}.\n{text}", frame)
 
     async def update(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_update(arguments)
-        client = await self._client(ctx)
-        if isinstance(client, ToolOutput):
-            return client
-        response = await self._send(build_update(client, query, self.tables[query.table]))
-        if isinstance(response, ToolOutput):
-            return response
-        rows, error = _rows(response, self.tables[query.table])
-        if error is not None:
-            return error
-        frame = records_to_frame(rows, self.tables[query.table].columns)
+        spec = self.tables[query.table]
+        fetched = await self._fetch(
+            ctx, query.table, lambda client: build_update(client, query, spec)
+        )
+        if isinstance(fetched, ToolOutput):
+            return fetched
+        rows, _response = fetched
+        frame = records_to_frame(rows, spec.columns)
         if frame.empty:
             return ToolOutput(
                 f"No row of {query.table} matched the filters ({where_text(query.filters)}), or "
@@ -307,26 +304,17 @@ class _SupabaseConnector:
 
     def _parse_select(self, arguments: dict[str, Any]) -> Select:
         query = parse_select(arguments, self.tables, self.max_rows)
-        filters = tuple(_order_filter(f) for f in query.filters)
-        return Select(
-            query.table,
-            query.columns,
-            filters,
-            query.order,
-            query.limit,
-            query.offset,
-            query.count,
-        )
+        return dataclasses.replace(query, filters=sendable_filters(query.filters))
 
     def _parse_insert(self, arguments: dict[str, Any]) -> Insert:
         query = parse_insert(arguments, self.tables)
-        _check_values(arguments)
+        check_json_values(arguments)
         return query
 
     def _parse_update(self, arguments: dict[str, Any]) -> Update:
         query = parse_update(arguments, self.tables)
-        _check_values(arguments)
-        return Update(query.table, query.values, tuple(_order_filter(f) for f in query.filters))
+        check_json_values(arguments)
+        return dataclasses.replace(query, filters=sendable_filters(query.filters))
 
     # ---- what the user sees before approving ----------------------------------------------
 
@@ -343,7 +331,7 @@ class _SupabaseConnector:
         return {
             "table": query.table,
             "changes": dict(query.values),
-            "filters": [_filter_dict(f) for f in query.filters],
+            "filters": [filter_dict(f) for f in query.filters],
             "where": where_text(query.filters),
         }
 
@@ -382,259 +370,23 @@ class _SupabaseConnector:
             )
         return made
 
-    async def _send(self, builder: Any) -> Any:
-        """Run one request; PostgREST and network errors become an error result."""
-        if callable(getattr(builder, "retry", None)):
-            builder = builder.retry(False)
-        try:
-            if inspect.iscoroutinefunction(builder.execute):
-                return await builder.execute()
-            return await asyncio.to_thread(builder.execute)
-        except APIError as exc:
-            return error_output(
-                exc.code or "api_error",
-                exc.message or str(exc),
-                hint=exc.hint,
-                details=exc.details,
-            )
-        except httpx.TimeoutException as exc:
-            return error_output(
-                "timeout",
-                f"the database did not answer in time ({type(exc).__name__})",
-                hint="Try again, or ask for fewer rows or a narrower filter.",
-            )
-        except httpx.HTTPError as exc:
-            return error_output(
-                "network_error",
-                f"the database could not be reached: {type(exc).__name__}: {exc}",
-                hint="The Supabase server is unreachable from this kernel; tell the user.",
-            )
+    async def _fetch(
+        self, ctx: RunContext, table: str, build: Callable[[Any], Any]
+    ) -> tuple[list[dict[str, Any]], Any] | ToolOutput:
+        """Send ``build(client)`` with the run's client: the rows (in the table's allowed
+        columns) and the response, or the error result the model gets instead."""
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        response = await send(build(client))
+        if isinstance(response, ToolOutput):
+            return response
+        rows = rows_of(response, self.tables[table])
+        if isinstance(rows, ToolOutput):
+            return rows
+        return rows, response
 
 
 class _FactoryError(Exception):
     """The user's client factory failed; the model gets the message, the run goes on."""
 
-
-# ---- building requests: every piece comes from a checked value --------------------------------
-
-
-def build_select(client: Any, query: Select) -> Any:
-    columns = query.columns if query.columns is not None else ("*",)
-    builder = client.table(query.table).select(*columns, count="exact" if query.count else None)
-    for f in query.filters:
-        builder = _apply_filter(builder, f)
-    for column, desc in query.order:
-        builder = builder.order(column, desc=desc)
-    builder = builder.limit(int(query.limit))
-    if query.offset:
-        builder = builder.offset(int(query.offset))
-    return builder
-
-
-def build_insert(client: Any, query: Insert, spec: TableSpec) -> Any:
-    rows = [dict(r) for r in query.rows]
-    builder = client.table(query.table).insert(
-        rows, returning="representation", default_to_null=False
-    )
-    if spec.columns is not None:
-        builder = builder.select(*spec.columns)
-    return builder
-
-
-def build_update(client: Any, query: Update, spec: TableSpec) -> Any:
-    if not query.filters:  # parse_update refuses this already; never send one
-        raise ToolInputError("an update needs at least one filter; updating every row is refused")
-    builder = client.table(query.table).update(dict(query.values), returning="representation")
-    for f in query.filters:
-        builder = _apply_filter(builder, f)
-    if spec.columns is not None:
-        builder = builder.select(*spec.columns)
-    return builder
-
-
-def _apply_filter(builder: Any, f: Filter) -> Any:
-    if f.negate:
-        builder = builder.not_
-    if f.op == "is_null":
-        return builder.is_(f.column, None)
-    if f.op == "in":
-        return builder.in_(f.column, list(f.value))
-    method = {
-        "eq": builder.eq,
-        "neq": builder.neq,
-        "gt": builder.gt,
-        "gte": builder.gte,
-        "lt": builder.lt,
-        "lte": builder.lte,
-        "like": builder.like,
-        "ilike": builder.ilike,
-    }[f.op]
-    return method(f.column, f.value)
-
-
-def _order_filter(f: Filter) -> Filter:
-    """PostgREST drops spaces and tabs before the first item of ``in.(...)``; items are a set,
-    so put one that starts with neither first. A lone such item is sent as ``eq``."""
-    if f.op != "in":
-        return f
-    values = list(f.value)
-    if not _blank_start(values[0]):
-        return f
-    plain = [v for v in values if not _blank_start(v)]
-    if plain:
-        first = plain[0]
-        return Filter(f.column, f.op, (first, *[v for v in values if v is not first]), f.negate)
-    if len(set(values)) == 1:
-        return Filter(f.column, "eq", values[0], f.negate)
-    raise ToolInputError(
-        "'in' values that all start with a space or tab cannot be sent exactly; "
-        "use one eq filter per value in separate calls, or trim the values"
-    )
-
-
-def _blank_start(value: Any) -> bool:
-    return isinstance(value, str) and value[:1] in (" ", "\t")
-
-
-def _check_values(arguments: Mapping[str, Any]) -> None:
-    """Row values must be JSON: PostgREST cannot take NaN or infinity."""
-
-    def walk(value: Any, where: str) -> None:
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ToolInputError(f"{where}: {value!r} is not a JSON number")
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(v, f"{where}.{k}")
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{where}[{i}]")
-
-    for key in ("rows", "values"):
-        if key in arguments:
-            walk(arguments[key], key)
-
-
-# ---- responses -------------------------------------------------------------------------------
-
-
-def _rows(response: Any, spec: TableSpec) -> tuple[list[dict[str, Any]], ToolOutput | None]:
-    data = getattr(response, "data", None)
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        return [], error_output(
-            "unexpected_response",
-            f"the server answered with {type(data).__name__}, not a list of rows",
-            hint="Is the client pointed at a Supabase / PostgREST URL?",
-        )
-    if spec.columns is not None:
-        allowed = spec.columns
-        data = [{k: r[k] for k in allowed if k in r} for r in data]
-    return data, None
-
-
-def error_output(
-    code: str, message: str, *, hint: str | None = None, details: Any = None
-) -> ToolOutput:
-    """What the model gets for a failed request: ``{"error": {code, message, hint, details}}``."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if hint:
-        error["hint"] = hint
-    if details:
-        error["details"] = details
-    return ToolOutput(json.dumps({"error": error}, default=str), {"error": error}, is_error=True)
-
-
-def records_to_frame(records: list[dict[str, Any]], columns: Sequence[str] | None) -> pd.DataFrame:
-    """PostgREST's JSON rows as a DataFrame, with dtypes a pandas user expects.
-
-    Numbers stay numeric (integer columns with NULLs become ``Int64``, not float), and text
-    columns whose every value is an ISO 8601 timestamp become ``datetime64`` (UTC when the
-    values carry an offset, as ``timestamptz`` does).
-    """
-    if columns is None:
-        names: dict[str, None] = {}
-        for r in records[:1] or ():
-            names.update(dict.fromkeys(r))
-        for r in records[1:]:
-            if len(r) != len(names) or any(k not in names for k in r):
-                names.update(dict.fromkeys(r))
-        columns = list(names)
-    frame = (
-        pd.DataFrame.from_records(records, columns=list(columns))
-        if records
-        else pd.DataFrame(columns=list(columns))
-    )
-    for name in frame.columns:
-        col = frame[name]
-        kind = col.dtype.kind
-        if kind == "f" and col.isna().any():
-            values = [r.get(name) for r in records]
-            if all(type(v) is int for v in values if v is not None):
-                frame[name] = pd.array(values, dtype="Int64")
-        elif kind == "O" or pd.api.types.is_string_dtype(col.dtype):
-            frame[name] = _maybe_timestamps(col)
-    return frame
-
-
-def _maybe_timestamps(col: pd.Series) -> pd.Series:
-    zoned = naive = 0
-    for v in col.tolist():
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue
-        if not isinstance(v, str) or not _TIMESTAMP.fullmatch(v):
-            return col
-        if _HAS_ZONE.search(v):
-            zoned += 1
-        else:
-            naive += 1
-    if (not zoned and not naive) or (zoned and naive):
-        return col  # empty, or a mix of local and zoned times: leave the text as it is
-    try:
-        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned))
-    except (ValueError, TypeError, OverflowError):
-        return col
-
-
-# ---- human-readable filters ----------------------------------------------------------------
-
-_SQL_OPS = {
-    "eq": "=",
-    "neq": "!=",
-    "gt": ">",
-    "gte": ">=",
-    "lt": "<",
-    "lte": "<=",
-    "like": "LIKE",
-    "ilike": "ILIKE",
-}
-
-
-def where_text(filters: Sequence[Filter]) -> str:
-    """``status = 'open' AND total > 100``: the filters as a person reads them."""
-    parts = []
-    for f in filters:
-        if f.op == "is_null":
-            parts.append(f"{f.column} IS {'NOT ' if f.negate else ''}NULL")
-            continue
-        if f.op == "in":
-            text = f"{f.column} IN ({', '.join(_literal(v) for v in f.value)})"
-        else:
-            text = f"{f.column} {_SQL_OPS[f.op]} {_literal(f.value)}"
-        parts.append(f"NOT ({text})" if f.negate else text)
-    return " AND ".join(parts)
-
-
-def _literal(value: Any) -> str:
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _filter_dict(f: Filter) -> dict[str, Any]:
-    out: dict[str, Any] = {"column": f.column, "op": f.op}
-    if f.op != "is_null":
-        out["value"] = list(f.value) if isinstance(f.value, tuple) else f.value
-    if f.negate:
-        out["not"] = True
-    return out
