@@ -90,9 +90,8 @@ def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
 
 def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
     q = parse_aggregate(args, tables.specs, tables.max_rows)
-    used = list(dict.fromkeys(
-        [*q.group_by, *(a.column for a in q.aggregates if a.column is not None)]
-    ))
+    aggregated = (a.column for a in q.aggregates if a.column is not None)
+    used = list(dict.fromkeys([*q.group_by, *aggregated]))  # each column once, in order
     with tables.locks[q.table]:
         df = tables.frames[q.table]
         tables.check_columns(q.table, [*used, *(f.column for f in q.filters)])
