@@ -24,10 +24,12 @@ lint: $(VENV)/.installed
 test: lint
 	$(BIN)/python -m pytest
 
-# JupyterLab on this folder, opening NB (make lab NB=.loom/demo/01-quickstart.ipynb after make demo).
+# JupyterLab opening NB, with its folder as the root (make lab NB=.loom/demo/01-quickstart.ipynb
+# after make demo). As root (containers), --allow-root is added.
 NB ?= notebooks/01-quickstart.ipynb
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab --ContentsManager.allow_hidden=True $(NB)
+	$(BIN)/jupyter lab $(LAB_ARGS) $(NB)
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench

@@ -22,6 +22,7 @@ from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
+from nbformat.sign import NotebookNotary
 
 HERE = Path(__file__).resolve().parent
 RESTART = "restart-kernel"
@@ -39,7 +40,10 @@ def execute(notebook: Path | Any, workdir: Path, *, timeout: int = 120,
     nb = nbformat.read(notebook, as_version=4) if isinstance(notebook, (str, Path)) else notebook
     workdir.mkdir(parents=True, exist_ok=True)
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
-                            resources={"metadata": {"path": str(workdir)}})
+                            resources={"metadata": {"path": str(workdir)}},
+                            # the kernel's own log: errors only (ipykernel 7 warns about
+                            # plain-TCP sockets on every start)
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
 
     async def run_all() -> None:
         async with client.async_setup_kernel(env=env if env is not None else dict(os.environ)):
@@ -124,13 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - started
     saved = workdir / source.name
     nbformat.write(nb, saved)
+    # Trusted for you (like `jupyter trust`): JupyterLab shows the stored widgets (the thread
+    # views) only for trusted notebooks, and plain text otherwise.
+    NotebookNotary().sign(nb)
     if not args.quiet:
         print("\n" + transcript(nb))
         db = workdir / ".loom" / "loom.db"
         if db.exists():
             print("The threads, as saved in", db, threads_text(db))
     print(f"\nDone in {elapsed:.1f} s. The executed notebook is {saved}.")
-    print(f"Open it in JupyterLab:  make lab NB={saved}")
+    print(f"Open it in JupyterLab:  make lab NB={saved}   (a record: its buttons are not live)")
     print(f"Or run the walkthroughs yourself:  make lab   (then {HERE.name}/01-quickstart.ipynb)")
     return 0
 
