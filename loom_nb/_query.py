@@ -137,6 +137,21 @@ def parse_tables(
     return specs
 
 
+_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+
+
+def check_connector_options(name: Any, max_rows: Any, approve_writes: Any) -> int:
+    """The options every table connector shares; returns ``max_rows``."""
+    if not isinstance(name, str) or not _PREFIX.match(name):
+        raise UserError(
+            f"name={name!r} is not valid: it prefixes the tool names, so use letters, digits, "
+            "'_' and '-', starting with a letter, at most 40 characters"
+        )
+    if not isinstance(approve_writes, bool):
+        raise UserError(f"approve_writes must be True or False, got {approve_writes!r}")
+    return check_max_rows(max_rows)
+
+
 def check_max_rows(max_rows: Any) -> int:
     if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
         raise UserError(f"max_rows must be a positive int, got {max_rows!r}")

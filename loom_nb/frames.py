@@ -80,7 +80,6 @@ the new rows or values, and ``id(orders)`` does not change.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,7 +89,7 @@ from loom_nb._errors import UserError
 from loom_nb._frames.aggregate import AGGREGATE_FUNCTIONS
 from loom_nb._frames.connector import frame_connector
 from loom_nb._frames.tables import Tables, check_frame
-from loom_nb._query import check_max_rows, parse_tables
+from loom_nb._query import check_connector_options, parse_tables
 from loom_nb._tools import Connector
 
 __all__ = ["AGGREGATE_FUNCTIONS", "frame_tools"]
@@ -112,13 +111,7 @@ def frame_tools(
     identifiers, options are known, listed columns exist, values are DataFrames, and writable
     frames have an integer index. See the module documentation for the exact semantics.
     """
-    max_rows = check_max_rows(max_rows)
-    if not isinstance(approve_writes, bool):
-        raise UserError(f"approve_writes must be True or False, got {approve_writes!r}")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
-        raise UserError(
-            f"name={name!r} must be 1-40 letters, digits, '_' or '-' (it prefixes the tool names)"
-        )
+    max_rows = check_connector_options(name, max_rows, approve_writes)
     if not isinstance(frames, Mapping) or not frames:
         raise UserError('frames must be a non-empty dict like {"orders": orders_df}')
     options: dict[str, Mapping[str, Any]] = {}

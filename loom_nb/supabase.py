@@ -73,7 +73,6 @@ import asyncio
 import dataclasses
 import inspect
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -86,7 +85,7 @@ from loom_nb._query import (
     Select,
     TableSpec,
     Update,
-    check_max_rows,
+    check_connector_options,
     describe_tables,
     insert_schema,
     parse_insert,
@@ -114,7 +113,6 @@ __all__ = ["ClientFactory", "supabase_tools"]
 #: ``client=`` takes ``factory(ctx) -> Client | AsyncClient`` (or an awaitable of one).
 ClientFactory = Callable[[RunContext], Any]
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,51}$")
 
 
 def supabase_tools(
@@ -139,15 +137,8 @@ def supabase_tools(
             f"run; got {type(client).__name__}. Wrap a client you already have: "
             "client=lambda ctx: my_client"
         )
+    max_rows = check_connector_options(name, max_rows, approve_writes)
     specs = parse_tables(tables)
-    max_rows = check_max_rows(max_rows)
-    if not isinstance(approve_writes, bool):
-        raise UserError(f"approve_writes must be True or False, got {approve_writes!r}")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise UserError(
-            f"name={name!r} is not valid: it prefixes the tool names, so use letters, digits, "
-            "'_' and '-', starting with a letter, at most 52 characters"
-        )
     return _SupabaseConnector(client, specs, max_rows, approve_writes, name).connector()
 
 

@@ -102,3 +102,23 @@ def test_schema_enums():
     assert schema["properties"]["table"]["enum"] == ["notes", "orders"]
     # one table allows every column: names are checked by pattern instead of an enum
     assert "pattern" in schema["properties"]["columns"]["items"]
+
+
+@pytest.mark.parametrize("bad", ["", "1db", "has space", "x" * 41, "semi;colon", 3])
+def test_both_table_connectors_check_their_options_alike(bad: object) -> None:
+    import pandas as pd
+
+    from loom_nb.frames import frame_tools
+    from loom_nb.supabase import supabase_tools
+
+    for make in (
+        lambda **kw: frame_tools({"orders": pd.DataFrame({"id": [1]})}, **kw),
+        lambda **kw: supabase_tools(client=lambda ctx: None, tables={"orders": {}}, **kw),
+    ):
+        with pytest.raises(UserError, match="it prefixes the tool names"):
+            make(name=bad)
+        with pytest.raises(UserError, match="approve_writes must be True or False"):
+            make(approve_writes="yes")
+        with pytest.raises(UserError, match="max_rows must be a positive int"):
+            make(max_rows=0)
+        assert make(name="shop_2")  # letters, digits, '_' and '-' are fine
