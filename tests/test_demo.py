@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbformat.sign import NotebookNotary
 
 from tests.test_notebooks import ONLINE
 
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.timeout(240)
 def test_demo_script_prints_the_session_and_saves_the_notebook(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ONLINE}
     env["IPYTHONDIR"] = str(tmp_path / "ipython")
+    env["JUPYTER_DATA_DIR"] = str(tmp_path / "jupyter")  # where the notebook's trust is kept
     out = tmp_path / "demo"
     done = subprocess.run(
         [sys.executable, "notebooks/run.py", "--out", str(out)],
@@ -50,3 +52,6 @@ def test_demo_script_prints_the_session_and_saves_the_notebook(tmp_path: Path) -
     assert all(c.execution_count for c in code)
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     assert "widgets" in nb.metadata  # the thread views, as JupyterLab will show them
+    # Signed for this user, or JupyterLab would show the widgets as plain text.
+    notary = NotebookNotary(data_dir=str(tmp_path / "jupyter"))
+    assert notary.check_signature(nb)
