@@ -369,7 +369,8 @@ SUPABASE = [
                                "total": [120.50, 35.00, 9.99],
                                "created_at": pd.to_datetime(["2026-01-05 10:00", "2026-01-09 12:30",
                                                              "2026-02-01 08:15"], utc=True)})
-        products = pd.DataFrame({"id": [1, 2, 3, 4], "name": ["Widget", "Gadget", "Gizmo", "Doohickey"],
+        products = pd.DataFrame({"id": [1, 2, 3, 4],
+                                 "name": ["Widget", "Gadget", "Gizmo", "Doohickey"],
                                  "price": [9.99, 35.00, 120.50, 4.25],
                                  "in_stock": [True, True, False, True]})
         tickets = pd.DataFrame({"id": [1], "subject": ["Where is my parcel?"],
@@ -398,7 +399,8 @@ SUPABASE = [
         "my orders": ("Let me fetch your orders.", "shop_select",
                       {"table": "orders", "order": [{"column": "created_at"}]}),
         "in stock": ("Checking the catalogue.", "shop_select",
-                     {"table": "products", "filters": [{"column": "in_stock", "op": "eq", "value": True}]}),
+                     {"table": "products",
+                      "filters": [{"column": "in_stock", "op": "eq", "value": True}]}),
         "secrets": ("Let me try the secrets table.", "shop_select", {"table": "secrets"}),
         "ticket": ("I will open a ticket; it waits for your approval.", WRITE_TOOL,
                    {"table": "tickets", "rows": [{**FILLED_BY_DB, "subject": "Order 3 is late",
