@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from IPython.core.error import UsageError
 
 from loom_nb._agent import Agent
@@ -62,8 +60,9 @@ def approvals(session: Session) -> list[View]:
     return views
 
 
-def chat(session: Session, agent_name: str | None) -> Any:
-    """The chat widget on the agent's current thread (text mode: a hint instead)."""
+def chat(session: Session, agent_name: str | None) -> None:
+    """Show the chat widget on the agent's current thread (text mode: a hint instead). It is
+    displayed, not returned, so the cell shows it once; ``session().last_chat`` holds it."""
     agent = session.agent(agent_name)
     session.last_agent = agent.name
     if not session.widgets_mode():
@@ -81,8 +80,8 @@ def chat(session: Session, agent_name: str | None) -> Any:
     widget = ChatWidget(view, lambda text: session.chat_send(agent, view, text))
     from IPython.display import display
 
+    session.last_chat = widget
     display(widget)  # type: ignore[no-untyped-call]
-    return widget
 
 
 def _thread_or_current(session: Session, thread_id: str | None) -> tuple[Agent, Thread]:

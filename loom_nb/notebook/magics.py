@@ -144,14 +144,16 @@ class LoomMagics(Magics):
         except ValueError as exc:
             raise UsageError(f"%loom: {exc}") from None
         if not words:
-            return commands.chat(self.session, None)
+            commands.chat(self.session, None)
+            return None
         command, rest = words[0], words[1:]
         if command not in SUBCOMMANDS:
             if rest:
                 raise UsageError(
                     f"unknown %loom command {command!r}; commands: {', '.join(SUBCOMMANDS)}"
                 )
-            return commands.chat(self.session, command)
+            commands.chat(self.session, command)
+            return None
         if command == "help":
             print(LINE_HELP)
             return None

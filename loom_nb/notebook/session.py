@@ -78,6 +78,8 @@ class Session:
         self.current: dict[str, str | None] = {}
         self.last_agent: str | None = None
         self.last_view: View | None = None
+        #: The chat widget %loom AGENT showed last.
+        self.last_chat: Any = None
         self.last_result: RunResult | None = None
         self.futures: list[concurrent.futures.Future[Any]] = []
         self._lock = threading.Lock()

@@ -317,12 +317,6 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     assert "Hopper written: True" in cell_output_text(page, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known bug: %loom AGENT displays the chat widget and also returns it, so the cell "
-    "shows it twice (display_data + execute_result); remove this mark once fixed",
-)
 def test_chat_widget_is_shown_once(lab: LabServer, page: Any) -> None:
     cells = _cells(SETUP, "%loom analyst")
     write_notebook(lab.root / "chat-once.ipynb", cells)

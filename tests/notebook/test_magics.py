@@ -284,7 +284,9 @@ def test_chat_widget_sends_without_blocking_and_continues_the_thread(
     cell(shell, "%config LoomMagics.display = 'widgets'")
     model = shell.user_ns["model"]
     model.add("First answer.", "Second answer.")
-    chat = cell(shell, "%loom analyst").result
+    shown = cell(shell, "%loom analyst")
+    assert shown.success and shown.result is None  # displayed once, not also returned
+    chat = loom_session(shell).last_chat
     assert "loom-chat-input" in chat.input._dom_classes
     chat.input.value = "  "
     assert chat.ask() is None  # nothing to send
