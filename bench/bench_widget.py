@@ -364,6 +364,7 @@ class RenderResult:
     kernel_seconds: list[float] = field(default_factory=list)
     kernel_comm_messages: list[int] = field(default_factory=list)
     kernel_comm_bytes: list[int] = field(default_factory=list)
+    thread: Any = None
 
     def summary(self) -> dict[str, Any]:
         def med(values: list[Any]) -> float:
@@ -383,6 +384,8 @@ class RenderResult:
             "kernel_median_seconds": med(self.kernel_seconds),
             "kernel_median_comm_messages": med(self.kernel_comm_messages),
             "kernel_median_comm_bytes": med(self.kernel_comm_bytes),
+            # Fewer than in-process means iopub dropped some (ZMQ high-water mark).
+            "kernel_comm_messages_per_run": list(self.kernel_comm_messages),
         }
 
 
@@ -397,7 +400,7 @@ def bench_render(
     store, kind = open_store(db)
     thread = make_thread(messages, rows)
     save_thread(store, thread)
-    result = RenderResult(store=kind)
+    result = RenderResult(store=kind, thread=thread)
     for _ in range(runs):
         start = time.perf_counter()
         loaded = store.load(thread.id)
@@ -462,6 +465,83 @@ def batched_render(thread: Any) -> Any:
     return view
 
 
+def bench_browser_render(runs: int, thread: Any, db: Path, workdir: Path) -> dict[str, Any]:
+    """What a person waits for: ``%loom resume ID`` of the saved thread in JupyterLab, in
+    Debian's chromium, until every assistant message of the thread is in the page. Uses the
+    browser test harness (tests/notebook/browser)."""
+    import shutil
+
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "notebook"))
+    from browser.lab import chromium_path, start_lab
+    from browser.page import (
+        chromium_context,
+        open_notebook,
+        run_cell,
+        wait_cell_done,
+        write_notebook,
+    )
+
+    chromium = chromium_path()
+    if chromium is None:
+        raise SystemExit("--browser needs Debian's chromium: apt-get install chromium")
+    texts = sum(1 for m in thread.messages if m.role == "assistant" and m.text)
+    lab = start_lab(workdir / "lab")
+    shutil.copy(db, lab.root / "render.db")
+    cells = [
+        "from loom_nb import ReplayModel, define_agent\n"
+        "from loom_nb.sqlite import sqlite_store\n"
+        "%load_ext loom_nb\n"
+        "bench = define_agent(name='bench', model=ReplayModel([]), "
+        "store=sqlite_store('render.db'))",
+        f"%loom resume {thread.id}",
+    ]
+    write_notebook(lab.root / "render.ipynb", cells)
+    cell_s: list[float] = []
+    visible_s: list[float] = []
+    counts: list[int] = []
+    dropped: list[bool] = []
+    try:
+        with chromium_context(chromium, workdir / "chromium-profile") as context:
+            for _ in range(runs):
+                page = context.new_page()
+                open_notebook(page, lab, "render.ipynb")
+                run_cell(page, 0)
+                wait_cell_done(page, 0)
+                start = time.perf_counter()
+                run_cell(page, 1)
+                wait_cell_done(page, 1)
+                cell_s.append(time.perf_counter() - start)
+                seen, last_change = _wait_settled(page, texts, start)
+                visible_s.append(last_change)
+                counts.append(seen)
+                dropped.append(page.locator("text=IOPub message rate exceeded").count() > 0)
+                page.close()
+                lab.shutdown_kernels()
+    finally:
+        lab.stop()
+    return {
+        "runs": runs,
+        "median_cell_seconds": round(median(cell_s), 3),
+        "median_last_change_seconds": round(median(visible_s), 3),
+        "assistant_messages": texts,
+        "assistant_messages_in_page": counts,
+        "iopub_rate_exceeded": dropped,
+    }
+
+
+def _wait_settled(page: Any, want: int, start: float, quiet: float = 10) -> tuple[int, float]:
+    """Poll the number of assistant messages in the page until it reaches ``want`` or stops
+    changing for ``quiet`` seconds; (count, seconds from ``start`` to its last change)."""
+    js = "() => document.querySelectorAll('.loom-thread .loom-assistant').length"
+    count, changed = page.evaluate(js), time.perf_counter()
+    while count < want and time.perf_counter() - changed < quiet:
+        time.sleep(0.1)
+        now = page.evaluate(js)
+        if now != count:
+            count, changed = now, time.perf_counter()
+    return count, changed - start
+
+
 def _close(view: Any) -> None:
     """Close the view and every widget under it (their comms), so runs do not pile up."""
     import ipywidgets as widgets
@@ -489,6 +569,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--delay", type=float, default=0.001, help="seconds between deltas")
     parser.add_argument("--quick", action="store_true", help="small sizes, 2 runs (a smoke run)")
     parser.add_argument("--only", choices=["render", "stream"], help="run one benchmark")
+    parser.add_argument(
+        "--browser", action="store_true",
+        help="also time %%loom resume of the saved thread in JupyterLab + chromium",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
     if args.quick:
@@ -501,6 +585,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             render = bench_render(args.runs, args.messages, args.rows, workdir)
             out["render"] = render.summary()
             _print_render(out["render"], args)
+            if args.browser:
+                out["render_browser"] = bench_browser_render(
+                    args.runs, render.thread, workdir / "render.db", workdir
+                )
+                b = out["render_browser"]
+                print(f"    JupyterLab + chromium, %loom resume: cell done "
+                      f"{b['median_cell_seconds']:.2f} s, last message added to the page "
+                      f"{b['median_last_change_seconds']:.2f} s (median of {b['runs']}); "
+                      f"assistant messages shown {b['assistant_messages_in_page']} of "
+                      f"{b['assistant_messages']}; 'IOPub message rate exceeded' shown: "
+                      f"{b['iopub_rate_exceeded']}")
         if args.only in (None, "stream"):
             stream = bench_stream(args.runs, args.words, args.delay, workdir)
             out["stream"] = [r.summary() for r in stream]
@@ -524,7 +619,8 @@ def _print_render(r: dict[str, Any], args: Any) -> None:
           f"{r['batched_median_comm_bytes'] / 1e6:.2f} MB")
     print(f"    real kernel, %loom resume  {r['kernel_median_seconds'] * 1000:9.1f} ms, "
           f"{r['kernel_median_comm_messages']:.0f} comm messages, "
-          f"{r['kernel_median_comm_bytes'] / 1e6:.2f} MB on iopub")
+          f"{r['kernel_median_comm_bytes'] / 1e6:.2f} MB on iopub "
+          f"(per run: {r['kernel_comm_messages_per_run']})")
 
 
 def _print_stream(rows: list[dict[str, Any]], args: Any) -> None:
