@@ -326,6 +326,53 @@ def test_chat_widget_is_shown_once(lab: LabServer, page: Any) -> None:
     assert cell(page, 1).locator(".loom-chat").count() == 1
 
 
+LONG_THREAD = """
+import pandas as pd
+from loom_nb import Message, ReplayModel, TextPart, Thread, ToolCall, ToolResult, define_agent
+from loom_nb.sqlite import sqlite_store
+
+%load_ext loom_nb
+
+store = sqlite_store("long.db")
+analyst = define_agent(name="analyst", model=ReplayModel([]), store=store)
+long = Thread(id="long-analysis-thread", agent="analyst", title="A long analysis")
+store.save_thread(long)
+for i in range(250):  # 1,000 messages: ask, call, a 50-row frame, answer
+    frame = pd.DataFrame({"id": range(50), "total": [i + r / 4 for r in range(50)]})
+    call = ToolCall(f"call_{i}", "orders_select", {"round": i})
+    for m in (
+        Message.user(f"Round {i}: which orders are open?"),
+        Message("assistant", [TextPart(f"Querying round {i}."), call]),
+        Message("tool", [ToolResult(call.id, call.name, "50 rows", frame)]),
+        Message.assistant(f"Round {i}: 50 open orders."),
+    ):
+        long.messages.append(m)
+        store.append(long, m)
+store.save_thread(long)
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known bug: %loom resume of a 1,000-message thread sends ~7,800 comm messages "
+    "(40 MB) at once; jupyter_server's IOPub rate limit drops some and part of the thread "
+    "never appears; remove this mark once the render sends far fewer messages",
+)
+def test_long_thread_resumes_whole(lab: LabServer, page: Any) -> None:
+    """A saved thread of 1,000 messages comes back whole in JupyterLab's default settings."""
+    from playwright.sync_api import expect
+
+    cells = _cells(LONG_THREAD, "%loom resume long-analysis-thread")
+    write_notebook(lab.root / "long.ipynb", cells)
+    open_notebook(page, lab, "long.ipynb")
+    run_all(page, len(cells))
+    shown = cell(page, 1).locator(".loom-thread")
+    expect(shown.locator(".loom-assistant")).to_have_count(500, timeout=MEDIUM)
+    expect_text(shown.locator(".loom-assistant").last, "Round 249: 50 open orders.")
+    assert "IOPub message rate exceeded" not in cell_output_text(page, 1)
+
+
 def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
     """Wait until ``locator`` is visible and contains ``text`` (what a person would read)."""
     from playwright.sync_api import expect
