@@ -318,6 +318,7 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
 
 
 def test_chat_widget_is_shown_once(lab: LabServer, page: Any) -> None:
+    """``%loom analyst`` as a cell's last line shows one chat, not a mirrored second one."""
     cells = _cells(SETUP, "%loom analyst")
     write_notebook(lab.root / "chat-once.ipynb", cells)
     open_notebook(page, lab, "chat-once.ipynb")
