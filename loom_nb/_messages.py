@@ -82,6 +82,17 @@ class ToolResult:
     approval: Literal["approved", "rejected"] | None = None
     kind: Literal["tool_result"] = "tool_result"
 
+    @property
+    def error(self) -> str | None:
+        """For an error result, what its ``{"error": ...}`` says (else None)."""
+        if not self.is_error:
+            return None
+        try:
+            data = json.loads(self.content)
+        except ValueError:
+            return self.content
+        return str(data.get("error", self.content)) if isinstance(data, dict) else self.content
+
 
 Part = TextPart | ToolCall | ToolResult
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from typing import Any
@@ -85,3 +86,33 @@ def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
             )
         return "".join(parts)
     return pre(to_json(value))
+
+
+USER_STYLE = "background:#f3f6fb;padding:4px 8px;border-radius:4px"
+
+
+def user_html(text: str) -> str:
+    return (
+        f'<div style="{USER_STYLE}"><b>You</b>'
+        f'<div style="white-space:pre-wrap">{esc(text)}</div></div>'
+    )
+
+
+def failed_html(tool: str, message: str) -> str:
+    return f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> failed: {esc(message)}</div>'
+
+
+def rejected_html(tool: str) -> str:
+    return f"✘ <b>{esc(tool)}</b> rejected: nothing was run or written."
+
+
+def markdown_html(text: str) -> str:
+    """The assistant's markdown as HTML, raw HTML in it escaped (it is the model's text)."""
+    return _markdown()(text)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _markdown() -> Any:
+    import mistune
+
+    return mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])

@@ -19,14 +19,6 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _error_text(content: str) -> str:
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return content
-    return str(data.get("error", content)) if isinstance(data, dict) else content
-
-
 def format_frame(df: Any, rows: int) -> str:
     shown = df.head(max(rows, 0))
     note = f", first {len(shown)} shown" if len(shown) < len(df) else ""
@@ -131,7 +123,7 @@ class TextView:
         if r.approval == "rejected":
             self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
         elif r.is_error:
-            self._write(f"  ⚠ {r.name}{badge} failed: {_short(_error_text(r.content))}\n")
+            self._write(f"  ⚠ {r.name}{badge} failed: {_short(r.error or '')}\n")
         elif is_dataframe(r.data):
             text = format_frame(r.data, self.rows)
             self._write(f"  ← {r.name}{badge}:\n" + "".join(

@@ -20,16 +20,29 @@ from loom_nb._agent import ApprovalRequested, MessageAdded, RunEvent, RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
-from loom_nb.notebook._html import ERROR_STYLE, esc, frame_html, pre, to_json
+from loom_nb.notebook._html import (
+    ERROR_STYLE,
+    esc,
+    failed_html,
+    frame_html,
+    pre,
+    rejected_html,
+    to_json,
+    user_html,
+)
 from loom_nb.notebook.cards import ApprovalCard
+from loom_nb.notebook.history import history_html
 
 #: Starts the resume of one decided call: (view, pending, approve) -> future.
 Resumer = Callable[["ThreadView", PendingApproval, bool], "concurrent.futures.Future[Any]"]
 
 
 def _md(text: str) -> dict[str, Any]:
-    return {"output_type": "display_data", "metadata": {},
-            "data": {"text/markdown": text, "text/plain": text}}
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"text/markdown": text, "text/plain": text},
+    }
 
 
 def _html(value: str, *classes: str) -> widgets.HTML:
@@ -80,9 +93,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         """Draw ``thread``: its messages (unless ``history=False``), pending cards, error."""
         with self._lock:
             self._set_thread(thread.id, thread.title)
-            if history:
-                for message in thread.messages:
-                    self._add_message(message)
+            if history and thread.messages:
+                self._append(_html(history_html(thread.messages, self.rows), "loom-history"))
             self._add_cards(thread.pending)
             if thread.error:
                 self._error(thread.error)
@@ -150,11 +162,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     def _add_message(self, message: Message) -> None:
         if message.role == "user":
-            self._append(_html(
-                '<div style="background:#f3f6fb;padding:4px 8px;border-radius:4px">'
-                f'<b>You</b><div style="white-space:pre-wrap">{esc(message.text)}</div></div>',
-                "loom-message", "loom-user",
-            ))
+            self._append(_html(user_html(message.text), "loom-message", "loom-user"))
         elif message.role == "assistant":
             self._assistant(message)
         else:
@@ -194,28 +202,24 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         if is_dataframe(result.data):
             self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
         elif result.approval == "rejected":
-            self._append(_html(
-                f"✘ <b>{esc(result.name)}</b> rejected: nothing was run or written.",
-                "loom-rejected",
-            ))
+            self._append(_html(rejected_html(result.name), "loom-rejected"))
         elif result.is_error:
-            self._append(_html(
-                f'<div style="{ERROR_STYLE}">⚠ <b>{esc(result.name)}</b> failed: '
-                f"{esc(_error_text(result.content))}</div>", "loom-error",
-            ))
+            self._append(_html(failed_html(result.name, result.error or ""), "loom-error"))
         for card in self.cards:
             if card.call_id == result.call_id:
                 if result.approval == "rejected":
                     card.set_outcome("nothing was written")
                 elif result.is_error:
-                    card.set_outcome(_error_text(result.content), error=True)
+                    card.set_outcome(result.error or "", error=True)
                 else:
                     card.set_outcome("done")
 
     def _add_cards(self, pending: list[PendingApproval]) -> None:
         for p in pending:
             card = ApprovalCard(
-                p, thread_id=self.thread_id or "", rows=self.rows,
+                p,
+                thread_id=self.thread_id or "",
+                rows=self.rows,
                 decide=self._decide if self.resumer is not None else None,
             )
             self.cards.append(card)
@@ -236,8 +240,10 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 card.set_outcome(f"waiting for {len(waiting)} other decision(s)")
 
     def _error(self, message: str) -> None:
-        self.errors.children = (*self.errors.children, _html(
-            f'<div style="{ERROR_STYLE}">⚠ {esc(message)}</div>', "loom-error"))
+        self.errors.children = (
+            *self.errors.children,
+            _html(f'<div style="{ERROR_STYLE}">⚠ {esc(message)}</div>', "loom-error"),
+        )
 
     def _set_usage(self, total: Usage, run: Usage | None) -> None:
         text = f"tokens: {total.input_tokens} in · {total.output_tokens} out"
@@ -275,16 +281,6 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._stream.outputs = (_md("".join(self._buffer) + " ▌"),)
         self.stream_updates += 1
         self._last_flush = time.monotonic()
-
-
-def _error_text(content: str) -> str:
-    import json
-
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return content
-    return str(data.get("error", content)) if isinstance(data, dict) else content
 
 
 class ChatWidget(widgets.VBox):  # type: ignore[misc]

@@ -74,7 +74,7 @@ def test_run_all_then_click_approve(kernel: tuple[str, Path], tmp_path: Path) ->
             print(card.decision_label.value)
         """),
         "print(result.output, '|', result.thread.id == session().current['analyst'])",
-        "model.add('Chat reply.')\nchat = get_ipython().run_line_magic('loom', 'analyst')",
+        "model.add('Chat reply.')\n%loom analyst\nchat = session().last_chat",
         textwrap.dedent("""
             chat.input.value = "Anything else?"
             chat.send_button.click()
@@ -92,8 +92,11 @@ def test_run_all_then_click_approve(kernel: tuple[str, Path], tmp_path: Path) ->
     assert with_class(nb, "loom-chat-input") and with_class(nb, "loom-send")
     # Stored widget state: what the cells drew while they ran.
     frames = with_class(nb, "loom-frame")
-    # one table from the %%loom cell, one in the chat widget that shows the thread whole
-    assert len(frames) == 2 and all("2 rows × 2 columns" in f["value"] for f in frames)
+    assert len(frames) == 1 and "2 rows × 2 columns" in frames[0]["value"]  # the %%loom cell
+    # the chat widget shows the saved thread whole, as one block of HTML
+    [history] = with_class(nb, "loom-history")
+    assert 'class="loom-frame"' in history["value"] and "2 rows × 2 columns" in history["value"]
+    assert "Which orders are above 100?" in history["value"]
     users = [s["value"] for s in with_class(nb, "loom-user")]
     assert any("Which orders are above 100?" in u for u in users)
     texts = [o["data"]["text/markdown"] for s in with_class(nb, "loom-assistant")
@@ -133,8 +136,9 @@ def test_restart_resumes_the_pending_card_and_approves(
         "print(analyst.thread(result.thread.id).status)",
     ], kernel, tmp_path)
     shown = second.cells[1]
-    assert [c for c in with_class(second, "loom-user") if "File a ticket." in c["value"]]
-    assert with_class(second, "loom-tool-call") and with_class(second, "loom-approval")
+    [history] = with_class(second, "loom-history")  # the saved thread, drawn as one block
+    assert "File a ticket." in history["value"] and 'class="loom-tool-call"' in history["value"]
+    assert with_class(second, "loom-approval")
     assert not shown.get("outputs") or "Error" not in text_of(shown)
     lines = text_of(second.cells[2]).splitlines()
     assert lines[0] == "False True"

@@ -1,0 +1,67 @@
+"""A saved thread as one block of HTML.
+
+A thread resumed after a restart can hold thousands of messages. One widget per message would
+send thousands of comm messages at once, and JupyterLab's IOPub rate limit drops what goes past
+it, so part of the thread would never appear. The history is therefore one HTML widget; tool
+calls fold with ``<details>``, as the live view's accordions do. Live runs add widgets after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from loom_nb._codec import is_dataframe
+from loom_nb._messages import Message, ToolCall, ToolResult
+from loom_nb.notebook._html import (
+    esc,
+    failed_html,
+    frame_html,
+    markdown_html,
+    pre,
+    rejected_html,
+    to_json,
+    user_html,
+)
+
+
+def history_html(messages: Iterable[Message], rows: int) -> str:
+    messages = list(messages)
+    results = {r.call_id: r for m in messages for r in m.tool_results}
+    parts: list[str] = []
+    for message in messages:
+        if message.role == "user":
+            parts.append(_div(user_html(message.text), "loom-user"))
+        elif message.role == "assistant":
+            if message.text:
+                parts.append(_div(markdown_html(message.text), "loom-assistant"))
+            parts.extend(_call(call, results) for call in message.tool_calls)
+        else:
+            for result in message.tool_results:
+                if is_dataframe(result.data):
+                    parts.append(_block(frame_html(result.data, rows, result.name), "loom-frame"))
+                elif result.approval == "rejected":
+                    parts.append(_block(rejected_html(result.name), "loom-rejected"))
+                elif result.is_error:
+                    parts.append(_block(failed_html(result.name, result.error or ""), "loom-error"))
+    return "".join(parts)
+
+
+def _div(inner: str, kind: str) -> str:
+    return f'<div class="loom-message {kind}" style="margin:4px 0">{inner}</div>'
+
+
+def _block(inner: str, kind: str) -> str:
+    return f'<div class="{kind}" style="margin:4px 0">{inner}</div>'
+
+
+def _call(call: ToolCall, results: dict[str, ToolResult]) -> str:
+    args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments or ""
+    body = pre(args)
+    result = results.get(call.id)
+    if result is not None:
+        badge = f" · {result.approval}" if result.approval else ""
+        body += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
+    return (
+        '<details class="loom-tool-call" style="margin:4px 0">'
+        f"<summary>🔧 {esc(call.name)}</summary>{body}</details>"
+    )
