@@ -1,0 +1,50 @@
+"""A saved thread drawn as one block of HTML (what %loom resume / show displays)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from loom_nb import Message, TextPart, ToolCall, ToolResult
+from loom_nb.notebook.history import history_html
+
+
+def thread_messages() -> list[Message]:
+    call = ToolCall("c1", "orders_select", {"table": "orders"})
+    write = ToolCall("c2", "orders_update", {"values": {"status": "paid"}})
+    return [
+        Message.user("Which <b>orders</b> are open?"),
+        Message("assistant", [TextPart("Let me **look**."), call, write]),
+        Message("tool", [ToolResult("c1", "orders_select", "2 rows",
+                                    pd.DataFrame({"id": [1, 2], "total": [5.0, 7.5]}))]),
+        Message("tool", [ToolResult("c2", "orders_update", json.dumps({"error": "rejected"}),
+                                    is_error=True, approval="rejected")]),
+        Message.assistant("Two are open. <img src=x onerror=alert(1)>"),
+    ]
+
+
+def test_every_message_is_drawn_with_its_class():
+    html = history_html(thread_messages(), rows=10)
+    assert html.count('class="loom-message loom-user"') == 1
+    assert html.count('class="loom-message loom-assistant"') == 2
+    assert "<strong>look</strong>" in html  # the assistant's markdown is rendered
+    assert html.count('<details class="loom-tool-call"') == 2  # calls fold, as in the live view
+    assert "2 rows × 2 columns" in html and "<td>7.5</td>" in html
+    assert 'class="loom-rejected"' in html and "nothing was run or written" in html
+    # the result is folded under its call, with the decision
+    update = html[html.index("🔧 orders_update"):]
+    assert "result · rejected" in update[: update.index("</details>")]
+
+
+def test_text_from_the_user_and_the_model_cannot_inject_html():
+    html = history_html(thread_messages(), rows=10)
+    assert "<b>orders</b>" not in html and "&lt;b&gt;orders&lt;/b&gt;" in html
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_tables_are_bounded_by_rows():
+    frame = pd.DataFrame({"id": range(100)})
+    html = history_html([Message("tool", [ToolResult("c", "t", "100 rows", frame)])], rows=3)
+    assert "100 rows × 1 column (first 3 shown)" in html
+    assert "<td>2</td>" in html and "<td>3</td>" not in html
