@@ -126,15 +126,26 @@ def wait_cells_done(page: Any, count: int, timeout: int = SLOW) -> None:
     """All ``count`` code cells have an execution number and none is running (``[*]``).
 
     The prompt is the reliable signal: kernel status flips to idle between cells."""
-    page.wait_for_function(
-        """(count) => {
-            const ps = [...document.querySelectorAll(
-                '.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')].map(e => e.innerText.trim());
-            return ps.length === count && ps.every(p => /^\\[\\d+\\]:$/.test(p));
-        }""",
-        arg=count,
-        timeout=timeout,
-    )
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            """(count) => {
+                const ps = [...document.querySelectorAll(
+                    '.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')]
+                    .map(e => e.innerText.trim());
+                return ps.length === count && ps.every(p => /^\\[\\d+\\]:$/.test(p));
+            }""",
+            arg=count,
+            timeout=timeout,
+        )
+    except PlaywrightTimeout:
+        outputs = page.locator(".jp-NotebookPanel .jp-Cell-outputArea").all_inner_texts()
+        raise AssertionError(
+            f"the cells did not all finish within {timeout / 1000:.0f}s; prompts "
+            f"{prompts(page)}; outputs (a failed cell stops Run All):\n"
+            + "\n---\n".join(o[-1500:] for o in outputs)
+        ) from None
 
 
 def run_all(page: Any, count: int, timeout: int = SLOW) -> None:
