@@ -1,13 +1,15 @@
 """Widget benchmarks: rendering a saved 1,000-message thread, and streaming a 2,000-token reply.
 
-Run: ``.venv/bin/python -m bench.bench_widget`` (``--runs N``, ``--quick``, ``--json FILE``).
+Run: ``.venv/bin/python -m bench.bench_widget`` (``--runs N``, ``--quick``, ``--json FILE``,
+``--browser`` to also time ``%loom resume`` in JupyterLab + Debian's chromium).
 
 (a) render: a saved thread of 1,000 messages (user text, assistant text with tool calls, tool
     results holding 50-row DataFrames) is loaded from a SQLite store and rendered into the
     notebook widget in-process. Every widget's comm is replaced by a counter, so we also count
     the comm messages (and bytes) the same render would send to a real frontend. The same
     thread is then shown in a real kernel with ``%loom resume ID`` and the comm messages on
-    iopub are counted.
+    iopub are counted; with ``--browser``, also in JupyterLab, counting the assistant
+    messages that reached the page (JupyterLab drops iopub messages above 1,000/s).
 (b) stream: in a real kernel (jupyter_client), ``%%loom`` streams one reply of 2,000 words
     (one text delta each) from a ReplayModel. We count the comm messages on iopub and time the
     cell to the end; the baseline, measured in the same kernel and the same run, streams the
@@ -450,8 +452,8 @@ def bench_render(
 def batched_render(thread: Any) -> Any:
     """A prototype for comparison, not the product: the same ThreadView, but the rendered
     children are assigned to the body once instead of one assignment per message (each
-    assignment re-sends the whole list of children, so the product's render is O(n²) in
-    comm bytes)."""
+    assignment re-sends the whole list of children: O(n²) comm bytes when every message is
+    its own widget, as the first ThreadView did)."""
     from loom_nb.notebook.widgets import ThreadView
 
     view = ThreadView(agent_name="bench", rows=10)
