@@ -35,12 +35,27 @@ def shape_text(df: Any) -> str:
     return f"{rows} row{'s' if rows != 1 else ''} × {cols} column{'s' if cols != 1 else ''}"
 
 
+# JupyterLab's own table style does not reach widget HTML; this one is scoped to our tables.
+TABLE_STYLE = (
+    "<style>.loom-table{border-collapse:collapse;font-size:90%;margin:2px 0}"
+    ".loom-table th,.loom-table td{padding:2px 10px;border-bottom:1px solid #e4e4e4;"
+    "text-align:left}.loom-table thead th{background:#f4f4f4}"
+    ".loom-table tbody tr:nth-child(even){background:#fafafa}</style>"
+)
+
+
 def frame_html(df: Any, rows: int, title: str = "") -> str:
-    """A bounded table with the frame's shape above it."""
+    """A bounded table with the frame's shape above it (the index only when it says
+    something: a default 0..n-1 index is left out)."""
     shown = df.head(max(rows, 0))
     note = f" (first {len(shown)} shown)" if len(shown) < len(df) else ""
     caption = f"<b>{esc(title)}</b> · " if title else ""
-    table = shown.to_html(border=0, max_cols=30, notebook=False)
+    import pandas as pd
+
+    plain_index = df.index.name is None and df.index.equals(pd.RangeIndex(len(df)))
+    table = TABLE_STYLE + shown.to_html(
+        border=0, max_cols=30, notebook=False, index=not plain_index, classes="loom-table"
+    )
     return (
         f'<div style="font-size:90%;color:#555">{caption}DataFrame · {shape_text(df)}{note}</div>'
         f'<div style="max-height:360px;overflow:auto">{table}</div>'

@@ -42,7 +42,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self._decide_fn = decide
         self._lock = threading.Lock()
         header = widgets.HTML(
-            f"✋ <b>{esc(pending.tool)}</b> waits for your approval "
+            f"<b>{esc(pending.tool)}</b> waits for your approval "
             f'<span style="color:#888;font-size:85%">call {esc(pending.call_id)}</span>'
         )
         self.preview = widgets.HTML(preview_html(pending.preview, pending.arguments, rows))

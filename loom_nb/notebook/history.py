@@ -58,10 +58,11 @@ def _call(call: ToolCall, results: dict[str, ToolResult]) -> str:
     args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments or ""
     body = pre(args)
     result = results.get(call.id)
+    badge = ""
     if result is not None:
         badge = f" · {result.approval}" if result.approval else ""
         body += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
     return (
         '<details class="loom-tool-call" style="margin:4px 0">'
-        f"<summary>🔧 {esc(call.name)}</summary>{body}</details>"
+        f"<summary>tool call · {esc(call.name)}{badge}</summary>{body}</details>"
     )

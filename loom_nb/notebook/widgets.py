@@ -80,7 +80,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._lock = threading.RLock()
         self.header = _html(f"<b>{esc(agent_name)}</b>", "loom-thread-header")
         self.body = widgets.VBox()
-        self.running = _html("⏳ <i>the agent is working…</i>", "loom-running")
+        self.running = _html("<i>the agent is working…</i>", "loom-running")
         self.running.layout.display = "none"
         self.errors = widgets.VBox()
         self.usage = _html("", "loom-usage")
@@ -154,7 +154,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         about = f" · {esc(title)}" if title else ""
         self.header.value = (
             f"<b>{esc(self.agent_name)}</b>{about} "
-            f'<span style="color:#888;font-size:85%">thread <code>{esc(thread_id)}</code></span>'
+            '<span style="color:#888;font-size:85%">thread '
+            f'<code class="loom-thread-id">{esc(thread_id)}</code></span>'
         )
 
     def _append(self, *items: widgets.Widget) -> None:
@@ -182,7 +183,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments
             details = widgets.HTML(pre(args or ""))
             self._details[call.id] = details
-            box = widgets.Accordion(children=[details], titles=(f"🔧 {call.name}",))
+            box = widgets.Accordion(children=[details], titles=(f"tool call · {call.name}",))
             box.selected_index = None
             box.add_class("loom-tool-call")
             self._append(box)
@@ -246,6 +247,9 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         )
 
     def _set_usage(self, total: Usage, run: Usage | None) -> None:
+        if not total.total_tokens:  # models that report no usage (test models, some servers)
+            self.usage.value = ""
+            return
         text = f"tokens: {total.input_tokens} in · {total.output_tokens} out"
         if run is not None and run.requests:
             text += f" (this run: {run.input_tokens} in · {run.output_tokens} out)"

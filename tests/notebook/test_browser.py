@@ -197,7 +197,7 @@ def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     expect_text(thread.locator(".loom-assistant").last, "Done: order 104 for Hopper is saved")
     assert card.locator("button.loom-approve").is_disabled()
     assert card.locator("button.loom-reject").is_disabled()
-    thread_id = thread.locator(".loom-thread-header code").inner_text().strip()
+    thread_id = thread.locator(".loom-thread-id").inner_text().strip()
     assert thread_id
     screenshot(page, "browser-agent-approved", asked)
 
@@ -245,7 +245,7 @@ def test_pending_approval_survives_a_restart(lab: LabServer, page: Any) -> None:
     run_all(page, len(cells))
     thread = cell(page, 1).locator(".loom-thread")
     expect_text(thread.locator(".loom-approval"), "add_order")
-    thread_id = thread.locator(".loom-thread-header code").inner_text().strip()
+    thread_id = thread.locator(".loom-thread-id").inner_text().strip()
     assert "Hopper written: False" in cell_output_text(page, 2)
 
     restart_kernel(page)

@@ -33,7 +33,7 @@ def test_every_message_is_drawn_with_its_class():
     assert "2 rows × 2 columns" in html and "<td>7.5</td>" in html
     assert 'class="loom-rejected"' in html and "nothing was run or written" in html
     # the result is folded under its call, with the decision
-    update = html[html.index("🔧 orders_update"):]
+    update = html[html.index("tool call · orders_update · rejected"):]  # badge on the fold
     assert "result · rejected" in update[: update.index("</details>")]
 
 
