@@ -2,9 +2,10 @@
 
 No SDK is imported here. Each adapter turns its SDK's exceptions into one of the
 :class:`~loom_nb.ProviderError` subclasses (a :class:`~loom_nb.ModelError`, so the agent loop
-records it as the thread's error and keeps what completed), and runs its request through
-:func:`stream_with_retries`, which retries what is worth retrying with exponential backoff a
-bounded number of times, and only before the first event reached the caller.
+records it as the thread's error and keeps what completed) through :class:`ProviderFacts`, and
+runs its request through :func:`stream_with_retries`, which retries what is worth retrying with
+exponential backoff a bounded number of times, and only before the first event reached the
+caller.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import asyncio
 import json
 import math
 import random
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from loom_nb._errors import (
     AuthenticationFailed,
     ContextTooLong,
-    MissingAPIKey,
     ModelNotFound,
     ProviderError,
     ProviderUnreachable,
@@ -30,18 +31,42 @@ from loom_nb._errors import (
 from loom_nb._messages import ToolCall, new_call_id
 from loom_nb.models import ModelEvent, check_allow_model_requests
 
-__all__ = [
-    "AuthenticationFailed",
-    "ContextTooLong",
-    "MissingAPIKey",
-    "ModelNotFound",
-    "ProviderError",
-    "ProviderUnreachable",
-    "RateLimited",
-    "RetryPolicy",
-    "parse_arguments",
-    "stream_with_retries",
-]
+#: Sent as the key to servers that need none (the SDKs refuse to start without one).
+NO_KEY = "not-needed"
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+_Client = TypeVar("_Client", bound=_Closable)
+
+
+class ClientPerLoop(Generic[_Client]):
+    """One SDK client per event loop, made on first use.
+
+    A client holds a connection pool bound to the event loop that used it, so
+    ``await agent.run(...)`` and ``agent.run_sync(...)`` (a loop of its own) each need theirs.
+    """
+
+    def __init__(self, make: Callable[[], _Client]) -> None:
+        self._make = make
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> _Client:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._make()
+        return client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client; the next :meth:`get` makes a new one."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
 
 
 _CONTEXT_HINTS = (
@@ -66,6 +91,111 @@ CONTEXT_ADVICE = (
     "Start a new thread, or ask for less data (a smaller limit / max_rows), "
     "or use a model with a larger context window."
 )
+
+
+def body_message(body: object) -> str:
+    """The human part of an error body: ``{"error": {"message": ...}}`` in its variants."""
+    if isinstance(body, dict):
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+        if "error" in body:
+            return body_message(body["error"])
+        return json.dumps(body)[:500]
+    if isinstance(body, str):
+        return body[:500]
+    return ""
+
+
+@dataclass(frozen=True)
+class ProviderFacts:
+    """What an adapter knows about where its request went: the errors below say what happened
+    there and how to fix it, in the same words for every provider."""
+
+    #: ``"openai:gpt-4.1-mini"``; every message starts with it.
+    name: str
+    model: str
+    #: ``"OpenAI"``, or ``"the server at <base_url>"``.
+    where: str
+    #: Advice after a refused key, an unknown model, no connection.
+    key_advice: str
+    not_found_advice: str
+    unreachable_advice: str
+
+    def timed_out(self) -> ProviderError:
+        return ProviderUnreachable(
+            f"{self.name}: {self.where} did not answer in time. Try again, or allow more time "
+            "with model_settings={'timeout': <seconds>}."
+        )
+
+    def unreachable(self, cause: object) -> ProviderError:
+        return ProviderUnreachable(
+            f"{self.name}: could not connect to {self.where} ({cause}). {self.unreachable_advice}"
+        )
+
+    def unexpected(self, exc: Exception) -> ProviderError:
+        return ProviderError(f"{self.name} failed: {type(exc).__name__}: {exc}")
+
+    def status_error(
+        self,
+        status: int,
+        message: str,
+        *,
+        detail: str,
+        retry_after: float | None,
+        code: str | None = None,
+    ) -> ProviderError:
+        """The error for an HTTP ``status`` and the server's ``message`` (and error ``code``),
+        shown as ``detail``."""
+        name, where = self.name, self.where
+        if looks_like_context_overflow(code, message) or status == 413:
+            return ContextTooLong(
+                f"{name}: the conversation is too long for the model ({detail}). {CONTEXT_ADVICE}",
+                status=status,
+            )
+        if status in (401, 403):
+            what = "refused the API key" if status == 401 else "denied access"
+            return AuthenticationFailed(
+                f"{name}: {where} {what} ({detail}). {self.key_advice}", status=status
+            )
+        if status == 404:
+            return ModelNotFound(
+                f"{name}: {where} has no model {self.model!r} ({detail}). {self.not_found_advice}",
+                status=status,
+            )
+        if status == 402:
+            return ProviderError(
+                f"{name}: {where} needs payment ({detail}). Check your plan and billing.",
+                status=status,
+            )
+        if status == 429:
+            if code == "insufficient_quota":  # OpenAI's "no credit left" is a 429 too
+                return RateLimited(
+                    f"{name}: the account behind this key has no quota left ({detail}). "
+                    "Check your plan and billing; retrying will not help.",
+                    status=status,
+                    retryable=False,
+                )
+            wait = f" The server asked to wait {retry_after:g} s." if retry_after else ""
+            return RateLimited(
+                f"{name}: {where} is rate limiting requests ({detail}).{wait} Wait a little and "
+                "run again, or allow more retries with max_retries=...",
+                status=status,
+                retry_after=retry_after,
+            )
+        if status in (408, 409) or status >= 500:
+            busy = "is overloaded" if status == 529 else "failed"
+            return ProviderError(
+                f"{name}: {where} {busy} ({detail}). This is usually temporary: run again later.",
+                status=status,
+                retry_after=retry_after,
+                retryable=True,
+            )
+        hint = ""
+        if "support tools" in message.lower():
+            hint = " Pick a model that supports tool calling, or define the agent without tools."
+        return ProviderError(
+            f"{name}: {where} refused the request ({detail}).{hint}", status=status
+        )
 
 
 def parse_retry_after(headers: Any) -> float | None:

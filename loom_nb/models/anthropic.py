@@ -5,29 +5,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from loom_nb._errors import MissingExtra, UserError
+from loom_nb._errors import MissingAPIKey, MissingExtra, ProviderError, UserError
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta, ToolDefinition
 from loom_nb.models._common import (
-    CONTEXT_ADVICE,
-    AuthenticationFailed,
-    ContextTooLong,
-    MissingAPIKey,
-    ModelNotFound,
-    ProviderError,
-    ProviderUnreachable,
-    RateLimited,
+    NO_KEY,
+    ClientPerLoop,
+    ProviderFacts,
     RetryPolicy,
-    looks_like_context_overflow,
+    body_message,
     parse_retry_after,
     stream_with_retries,
     tool_call,
@@ -52,7 +45,6 @@ except ImportError as exc:  # pragma: no cover - exercised by blocking the impor
 __all__ = ["AnthropicModel"]
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
-NO_KEY = "not-needed"
 
 
 class AnthropicModel(Model):
@@ -99,10 +91,7 @@ class AnthropicModel(Model):
                 f"got {type(client).__name__}"
             )
         self._client = client.with_options(max_retries=0) if client is not None else None
-        # One client (and connection pool) per event loop; see OpenAIModel.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncAnthropic] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients = ClientPerLoop(self._new_client)
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_name!r}, base_url={self.base_url!r})"
@@ -163,108 +152,64 @@ class AnthropicModel(Model):
         yield assembler.usage()
 
     def _client_for_this_loop(self) -> AsyncAnthropic:
-        if self._client is not None:
-            return self._client
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, max_retries=0)
-            has_credentials = (
-                client.api_key or client.auth_token or getattr(client, "_token_cache", None)
+        return self._client if self._client is not None else self._clients.get()
+
+    def _new_client(self) -> AsyncAnthropic:
+        client = AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, max_retries=0)
+        # The SDK also finds ANTHROPIC_AUTH_TOKEN and its configured profiles.
+        if client.api_key or client.auth_token or getattr(client, "_token_cache", None):
+            return client
+        if self.is_anthropic:
+            raise MissingAPIKey(
+                f"{self.name} needs an Anthropic API key and none is set: set the "
+                "ANTHROPIC_API_KEY environment variable (or pass api_key=... to "
+                "AnthropicModel). Nothing was sent."
             )
-            if not has_credentials:
-                if self.is_anthropic:
-                    raise MissingAPIKey(
-                        f"{self.name} needs an Anthropic API key and none is set: set the "
-                        "ANTHROPIC_API_KEY environment variable (or pass api_key=... to "
-                        "AnthropicModel). Nothing was sent."
-                    )
-                client = AsyncAnthropic(api_key=NO_KEY, base_url=self.base_url, max_retries=0)
-            self._clients[loop] = client
-        return client
+        return AsyncAnthropic(api_key=NO_KEY, base_url=self.base_url, max_retries=0)
 
     async def aclose(self) -> None:
         """Close the connections this model opened on the running event loop (a client you
         passed in stays yours to close). The model stays usable: it reconnects when asked."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     # ---- errors -----------------------------------------------------------------------------
 
-    def _where(self) -> str:
-        return "Anthropic" if self.is_anthropic else f"the server at {self.base_url}"
+    def _facts(self) -> ProviderFacts:
+        if self.is_anthropic:
+            where, unreachable = "Anthropic", "Check your network connection."
+        else:
+            where = f"the server at {self.base_url}"
+            unreachable = "Is the server running? Check base_url=... (or ANTHROPIC_BASE_URL)."
+        return ProviderFacts(
+            self.name,
+            self.model_name,
+            where,
+            key_advice="Check the key in the ANTHROPIC_API_KEY environment variable "
+            "(or api_key=...).",
+            not_found_advice="Check the model name, e.g. 'claude-sonnet-4-5' or "
+            "'claude-haiku-4-5'.",
+            unreachable_advice=unreachable,
+        )
 
     def _translate(self, exc: Exception) -> ProviderError:
-        name, where = self.name, self._where()
+        """An SDK exception as an error that says what happened and what to do."""
+        facts = self._facts()
         if isinstance(exc, anthropic.APITimeoutError):
-            return ProviderUnreachable(
-                f"{name}: {where} did not answer in time. Try again, or allow more time with "
-                "model_settings={'timeout': <seconds>}."
-            )
+            return facts.timed_out()
         if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__ or exc
-            hint = (
-                "Check your network connection."
-                if self.is_anthropic
-                else "Is the server running? Check base_url=... (or ANTHROPIC_BASE_URL)."
-            )
-            return ProviderUnreachable(f"{name}: could not connect to {where} ({cause}). {hint}")
-        if isinstance(exc, anthropic.APIStatusError):
-            return self._status_error(exc)
-        return ProviderError(f"{name} failed: {type(exc).__name__}: {exc}")
-
-    def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
-        name, where = self.name, self._where()
-        status = exc.status_code
-        kind = exc.type or ""
-        message = exc.api_message or _body_message(exc.body) or exc.message
+            return facts.unreachable(exc.__cause__ or exc)
+        if not isinstance(exc, anthropic.APIStatusError):
+            return facts.unexpected(exc)
+        status, kind = exc.status_code, exc.type or ""
+        message = exc.api_message or body_message(exc.body) or exc.message
         detail = f"{status if status >= 400 else 'stream'} {kind}: {message}".strip()
-        retry_after = parse_retry_after(exc.response.headers)
         if status < 400:  # an "error" event inside a 200 stream: its type says what happened
             status = {"rate_limit_error": 429, "overloaded_error": 529, "api_error": 500}.get(
                 kind, 400
             )
-        if looks_like_context_overflow(message) or status == 413:
-            return ContextTooLong(
-                f"{name}: the conversation is too long for the model ({detail}). {CONTEXT_ADVICE}",
-                status=status,
-            )
-        if status in (401, 403):
-            what = "refused the API key" if status == 401 else "denied access"
-            return AuthenticationFailed(
-                f"{name}: {where} {what} ({detail}). Check the key in the ANTHROPIC_API_KEY "
-                "environment variable (or api_key=...).",
-                status=status,
-            )
-        if status == 404:
-            return ModelNotFound(
-                f"{name}: {where} has no model {self.model_name!r} ({detail}). Check the model "
-                "name, e.g. 'claude-sonnet-4-5' or 'claude-haiku-4-5'.",
-                status=status,
-            )
-        if status == 402:
-            return ProviderError(
-                f"{name}: {where} needs payment ({detail}). Check your plan and billing.",
-                status=status,
-            )
-        if status == 429:
-            wait = f" The server asked to wait {retry_after:g} s." if retry_after else ""
-            return RateLimited(
-                f"{name}: {where} is rate limiting requests ({detail}).{wait} Wait a little and "
-                "run again, or allow more retries with max_retries=...",
-                status=status,
-                retry_after=retry_after,
-            )
-        if status in (408, 409) or status >= 500:
-            busy = "is overloaded" if status == 529 else "failed"
-            return ProviderError(
-                f"{name}: {where} {busy} ({detail}). This is usually temporary: run again later.",
-                status=status,
-                retry_after=retry_after,
-                retryable=True,
-            )
-        return ProviderError(f"{name}: {where} refused the request ({detail}).", status=status)
+        return facts.status_error(
+            status, message, detail=detail, retry_after=parse_retry_after(exc.response.headers)
+        )
 
 
 # ---- loom messages -> Messages API ---------------------------------------------------------
@@ -404,15 +349,3 @@ class _EventAssembler:
 
     def usage(self) -> Usage:
         return Usage(self._input_tokens, self._output_tokens, 1)
-
-
-def _body_message(body: object) -> str:
-    if isinstance(body, dict):
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-        if "error" in body:
-            return _body_message(body["error"])
-        return json.dumps(body)[:500]
-    if isinstance(body, str):
-        return body[:500]
-    return ""

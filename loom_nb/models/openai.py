@@ -6,28 +6,23 @@ through the official ``openai`` SDK's Chat Completions API, streamed.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from loom_nb._errors import MissingExtra, UserError
+from loom_nb._errors import ContextTooLong, MissingAPIKey, MissingExtra, ProviderError, UserError
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta, ToolDefinition
 from loom_nb.models._common import (
     CONTEXT_ADVICE,
-    AuthenticationFailed,
-    ContextTooLong,
-    MissingAPIKey,
-    ModelNotFound,
-    ProviderError,
-    ProviderUnreachable,
-    RateLimited,
+    NO_KEY,
+    ClientPerLoop,
+    ProviderFacts,
     RetryPolicy,
+    body_message,
     looks_like_context_overflow,
     parse_retry_after,
     stream_with_retries,
@@ -52,8 +47,6 @@ __all__ = ["OpenAIModel", "ollama"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
-#: Sent as the key to servers that need none (the SDK refuses to start without one).
-NO_KEY = "not-needed"
 
 
 class OpenAIModel(Model):
@@ -108,11 +101,7 @@ class OpenAIModel(Model):
                 f"got {type(client).__name__}"
             )
         self._client = client.with_options(max_retries=0) if client is not None else None
-        # An AsyncOpenAI holds a connection pool bound to the event loop that used it: one
-        # client per loop, so `await agent.run(...)` and `agent.run_sync(...)` both work.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients = ClientPerLoop(self._new_client)
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model_name!r}, base_url={self.base_url!r})"
@@ -179,144 +168,80 @@ class OpenAIModel(Model):
         yield assembler.usage()
 
     def _client_for_this_loop(self) -> AsyncOpenAI:
-        if self._client is not None:
-            return self._client
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = AsyncOpenAI(
-                api_key=self._resolve_key(), base_url=self.base_url, max_retries=0
-            )
-            self._clients[loop] = client
-        return client
+        return self._client if self._client is not None else self._clients.get()
 
-    def _resolve_key(self) -> str:
+    def _new_client(self) -> AsyncOpenAI:
         key = self._api_key or os.environ.get(self._api_key_env)
-        if key:
-            return key
-        if not self.is_openai:
-            return NO_KEY
-        raise MissingAPIKey(
-            f"{self.name} needs an OpenAI API key and none is set: set the "
-            f"{self._api_key_env} environment variable (or pass api_key=... to OpenAIModel). "
-            "Nothing was sent."
-        )
+        if not key and self.is_openai:
+            raise MissingAPIKey(
+                f"{self.name} needs an OpenAI API key and none is set: set the "
+                f"{self._api_key_env} environment variable (or pass api_key=... to "
+                "OpenAIModel). Nothing was sent."
+            )
+        return AsyncOpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0)
 
     async def aclose(self) -> None:
         """Close the connections this model opened on the running event loop (a client you
         passed in stays yours to close). The model stays usable: it reconnects when asked."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     # ---- errors -----------------------------------------------------------------------------
 
-    def _where(self) -> str:
-        return "OpenAI" if self.is_openai else f"the server at {self.base_url}"
-
-    def _translate(self, exc: Exception) -> ProviderError:
-        """An SDK exception as an error that says what happened and what to do."""
-        name, where = self.name, self._where()
-        if isinstance(exc, openai.APITimeoutError):
-            return ProviderUnreachable(
-                f"{name}: {where} did not answer in time. Try again, or allow more time with "
-                "model_settings={'timeout': <seconds>}."
+    def _facts(self) -> ProviderFacts:
+        key = f"Check the key in the {self._api_key_env} environment variable (or api_key=...)"
+        if self.is_openai:
+            where = "OpenAI"
+            key += "."
+            not_found = "Check the model name."
+            unreachable = "Check your network connection."
+        else:
+            where = f"the server at {self.base_url}"
+            key += " and that base_url is the right server."
+            not_found = (
+                "Check the model name (list them with GET /models) and base_url: "
+                "OpenAI-compatible servers usually serve under /v1."
             )
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc
-            return ProviderUnreachable(
-                f"{name}: could not connect to {where} ({cause}). {self._unreachable_hint()}"
-            )
-        if isinstance(exc, openai.APIStatusError):
-            return self._status_error(exc)
-        if isinstance(exc, openai.APIError):  # an error event inside the stream
-            message = _body_message(exc.body) or exc.message
-            if looks_like_context_overflow(exc.code, message):
-                return ContextTooLong(f"{name}: the conversation is too long ({message}). "
-                                      f"{CONTEXT_ADVICE}")
-            code = str(exc.code or exc.type or "")
-            retryable = code in {"rate_limit_exceeded", "server_error", "overloaded"} or (
-                code.isdigit() and (int(code) == 429 or int(code) >= 500)
-            )
-            return ProviderError(f"{name}: {where} reported an error while streaming: {message}",
-                                 retryable=retryable)
-        return ProviderError(f"{name} failed: {type(exc).__name__}: {exc}")
-
-    def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
-        name, where = self.name, self._where()
-        status = exc.status_code
-        message = _body_message(exc.body) or exc.message
-        detail = f"{status}: {message}"
-        retry_after = parse_retry_after(exc.response.headers)
-        if looks_like_context_overflow(exc.code, message) or status == 413:
-            return ContextTooLong(
-                f"{name}: the conversation is too long for the model ({detail}). {CONTEXT_ADVICE}",
-                status=status,
-            )
-        if status in (401, 403):
-            what = "refused the API key" if status == 401 else "denied access"
-            return AuthenticationFailed(
-                f"{name}: {where} {what} ({detail}). Check the key in the "
-                f"{self._api_key_env} environment variable (or api_key=...)"
-                + ("" if self.is_openai else " and that base_url is the right server")
-                + ".",
-                status=status,
-            )
-        if status == 404:
-            return ModelNotFound(
-                f"{name}: {where} has no model {self.model_name!r} ({detail}). "
-                f"{self._not_found_hint()}",
-                status=status,
-            )
-        if status == 429:
-            if exc.code == "insufficient_quota":
-                return RateLimited(
-                    f"{name}: the account behind this key has no quota left ({detail}). "
-                    "Check your plan and billing; retrying will not help.",
-                    status=status,
-                    retryable=False,
-                )
-            wait = f" The server asked to wait {retry_after:g} s." if retry_after else ""
-            return RateLimited(
-                f"{name}: {where} is rate limiting requests ({detail}).{wait} Wait a little and "
-                "run again, or allow more retries with max_retries=...",
-                status=status,
-                retry_after=retry_after,
-            )
-        if status in (408, 409) or status >= 500:
-            return ProviderError(
-                f"{name}: {where} failed ({detail}). This is usually temporary: run again later.",
-                status=status,
-                retry_after=retry_after,
-                retryable=True,
-            )
-        hint = ""
-        if "support tools" in message.lower():
-            hint = " Pick a model that supports tool calling, or define the agent without tools."
-        return ProviderError(
-            f"{name}: {where} refused the request ({detail}).{hint}", status=status
-        )
-
-    def _unreachable_hint(self) -> str:
+            unreachable = "Is the server running? Check base_url=... (or OPENAI_BASE_URL)."
         if self.provider == "ollama":
-            return (
+            not_found = f"Pull it first with `ollama pull {self.model_name}`, or check the name."
+            unreachable = (
                 "Is Ollama running? Start it with `ollama serve` (or the Ollama app); set "
                 "OLLAMA_HOST or base_url=... if it listens elsewhere."
             )
-        if self.is_openai:
-            return "Check your network connection."
-        return "Is the server running? Check base_url=... (or OPENAI_BASE_URL)."
+        return ProviderFacts(self.name, self.model_name, where, key, not_found, unreachable)
 
-    def _not_found_hint(self) -> str:
-        if self.provider == "ollama":
-            return f"Pull it first with `ollama pull {self.model_name}`, or check the name."
-        hint = "Check the model name"
-        if not self.is_openai:
-            hint += (
-                " (list them with GET /models) and base_url: OpenAI-compatible servers usually "
-                "serve under /v1"
+    def _translate(self, exc: Exception) -> ProviderError:
+        """An SDK exception as an error that says what happened and what to do."""
+        facts = self._facts()
+        if isinstance(exc, openai.APITimeoutError):
+            return facts.timed_out()
+        if isinstance(exc, openai.APIConnectionError):
+            return facts.unreachable(exc.__cause__ or exc)
+        if not isinstance(exc, openai.APIError):
+            return facts.unexpected(exc)
+        message = body_message(exc.body) or exc.message
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            return facts.status_error(
+                status,
+                message,
+                detail=f"{status}: {message}",
+                retry_after=parse_retry_after(exc.response.headers),
+                code=exc.code,
             )
-        return hint + "."
+        # An error event inside the stream: no status, its code says what happened.
+        if looks_like_context_overflow(exc.code, message):
+            return ContextTooLong(
+                f"{facts.name}: the conversation is too long ({message}). {CONTEXT_ADVICE}"
+            )
+        code = str(exc.code or exc.type or "")
+        retryable = code in {"rate_limit_exceeded", "server_error", "overloaded"} or (
+            code.isdigit() and (int(code) == 429 or int(code) >= 500)
+        )
+        return ProviderError(
+            f"{facts.name}: {facts.where} reported an error while streaming: {message}",
+            retryable=retryable,
+        )
 
 
 def ollama(
@@ -470,16 +395,3 @@ class _ChunkAssembler:
 
     def usage(self) -> Usage:
         return Usage(self._input_tokens, self._output_tokens, 1)
-
-
-def _body_message(body: object) -> str:
-    """The human part of an error body: ``{"error": {"message": ...}}`` in its variants."""
-    if isinstance(body, dict):
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-        if "error" in body:
-            return _body_message(body["error"])
-        return json.dumps(body)[:500]
-    if isinstance(body, str):
-        return body[:500]
-    return ""

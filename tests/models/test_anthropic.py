@@ -12,8 +12,15 @@ import pytest
 from _wire import OPENED, Reply, WireServer, closed_port_url, event
 
 from loom_nb import (
+    AuthenticationFailed,
+    ContextTooLong,
     Message,
+    MissingAPIKey,
     MissingExtra,
+    ModelNotFound,
+    ProviderError,
+    ProviderUnreachable,
+    RateLimited,
     TextDelta,
     TextPart,
     ToolCall,
@@ -23,15 +30,6 @@ from loom_nb import (
     tool,
 )
 from loom_nb.models import ModelRequest, ModelSettings, ToolDefinition, resolve_model
-from loom_nb.models._common import (
-    AuthenticationFailed,
-    ContextTooLong,
-    MissingAPIKey,
-    ModelNotFound,
-    ProviderError,
-    ProviderUnreachable,
-    RateLimited,
-)
 from loom_nb.models.anthropic import AnthropicModel
 
 # ---- the wire format -------------------------------------------------------------------------

@@ -13,9 +13,16 @@ import pytest
 from _wire import OPENED, Reply, WireServer, closed_port_url, data
 
 from loom_nb import (
+    AuthenticationFailed,
+    ContextTooLong,
     Message,
+    MissingAPIKey,
     MissingExtra,
     ModelError,
+    ModelNotFound,
+    ProviderError,
+    ProviderUnreachable,
+    RateLimited,
     TextDelta,
     ToolCall,
     Usage,
@@ -24,15 +31,6 @@ from loom_nb import (
     tool,
 )
 from loom_nb.models import ModelRequest, ModelSettings, ToolDefinition, resolve_model
-from loom_nb.models._common import (
-    AuthenticationFailed,
-    ContextTooLong,
-    MissingAPIKey,
-    ModelNotFound,
-    ProviderError,
-    ProviderUnreachable,
-    RateLimited,
-)
 from loom_nb.models.openai import OpenAIModel, ollama
 
 # ---- the wire format -------------------------------------------------------------------------
