@@ -1,4 +1,5 @@
-"""A JupyterLab server for one test session: isolated dirs, a token, readiness, teardown."""
+"""A JupyterLab (or Notebook 7) server for one test session: isolated dirs, a token,
+readiness, teardown."""
 
 from __future__ import annotations
 
@@ -40,6 +41,21 @@ def jupyter_lab_available() -> str | None:
     return None
 
 
+def jupyter_notebook_available() -> str | None:
+    """None when Notebook 7 can be started from this Python, else why not."""
+    missing = jupyter_lab_available()
+    if missing is not None:
+        return missing
+    try:
+        import notebook
+    except ImportError as exc:
+        return f"Notebook 7 is not installed (pip install 'notebook>=7.2'): {exc}"
+    major = str(getattr(notebook, "__version__", "0")).split(".")[0]
+    if not major.isdigit() or int(major) < 7:
+        return f"Notebook 7 is needed, found notebook {notebook.__version__}"
+    return None
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -48,7 +64,8 @@ def _free_port() -> int:
 
 @dataclass
 class LabServer:
-    """A running ``jupyter lab`` process serving ``root``."""
+    """A running ``jupyter lab`` (``app="lab"``) or ``jupyter notebook`` (``app="notebook"``,
+    Notebook 7) process serving ``root``."""
 
     root: Path
     home: Path
@@ -57,10 +74,19 @@ class LabServer:
     process: subprocess.Popen[bytes]
     log_path: Path
     _log_file: Any = field(repr=False, default=None)
+    app: str = "lab"
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def notebook_url(self, name: str, workspace: str) -> str:
+        """Where a person opens notebook ``name``: JupyterLab at a fresh workspace (old tabs
+        would come back and start kernels), Notebook 7 at ``/notebooks/<name>`` (one document
+        per browser tab, no workspace to restore)."""
+        if self.app == "notebook":
+            return f"{self.url}/notebooks/{name}?token={self.token}"
+        return f"{self.url}/lab/workspaces/{workspace}/tree/{name}?reset&token={self.token}"
 
     def log(self) -> str:
         try:
@@ -103,7 +129,8 @@ class LabServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
-                    f"jupyter lab exited with {self.process.returncode} before it was ready:\n"
+                    f"jupyter {self.app} exited with {self.process.returncode} before it was "
+                    "ready:\n"
                     f"{self.log()[-4000:]}"
                 )
             try:
@@ -113,7 +140,7 @@ class LabServer:
                 last = exc
                 time.sleep(0.25)
         raise TimeoutError(
-            f"jupyter lab did not answer /api/status within {timeout}s ({last}):\n"
+            f"jupyter {self.app} did not answer /api/status within {timeout}s ({last}):\n"
             f"{self.log()[-4000:]}"
         )
 
@@ -133,8 +160,16 @@ class LabServer:
                 self._log_file.close()
 
 
-def start_lab(base: Path, *, extra_env: dict[str, str] | None = None) -> LabServer:
-    """Start JupyterLab serving ``base / "root"``, every Jupyter dir under ``base``."""
+def start_lab(
+    base: Path, *, extra_env: dict[str, str] | None = None, app: str = "lab"
+) -> LabServer:
+    """Start JupyterLab serving ``base / "root"``, every Jupyter dir under ``base``.
+
+    ``app="notebook"`` starts Notebook 7 (``jupyter notebook``) instead, with the same
+    isolation, token and settings (it reads JupyterLab's settings dir), and its
+    ``window.jupyterapp`` exposed as well."""
+    if app not in ("lab", "notebook"):
+        raise ValueError(f"app is 'lab' or 'notebook', not {app!r}")
     root = base / "root"
     home = base / "home"
     root.mkdir(parents=True, exist_ok=True)
@@ -164,24 +199,29 @@ def start_lab(base: Path, *, extra_env: dict[str, str] | None = None) -> LabServ
 
     token = secrets.token_hex(16)
     port = _free_port()
-    log_path = base / "jupyterlab.log"
+    log_path = base / ("jupyterlab.log" if app == "lab" else "notebook.log")
     log_file = open(log_path, "wb")  # noqa: SIM115 - closed by LabServer.stop
     cmd = [
-        sys.executable, "-m", "jupyterlab",
+        sys.executable, "-m", "jupyterlab" if app == "lab" else "notebook",
         "--no-browser", "--allow-root",
         "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.extension_manager=readonly",
         "--ServerApp.terminals_enabled=False",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
+    if app == "lab":
+        cmd += [
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.extension_manager=readonly",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
+    else:
+        cmd += ["--JupyterNotebookApp.expose_app_in_browser=True"]
     process = subprocess.Popen(
         cmd, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    server = LabServer(root, home, port, token, process, log_path, log_file)
+    server = LabServer(root, home, port, token, process, log_path, log_file, app)
     try:
         server.wait_ready()
     except BaseException:

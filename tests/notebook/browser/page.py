@@ -1,8 +1,12 @@
-"""Chromium and notebook helpers: launch, write notebooks, open, run all, wait, screenshot."""
+"""Chromium and notebook helpers: launch, write notebooks, open, run all, wait, screenshot.
+
+The same helpers drive JupyterLab 4 and Notebook 7: both are built from JupyterLab's
+notebook extension (``.jp-NotebookPanel``, ``.jp-InputPrompt``, ``notebook:*`` commands)."""
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -84,14 +88,12 @@ def write_notebook(path: Path, cells: Sequence[str]) -> Path:
 
 
 def open_notebook(page: Any, lab: LabServer, name: str) -> None:
-    """Open ``name`` at a fresh workspace URL (old tabs would come back and start kernels),
-    and wait until its kernel is idle."""
+    """Open ``name`` (in JupyterLab at a fresh workspace URL: old tabs would come back and
+    start kernels; in Notebook 7 at ``/notebooks/<name>``), and wait until its kernel is idle.
+
+    Both expose ``window.jupyterapp``; its ``shell.currentWidget`` is the notebook panel."""
     workspace = f"t{uuid.uuid4().hex[:10]}"
-    page.goto(
-        f"{lab.url}/lab/workspaces/{workspace}/tree/{name}?reset&token={lab.token}",
-        wait_until="domcontentloaded",
-        timeout=SLOW,
-    )
+    page.goto(lab.notebook_url(name, workspace), wait_until="domcontentloaded", timeout=SLOW)
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=SLOW)
     page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for(timeout=SLOW)
     wait_kernel_idle(page)
@@ -227,3 +229,13 @@ def screenshot(page: Any, name: str, element: Any = None) -> Path:
     else:
         page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def run_all_from_menu(page: Any, count: int, timeout: int = SLOW) -> None:
+    """Run every cell the way a person does, from the menu bar's "Run > Run All Cells"
+    (JupyterLab and Notebook 7 share the menu), and wait until all ``count`` cells finished."""
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^\s*Run\s*$")).click(timeout=MEDIUM)
+    # By its label: the command behind it differs (Notebook 7: runmenu:run-all).
+    label = page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^\s*Run All Cells\s*$"))
+    page.locator(".lm-Menu-item[role=menuitem]", has=label).click(timeout=MEDIUM)
+    wait_cells_done(page, count, timeout)
