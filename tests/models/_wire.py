@@ -62,6 +62,60 @@ def event(name: str, obj: Any) -> str:
     return f"event: {name}\ndata: {json.dumps(obj)}\n\n"
 
 
+# ---- OpenAI's Chat Completions stream (also scripted by tests/test_notebooks.py) -----------
+
+
+def chunk(delta: dict[str, Any] | None = None, finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "system_fingerprint": "fp_test",
+        "choices": [
+            {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}
+        ],
+    }
+
+
+def usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def stream(*deltas: dict[str, Any], finish: str = "stop", usage: tuple[int, int] = (10, 5),
+           **reply: Any) -> Reply:
+    events = [data(chunk({"role": "assistant", "content": ""}))]
+    events += [data(chunk(d)) for d in deltas]
+    events.append(data(chunk(finish=finish)))
+    events.append(data(usage_chunk(*usage)))
+    events.append(data("[DONE]"))
+    return Reply(events=events, **reply)
+
+
+def text(*pieces: str, usage: tuple[int, int] = (10, 5)) -> Reply:
+    return stream(*({"content": p} for p in pieces), usage=usage)
+
+
+def call_start(index: int, call_id: str, name: str) -> dict[str, Any]:
+    return {"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                            "function": {"name": name, "arguments": ""}}]}
+
+
+def call_args(index: int, piece: str) -> dict[str, Any]:
+    return {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+
+
 class WireServer:
     """``server.add(Reply(...))``, point an SDK at ``server.url``, then read ``server.requests``."""
 
