@@ -748,7 +748,12 @@ MODELS = [
             "North leads with **1,150.00** over 3 sales, then South with 610.00 (2 sales) "
             "and West with 95.00 (1 sale).",
         ], name="replay")
-    print("MODEL:", MODEL if isinstance(MODEL, str) else "offline replay model (scripted, no LLM)")
+    if isinstance(MODEL, str):
+        from loom_nb.models import resolve_model
+
+        print("MODEL:", repr(resolve_model(MODEL)))  # and the server it talks to
+    else:
+        print("MODEL: offline replay model (scripted, no LLM)")
     """,
     """
     import pandas as pd

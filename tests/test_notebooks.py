@@ -216,3 +216,73 @@ def test_real_models_offline(tmp_path: Path) -> None:
     assert "North leads with **1,150.00** over 3 sales" in said
     assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
         nb, "no_key.run_sync")
+
+
+
+@pytest.fixture
+def openai_server() -> Any:
+    """The model adapters' scripted OpenAI wire-protocol server, on 127.0.0.1."""
+    from tests.models._wire import WireServer
+
+    server = WireServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_real_models_against_a_local_openai_compatible_server(
+    tmp_path: Path, openai_server: Any
+) -> None:
+    from tests.models._wire import call_args, call_start, stream, text
+
+    aggregate = {"table": "sales", "group_by": ["region"],
+                 "aggregates": [{"fn": "sum", "column": "amount"}, {"fn": "count"}],
+                 "order": [{"column": "sum_amount", "desc": True}]}
+    openai_server.add(
+        stream({"content": "Totalling by region."}, call_start(0, "call_1", "frames_aggregate"),
+               call_args(0, json.dumps(aggregate)), finish="tool_calls", usage=(120, 30)),
+        text("North sells the most: ", "1,150.00 over 3 sales (from the local server).",
+             usage=(260, 14)),
+    )
+    base_url = openai_server.url + "/v1"
+    nb = run("04-real-models.ipynb", tmp_path, OPENAI_API_KEY="test",
+             OPENAI_BASE_URL=base_url, LOOM_OPENAI_MODEL="loom-test-model")
+
+    # The notebook took the real-model path, and says which server it talks to.
+    assert output(nb, 'print("MODEL:"').strip() == (
+        f"MODEL: OpenAIModel('loom-test-model', base_url='{base_url}')")
+    # The tool call the server sent really ran on the DataFrame; its answer and tokens show.
+    table = output(nb, "by_region").splitlines()
+    assert [line.split()[1:] for line in table[1:]] == [
+        ["North", "1150.0", "3"], ["South", "610.0", "2"], ["West", "95.0", "1"]]
+    said = json.dumps(widget_values(nb, "loom-assistant"))
+    assert "North sells the most: 1,150.00 over 3 sales (from the local server)." in said
+    assert widget_values(nb, "loom-usage") == [
+        '<span style="color:#888;font-size:85%">tokens: 380 in · 44 out '
+        "(this run: 380 in · 44 out)</span>"]
+    assert output(nb, "no_key.run_sync") == ""  # the missing-key demo is for offline only
+
+    # What the server received: two streamed turns with the key, the model, the settings and
+    # the tools; the second one carries the tool call and its result.
+    first, second = openai_server.requests
+    assert [(r.method, r.path, r.headers["authorization"]) for r in (first, second)] == [
+        ("POST", "/v1/chat/completions", "Bearer test")] * 2
+    for body in (first.body, second.body):
+        assert (body["model"], body["stream"], body["temperature"], body["max_tokens"]) == (
+            "loom-test-model", True, 0, 800)
+        assert sorted(t["function"]["name"] for t in body["tools"]) == [
+            "frames_aggregate", "frames_list_tables", "frames_select"]
+    question = [
+        {"role": "system",
+         "content": "You answer questions about the sales table. Use the tools; be brief."},
+        {"role": "user", "content": "Which region sells the most? Total the amounts by region."},
+    ]
+    assert first.body["messages"] == question
+    assert second.body["messages"][:2] == question
+    call, result = second.body["messages"][2:]
+    assert call["content"] == "Totalling by region."
+    assert [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in call["tool_calls"]] == [("call_1", "frames_aggregate", aggregate)]
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_1"
+    assert "North,1150.0,3" in result["content"]
