@@ -28,8 +28,14 @@ def now() -> datetime:
 
 
 def new_thread_id() -> str:
-    """128 random bits, URL-safe: without ``auth`` the id is what keeps a thread private."""
-    return secrets.token_urlsafe(16)
+    """128 random bits, URL-safe: without ``auth`` the id is what keeps a thread private.
+
+    Never starting with ``-``, so that ``%loom resume ID`` does not read it as an option.
+    """
+    while True:
+        thread_id = secrets.token_urlsafe(16)
+        if not thread_id.startswith("-"):
+            return thread_id
 
 
 def new_call_id() -> str:

@@ -55,6 +55,7 @@ def test_thread_from_a_newer_format_says_to_upgrade():
 def test_thread_ids_are_128_bit_random_and_url_safe():
     ids = {new_thread_id() for _ in range(1000)}
     assert len(ids) == 1000
+    assert not any(i.startswith("-") for i in ids)  # "%loom resume -x..." reads like an option
     for i in list(ids)[:50]:
         assert len(base64.urlsafe_b64decode(i + "==")) == 16
         assert all(c.isalnum() or c in "-_" for c in i)

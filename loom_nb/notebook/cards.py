@@ -41,10 +41,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.future: concurrent.futures.Future[Any] | None = None
         self._decide_fn = decide
         self._lock = threading.Lock()
-        header = widgets.HTML(
-            f"<b>{esc(pending.tool)}</b> waits for your approval "
-            f'<span style="color:#888;font-size:85%">call {esc(pending.call_id)}</span>'
-        )
+        self.header = widgets.HTML(self._header("waits for your approval"))
         self.preview = widgets.HTML(preview_html(pending.preview, pending.arguments, rows))
         self.approve_button = widgets.Button(
             description="Approve", button_style="success", icon="check"
@@ -59,7 +56,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.approve_button.on_click(lambda _b: self.approve())
         self.reject_button.on_click(lambda _b: self.reject())
         buttons = widgets.HBox([self.approve_button, self.reject_button])
-        super().__init__([header, self.preview, buttons, self.decision_label])
+        super().__init__([self.header, self.preview, buttons, self.decision_label])
         self.add_class("loom-approval")
         self.layout.border = "1px solid #f0ad4e"
         self.layout.padding = "6px"
@@ -115,7 +112,16 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.approve_button.disabled = True
         self.reject_button.disabled = True
 
+    def _header(self, state: str) -> str:
+        return (
+            f"<b>{esc(self.pending.tool)}</b> {state} "
+            f'<span style="color:#888;font-size:85%">call {esc(self.call_id)}</span>'
+        )
+
     def _label(self, approve: bool | None, note: str, *, error: bool = False) -> None:
+        if approve is not None:  # the card stops asking once it is decided
+            self.header.value = self._header("approved" if approve else "rejected")
+            self.layout.border = "1px solid " + ("#2e7d32" if approve else "#9e9e9e")
         word = "✔ Approved" if approve else "✘ Rejected" if approve is False else "…"
         color = "#8b1a1a" if error else "#2e7d32" if approve else "#8b1a1a"
         self.decision_label.value = (

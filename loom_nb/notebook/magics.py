@@ -201,5 +201,6 @@ def _parse(command: str, rest: list[str], positional: tuple[str, str | None] | N
     if positional is not None:
         name, nargs = positional
         parser.add_argument(name, nargs=nargs, metavar=name.upper())
-    ns = parser.parse_args(rest)
+    # "--": these commands take no options, so an id like "-AbC" (older stores) is an id
+    ns = parser.parse_args(["--", *rest] if positional is not None else rest)
     return getattr(ns, positional[0]) if positional is not None else None

@@ -311,3 +311,18 @@ def test_auto_display_prints_text_without_a_kernel(
     assert "needs a Jupyter frontend; here use %%loom analyst" in capsys.readouterr().err
     cell(shell, "%config LoomMagics.rows = -1")  # refused (IPython logs the reason)
     assert loom_session(shell).settings.rows == 10
+
+
+def test_an_id_that_starts_with_a_dash_is_an_id_not_an_option(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loom_nb import Message, Thread
+
+    agent = shell.user_ns["analyst"]
+    thread = Thread(id="-dash-first-id", agent="analyst", title="old id")
+    agent.store.save_thread(thread)
+    message = Message.user("from an older store")
+    thread.messages.append(message)
+    agent.store.append(thread, message)
+    assert cell(shell, "%loom show -dash-first-id").success
+    assert "from an older store" in capsys.readouterr().out
