@@ -10,7 +10,7 @@ before any request is made.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -161,7 +161,7 @@ def check_max_rows(max_rows: Any) -> int:
 # ---- call time: the model's arguments ----------------------------------------------------------
 
 
-def _table(tables: Mapping[str, TableSpec], name: Any, *, write: bool = False) -> TableSpec:
+def lookup_table(tables: Mapping[str, TableSpec], name: Any, *, write: bool = False) -> TableSpec:
     spec = tables.get(name) if isinstance(name, str) else None
     if spec is None:
         raise ToolInputError(f"unknown table {name!r}; the tables are {sorted(tables)}")
@@ -171,7 +171,7 @@ def _table(tables: Mapping[str, TableSpec], name: Any, *, write: bool = False) -
     return spec
 
 
-def _column(spec: TableSpec, name: Any) -> str:
+def check_column(spec: TableSpec, name: Any) -> str:
     if not isinstance(name, str) or not IDENTIFIER.match(name) or name.lower() in RESERVED:
         raise ToolInputError(
             f"{name!r} is not a plain column name (no relations, JSON paths, casts or aliases)"
@@ -201,7 +201,7 @@ def parse_filters(spec: TableSpec, raw: Any) -> tuple[Filter, ...]:
         extra = set(item) - {"column", "op", "value", "not"}
         if extra:
             raise ToolInputError(f"filters[{i}] has unknown keys {sorted(extra)}")
-        column = _column(spec, item.get("column"))
+        column = check_column(spec, item.get("column"))
         op = item.get("op")
         if op not in OPERATORS:
             raise ToolInputError(f"filters[{i}].op {op!r} is not one of {list(OPERATORS)}")
@@ -233,7 +233,7 @@ def parse_filters(spec: TableSpec, raw: Any) -> tuple[Filter, ...]:
     return tuple(out)
 
 
-def _int(value: Any, name: str, default: int) -> int:
+def parse_int(value: Any, name: str, default: int) -> int:
     if value is None:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -242,26 +242,16 @@ def _int(value: Any, name: str, default: int) -> int:
 
 
 def parse_select(args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_rows: int) -> Select:
-    spec = _table(tables, args.get("table"))
+    spec = lookup_table(tables, args.get("table"))
     raw_columns = args.get("columns")
     if raw_columns is None or raw_columns == []:
         columns = spec.columns  # None: every column; a list: expanded, so '*' is never sent
     else:
         if not isinstance(raw_columns, list):
             raise ToolInputError("columns must be a list of column names")
-        columns = tuple(dict.fromkeys(_column(spec, c) for c in raw_columns))
-    order = []
-    raw_order = args.get("order") or []
-    if not isinstance(raw_order, list):
-        raise ToolInputError("order must be a list of {column, desc} objects")
-    for i, item in enumerate(raw_order):
-        if not isinstance(item, Mapping) or set(item) - {"column", "desc"}:
-            raise ToolInputError(f"order[{i}] must be an object with 'column' and optional 'desc'")
-        desc = item.get("desc", False)
-        if not isinstance(desc, bool):
-            raise ToolInputError(f"order[{i}].desc must be true or false")
-        order.append((_column(spec, item.get("column")), desc))
-    limit = min(_int(args.get("limit"), "limit", max_rows), max_rows)
+        columns = tuple(dict.fromkeys(check_column(spec, c) for c in raw_columns))
+    order = parse_order(args.get("order"), lambda i, name: check_column(spec, name))
+    limit = min(parse_int(args.get("limit"), "limit", max_rows), max_rows)
     count = args.get("count", False)
     if not isinstance(count, bool):
         raise ToolInputError("count must be true or false")
@@ -271,19 +261,36 @@ def parse_select(args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_r
         filters=parse_filters(spec, args.get("filters")),
         order=tuple(order),
         limit=limit,
-        offset=_int(args.get("offset"), "offset", 0),
+        offset=parse_int(args.get("offset"), "offset", 0),
         count=count,
     )
+
+
+def parse_order(raw: Any, column: Callable[[int, Any], str]) -> tuple[tuple[str, bool], ...]:
+    """``[{column, desc}]`` as (column, descending) pairs; ``column(i, name)`` checks a name."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ToolInputError("order must be a list of {column, desc} objects")
+    order = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping) or set(item) - {"column", "desc"}:
+            raise ToolInputError(f"order[{i}] must be an object with 'column' and optional 'desc'")
+        desc = item.get("desc", False)
+        if not isinstance(desc, bool):
+            raise ToolInputError(f"order[{i}].desc must be true or false")
+        order.append((column(i, item.get("column")), desc))
+    return tuple(order)
 
 
 def _row(spec: TableSpec, row: Any, where: str) -> dict[str, Any]:
     if not isinstance(row, Mapping) or not row:
         raise ToolInputError(f"{where} must be a non-empty object of column: value")
-    return {_column(spec, k): v for k, v in row.items()}
+    return {check_column(spec, k): v for k, v in row.items()}
 
 
 def parse_insert(args: Mapping[str, Any], tables: Mapping[str, TableSpec]) -> Insert:
-    spec = _table(tables, args.get("table"), write=True)
+    spec = lookup_table(tables, args.get("table"), write=True)
     rows = args.get("rows")
     if not isinstance(rows, list) or not rows:
         raise ToolInputError("rows must be a non-empty list of objects")
@@ -291,7 +298,7 @@ def parse_insert(args: Mapping[str, Any], tables: Mapping[str, TableSpec]) -> In
 
 
 def parse_update(args: Mapping[str, Any], tables: Mapping[str, TableSpec]) -> Update:
-    spec = _table(tables, args.get("table"), write=True)
+    spec = lookup_table(tables, args.get("table"), write=True)
     filters = parse_filters(spec, args.get("filters"))
     if not filters:
         raise ToolInputError("an update needs at least one filter; updating every row is refused")

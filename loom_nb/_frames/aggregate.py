@@ -14,11 +14,12 @@ from loom_nb._query import (
     IDENTIFIER,
     Filter,
     TableSpec,
-    _column,
-    _int,
-    _table,
+    check_column,
     filters_schema,
+    lookup_table,
     parse_filters,
+    parse_int,
+    parse_order,
     select_schema,
 )
 from loom_nb._tools import ToolInputError
@@ -111,11 +112,11 @@ def aggregate_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str
 def parse_aggregate(
     args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_rows: int
 ) -> AggregateQuery:
-    spec = _table(tables, args.get("table"))
+    spec = lookup_table(tables, args.get("table"))
     raw_group = args.get("group_by") or []
     if not isinstance(raw_group, list):
         raise ToolInputError("group_by must be a list of column names")
-    group_by = tuple(dict.fromkeys(_column(spec, c) for c in raw_group))
+    group_by = tuple(dict.fromkeys(check_column(spec, c) for c in raw_group))
     raw_aggs = args.get("aggregates") or [{"fn": "count"}]
     if not isinstance(raw_aggs, list):
         raise ToolInputError("aggregates must be a list of {fn, column} objects")
@@ -133,7 +134,7 @@ def parse_aggregate(
             if fn != "count":
                 raise ToolInputError(f"aggregates[{i}]: {fn} needs a column")
         else:
-            col = _column(spec, col)
+            col = check_column(spec, col)
         agg = Aggregate(fn, col)
         if agg.output in group_by:
             raise ToolInputError(
@@ -142,29 +143,23 @@ def parse_aggregate(
         if agg not in aggs:
             aggs.append(agg)
     outputs = set(group_by) | {a.output for a in aggs}
-    order: list[tuple[str, bool]] = []
-    raw_order = args.get("order") or []
-    if not isinstance(raw_order, list):
-        raise ToolInputError("order must be a list of {column, desc} objects")
-    for i, item in enumerate(raw_order):
-        if not isinstance(item, Mapping) or set(item) - {"column", "desc"}:
-            raise ToolInputError(f"order[{i}] must be an object with 'column' and optional 'desc'")
-        name, desc = item.get("column"), item.get("desc", False)
+
+    def output_column(i: int, name: Any) -> str:
         if name not in outputs:
             raise ToolInputError(
                 f"order[{i}].column {name!r} is not an output column; use one of {sorted(outputs)}"
             )
-        if not isinstance(desc, bool):
-            raise ToolInputError(f"order[{i}].desc must be true or false")
-        order.append((name, desc))
+        return str(name)
+
+    order = parse_order(args.get("order"), output_column)
     return AggregateQuery(
         table=spec.name,
         group_by=group_by,
         aggregates=tuple(aggs),
         filters=parse_filters(spec, args.get("filters")),
         order=tuple(order),
-        limit=min(_int(args.get("limit"), "limit", max_rows), max_rows),
-        offset=_int(args.get("offset"), "offset", 0),
+        limit=min(parse_int(args.get("limit"), "limit", max_rows), max_rows),
+        offset=parse_int(args.get("offset"), "offset", 0),
     )
 
 
