@@ -94,6 +94,7 @@ from loom_nb._query import (
     parse_update,
     select_schema,
     update_schema,
+    where_text,
 )
 from loom_nb._render import frame_for_model
 from loom_nb._supabase_query import (
@@ -103,7 +104,6 @@ from loom_nb._supabase_query import (
     check_json_values,
     filter_dict,
     sendable_filters,
-    where_text,
 )
 from loom_nb._supabase_responses import error_output, records_to_frame, rows_of, send
 from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool

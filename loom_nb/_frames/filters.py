@@ -22,10 +22,6 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "lte": lambda c, v: c <= v,
 }
 
-_SQL_WORDS = {"eq": "=", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<=",
-              "like": "LIKE", "ilike": "ILIKE", "in": "IN"}
-
-
 def filter_mask(df: pd.DataFrame, table: str, filters: Sequence[Filter]) -> np.ndarray:
     """The rows of ``df`` that match all ``filters``; a filter that cannot work raises
     :class:`ToolInputError` with the reason."""
@@ -33,19 +29,6 @@ def filter_mask(df: pd.DataFrame, table: str, filters: Sequence[Filter]) -> np.n
     for f in filters:
         mask &= _matches(df, table, f)
     return mask
-
-
-def describe_filters(filters: Sequence[Filter]) -> str:
-    """``status = 'open' AND total < 50``: the filters as the approval card shows them."""
-    parts = []
-    for f in filters:
-        if f.op == "is_null":
-            parts.append(f"{f.column} IS {'NOT ' if f.negate else ''}NULL")
-            continue
-        value = f"({', '.join(map(repr, f.value))})" if f.op == "in" else repr(f.value)
-        text = f"{f.column} {_SQL_WORDS[f.op]} {value}"
-        parts.append(f"NOT ({text})" if f.negate else text)
-    return " AND ".join(parts)
 
 
 def like_regex(pattern: str) -> str:

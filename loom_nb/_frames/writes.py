@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loom_nb._frames.filters import describe_filters, filter_mask
+from loom_nb._frames.filters import filter_mask
 from loom_nb._frames.tables import Tables, integer_index
 from loom_nb._frames.values import BadValue, holds_missing, value_to_write
 from loom_nb._messages import arguments_digest
-from loom_nb._query import parse_insert, parse_update
+from loom_nb._query import parse_insert, parse_update, where_text
 from loom_nb._render import frame_for_model
 from loom_nb._tools import ToolInputError, ToolOutput
 
@@ -107,7 +107,7 @@ class Writes:
                 raise ToolInputError(f"values: column {table}.{col} {exc}") from None
             values[col] = converted
         mask = filter_mask(df, table, up.filters)
-        return Plan(table, values=values, mask=mask, where=describe_filters(up.filters))
+        return Plan(table, values=values, mask=mask, where=where_text(up.filters))
 
     # -- approval --
 
