@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom_nb import _runner
+from loom_nb._codec import is_dataframe
 from loom_nb._errors import RunError, ThreadNotFound, UserError
 from loom_nb._loop import ApprovalRequested, EventHandler, MessageAdded, Run, RunEvent
 from loom_nb._messages import (
@@ -84,8 +85,6 @@ class RunResult:
     @property
     def frames(self) -> list[Any]:
         """DataFrames fetched in this run, oldest first (``thread.frames`` has all)."""
-        from loom_nb._codec import is_dataframe
-
         return [r.data for m in self.new_messages for r in m.tool_results if is_dataframe(r.data)]
 
 

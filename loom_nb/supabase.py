@@ -262,26 +262,18 @@ class _SupabaseConnector:
     async def insert(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_insert(arguments)
         spec = self.tables[query.table]
-        fetched = await self._fetch(
-            ctx, query.table, lambda client: build_insert(client, query, spec)
-        )
-        if isinstance(fetched, ToolOutput):
-            return fetched
-        rows, _response = fetched
-        frame = records_to_frame(rows, spec.columns)
+        frame = await self._written(ctx, spec, lambda client: build_insert(client, query, spec))
+        if isinstance(frame, ToolOutput):
+            return frame
         text = frame_for_model(frame, source=f"{self.name}.{query.table}", max_rows=self.max_rows)
         return ToolOutput(f"Inserted {len(frame)} row(s) into {query.table}.\n{text}", frame)
 
     async def update(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_update(arguments)
         spec = self.tables[query.table]
-        fetched = await self._fetch(
-            ctx, query.table, lambda client: build_update(client, query, spec)
-        )
-        if isinstance(fetched, ToolOutput):
-            return fetched
-        rows, _response = fetched
-        frame = records_to_frame(rows, spec.columns)
+        frame = await self._written(ctx, spec, lambda client: build_update(client, query, spec))
+        if isinstance(frame, ToolOutput):
+            return frame
         if frame.empty:
             return ToolOutput(
                 f"No row of {query.table} matched the filters ({where_text(query.filters)}), or "
@@ -376,6 +368,15 @@ class _SupabaseConnector:
         if isinstance(rows, ToolOutput):
             return rows
         return rows, response
+
+    async def _written(
+        self, ctx: RunContext, spec: TableSpec, build: Callable[[Any], Any]
+    ) -> pd.DataFrame | ToolOutput:
+        """Send a write; the rows it returned (allowed columns only) as a DataFrame."""
+        fetched = await self._fetch(ctx, spec.name, build)
+        if isinstance(fetched, ToolOutput):
+            return fetched
+        return records_to_frame(fetched[0], spec.columns)
 
 
 class _FactoryError(Exception):

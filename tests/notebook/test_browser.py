@@ -210,13 +210,7 @@ def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     assert "rows in open_df: 2" in out
 
     # Restart: nothing in memory; the thread comes back from SQLite, whole.
-    restart_kernel(page)
-    insert_cell(page, len(cells), f"%loom resume {thread_id}")
-    run_cell(page, 0)
-    wait_cell_done(page, 0)
-    run_cell(page, len(cells))
-    wait_cell_done(page, len(cells))
-    resumed = cell(page, len(cells)).locator(".loom-thread")
+    resumed = restart_and_resume(page, len(cells), thread_id)
     expect_text(resumed.locator(".loom-user"), "Which orders are still open?")
     texts = resumed.locator(".loom-assistant")
     expect_text(texts.last, "Done: order 104 for Hopper is saved")
@@ -248,13 +242,7 @@ def test_pending_approval_survives_a_restart(lab: LabServer, page: Any) -> None:
     thread_id = thread.locator(".loom-thread-id").inner_text().strip()
     assert "Hopper written: False" in cell_output_text(page, 2)
 
-    restart_kernel(page)
-    insert_cell(page, len(cells), f"%loom resume {thread_id}")
-    run_cell(page, 0)
-    wait_cell_done(page, 0)
-    run_cell(page, len(cells))
-    wait_cell_done(page, len(cells))
-    resumed = cell(page, len(cells)).locator(".loom-thread")
+    resumed = restart_and_resume(page, len(cells), thread_id)
     expect_text(resumed.locator(".loom-user"), "Which orders are still open?")
     assert resumed.locator(".loom-frame table tbody tr").count() == 2
     card = resumed.locator(".loom-approval")
@@ -365,6 +353,18 @@ def test_long_thread_resumes_whole(lab: LabServer, page: Any) -> None:
     expect(shown.locator(".loom-assistant")).to_have_count(500, timeout=MEDIUM)
     expect_text(shown.locator(".loom-assistant").last, "Round 249: 50 open orders.")
     assert "IOPub message rate exceeded" not in cell_output_text(page, 1)
+
+
+def restart_and_resume(page: Any, n_cells: int, thread_id: str) -> Any:
+    """Restart the kernel, re-run the setup cell, then ``%loom resume`` in a new last cell;
+    returns the resumed thread view."""
+    restart_kernel(page)
+    insert_cell(page, n_cells, f"%loom resume {thread_id}")
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    run_cell(page, n_cells)
+    wait_cell_done(page, n_cells)
+    return cell(page, n_cells).locator(".loom-thread")
 
 
 def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
