@@ -19,6 +19,7 @@ demo: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check loom_nb tests bench
+	$(BIN)/ruff format --check loom_nb tests bench
 	$(BIN)/mypy
 
 test: lint

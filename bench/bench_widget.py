@@ -81,12 +81,14 @@ def make_thread(messages: int = 1000, rows: int = 50) -> Any:
             Message("tool", [ToolResult(call.id, call.name, frame_for_model(frame), frame)]),
             Message(
                 "assistant",
-                [TextPart(
-                    f"I found **{rows} open orders** in round {i}. The largest total is "
-                    f"{frame['total'].max():.2f}; most are from `customer {i % 97}`.\n\n"
-                    "- open orders are spread evenly over the week\n"
-                    "- nothing looks unusual\n"
-                )],
+                [
+                    TextPart(
+                        f"I found **{rows} open orders** in round {i}. The largest total is "
+                        f"{frame['total'].max():.2f}; most are from `customer {i % 97}`.\n\n"
+                        "- open orders are spread evenly over the week\n"
+                        "- nothing looks unusual\n"
+                    )
+                ],
                 usage=Usage(2400 + i, 120, 1),
                 model="test:bench",
             ),
@@ -140,7 +142,11 @@ def counting_comms() -> Iterator[CommTally]:
 
     class CountingComm(BaseComm):  # type: ignore[misc]
         def publish_msg(
-            self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
+            self,
+            msg_type: str,
+            data: Any = None,
+            metadata: Any = None,
+            buffers: Any = None,
             **keys: Any,
         ) -> None:
             tally.messages[msg_type] += 1
@@ -218,8 +224,10 @@ class Kernel:
                 out.append(msg["content"]["text"])
             if kind == "error" and parent == msg_id:
                 error = "\n".join(msg["content"]["traceback"])
-            if kind == "status" and parent == msg_id and (
-                msg["content"]["execution_state"] == "idle"
+            if (
+                kind == "status"
+                and parent == msg_id
+                and (msg["content"]["execution_state"] == "idle")
             ):
                 break
         seconds = time.perf_counter() - start
@@ -253,9 +261,26 @@ def median(values: list[float]) -> float:
 def long_reply(words: int) -> str:
     """``words`` words of markdown-ish prose; ReplayModel streams one word per delta."""
     vocabulary = [
-        "orders", "revenue", "week", "customers", "open", "shipped", "totals", "increased",
-        "while", "returns", "stayed", "flat", "across", "regions", "and", "the",
-        "**largest**", "accounts", "grew", "steadily",
+        "orders",
+        "revenue",
+        "week",
+        "customers",
+        "open",
+        "shipped",
+        "totals",
+        "increased",
+        "while",
+        "returns",
+        "stayed",
+        "flat",
+        "across",
+        "regions",
+        "and",
+        "the",
+        "**largest**",
+        "accounts",
+        "grew",
+        "steadily",
     ]
     out = []
     for i in range(words):
@@ -581,7 +606,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="small sizes, 2 runs (a smoke run)")
     parser.add_argument("--only", choices=["render", "stream"], help="run one benchmark")
     parser.add_argument(
-        "--browser", action="store_true",
+        "--browser",
+        action="store_true",
         help="also time %%loom resume of the saved thread in JupyterLab + chromium",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -601,13 +627,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     args.runs, render.thread, workdir / "render.db", workdir
                 )
                 b = out["render_browser"]
-                print(f"    JupyterLab + chromium, %loom resume: cell done "
-                      f"{b['median_cell_seconds']:.2f} s, last message added to the page "
-                      f"{b['median_last_change_seconds']:.2f} s (median of {b['runs']}); "
-                      f"assistant messages shown {b['assistant_messages_in_page']} of "
-                      f"{b['assistant_messages']}; 'IOPub message rate exceeded' shown: "
-                      f"{b['iopub_rate_exceeded']}; runs where the cell never showed done "
-                      f"(180 s): {b['runs_where_the_cell_never_finished_in_the_page']}")
+                print(
+                    f"    JupyterLab + chromium, %loom resume: cell done "
+                    f"{b['median_cell_seconds']:.2f} s, last message added to the page "
+                    f"{b['median_last_change_seconds']:.2f} s (median of {b['runs']}); "
+                    f"assistant messages shown {b['assistant_messages_in_page']} of "
+                    f"{b['assistant_messages']}; 'IOPub message rate exceeded' shown: "
+                    f"{b['iopub_rate_exceeded']}; runs where the cell never showed done "
+                    f"(180 s): {b['runs_where_the_cell_never_finished_in_the_page']}"
+                )
         if args.only in (None, "stream"):
             stream = bench_stream(args.runs, args.words, args.delay, workdir)
             out["stream"] = [r.summary() for r in stream]
@@ -618,31 +646,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def _print_render(r: dict[str, Any], args: Any) -> None:
-    print(f"\n(a) render a saved {args.messages}-message thread ({args.rows}-row DataFrames), "
-          f"{r['store']} store, median of {r['runs']} runs")
+    print(
+        f"\n(a) render a saved {args.messages}-message thread ({args.rows}-row DataFrames), "
+        f"{r['store']} store, median of {r['runs']} runs"
+    )
     print(f"    load (frames decode lazily){r['median_load_seconds'] * 1000:9.1f} ms")
     print(f"    render into ThreadView     {r['median_render_seconds'] * 1000:9.1f} ms")
     print(f"    widgets (comm_open)        {r['widgets']:9.0f}")
     print(f"    comm messages              {r['median_comm_messages']:9.0f}")
     print(f"    comm bytes                 {r['median_comm_bytes'] / 1e6:9.2f} MB")
-    print(f"    prototype, one children assignment: "
-          f"{r['batched_median_render_seconds'] * 1000:.1f} ms, "
-          f"{r['batched_median_comm_messages']:.0f} comm messages, "
-          f"{r['batched_median_comm_bytes'] / 1e6:.2f} MB")
-    print(f"    real kernel, %loom resume  {r['kernel_median_seconds'] * 1000:9.1f} ms, "
-          f"{r['kernel_median_comm_messages']:.0f} comm messages, "
-          f"{r['kernel_median_comm_bytes'] / 1e6:.2f} MB on iopub "
-          f"(per run: {r['kernel_comm_messages_per_run']})")
+    print(
+        f"    prototype, one children assignment: "
+        f"{r['batched_median_render_seconds'] * 1000:.1f} ms, "
+        f"{r['batched_median_comm_messages']:.0f} comm messages, "
+        f"{r['batched_median_comm_bytes'] / 1e6:.2f} MB"
+    )
+    print(
+        f"    real kernel, %loom resume  {r['kernel_median_seconds'] * 1000:9.1f} ms, "
+        f"{r['kernel_median_comm_messages']:.0f} comm messages, "
+        f"{r['kernel_median_comm_bytes'] / 1e6:.2f} MB on iopub "
+        f"(per run: {r['kernel_comm_messages_per_run']})"
+    )
 
 
 def _print_stream(rows: list[dict[str, Any]], args: Any) -> None:
-    print(f"\n(b) stream a {args.words}-delta reply (one word each, {args.delay * 1000:g} ms "
-          f"apart) in a real kernel, median of {rows[0]['runs']} runs")
+    print(
+        f"\n(b) stream a {args.words}-delta reply (one word each, {args.delay * 1000:g} ms "
+        f"apart) in a real kernel, median of {rows[0]['runs']} runs"
+    )
     print(f"    {'variant':32} {'cell s':>8} {'comm msgs':>10} {'comm MB':>9}  check")
     for r in rows:
-        print(f"    {r['variant']:32} {r['median_seconds']:8.2f} "
-              f"{r['median_comm_messages']:10.0f} {r['median_comm_bytes'] / 1e6:9.2f}  "
-              f"{r['last_check']}")
+        print(
+            f"    {r['variant']:32} {r['median_seconds']:8.2f} "
+            f"{r['median_comm_messages']:10.0f} {r['median_comm_bytes'] / 1e6:9.2f}  "
+            f"{r['last_check']}"
+        )
 
 
 if __name__ == "__main__":

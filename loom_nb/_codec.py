@@ -145,10 +145,7 @@ def _decode_frame(data: dict[str, Any]) -> Any:
     arrays = [_decode_column(c) for c in cols]
     # dtype= on each column: pandas 3 would infer "str" for an object column of strings.
     frame = pd.DataFrame(
-        {
-            i: pd.Series(arr, dtype=arr.dtype, copy=False)
-            for i, arr in enumerate(arrays[n_index:])
-        },
+        {i: pd.Series(arr, dtype=arr.dtype, copy=False) for i, arr in enumerate(arrays[n_index:])},
     )
     labels = [decode(label) for label in data["labels"]]
     try:

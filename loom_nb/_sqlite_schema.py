@@ -42,9 +42,7 @@ def m001_threads_and_messages(conn: sqlite3.Connection) -> None:
         )
         """
     )
-    conn.execute(
-        "CREATE INDEX loom_threads_owner ON loom_threads (user_id, agent)"
-    )
+    conn.execute("CREATE INDEX loom_threads_owner ON loom_threads (user_id, agent)")
     # ``json`` is the message's JSON form without its tool results' structured data, which
     # lives in ``data`` (a JSON array, one entry per part, null where a part has none) so that
     # loading a long thread does not decode every DataFrame it ever fetched.

@@ -117,8 +117,8 @@ def check_json_values(arguments: Mapping[str, Any]) -> None:
             walk(arguments[key], key)
 
 
-
 # ---- filters as a person reads them -----------------------------------------------------------
+
 
 def filter_dict(f: Filter) -> dict[str, Any]:
     out: dict[str, Any] = {"column": f.column, "op": f.op}

@@ -133,8 +133,15 @@ class SQLiteStore:
         info = thread.info_dict()
         pending = json.dumps(info["pending"], ensure_ascii=False, separators=(",", ":"))
         row = (
-            thread.id, thread.agent, thread.user_id, thread.title, info["created_at"],
-            info["updated_at"], _sort_key(thread.updated_at), pending, len(thread.pending),
+            thread.id,
+            thread.agent,
+            thread.user_id,
+            thread.title,
+            info["created_at"],
+            info["updated_at"],
+            _sort_key(thread.updated_at),
+            pending,
+            len(thread.pending),
             thread.error,
         )
 
@@ -413,8 +420,11 @@ def _translate(exc: sqlite3.Error, path: str) -> Exception:
             f"{path} is not a SQLite database loom_nb can read ({message}). Move it away, or "
             "keep threads in another file: sqlite_store(path=...)"
         )
-    if "readonly" in lowered or "unable to open" in lowered or "read-only" in lowered or (
-        "disk i/o" in lowered
+    if (
+        "readonly" in lowered
+        or "unable to open" in lowered
+        or "read-only" in lowered
+        or ("disk i/o" in lowered)
     ):
         return StoreNotWritableError(
             f"cannot write the thread store {path} ({message}). Check that the file and its "

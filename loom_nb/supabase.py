@@ -114,7 +114,6 @@ __all__ = ["ClientFactory", "supabase_tools"]
 ClientFactory = Callable[[RunContext], Any]
 
 
-
 def supabase_tools(
     *,
     client: ClientFactory,
@@ -381,4 +380,3 @@ class _SupabaseConnector:
 
 class _FactoryError(Exception):
     """The user's client factory failed; the model gets the message, the run goes on."""
-

@@ -22,9 +22,19 @@ from tests.test_notebooks import ALL, ONLINE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Not part of a fresh clone.
-IGNORE = shutil.ignore_patterns(".venv", ".loom", ".git", "__pycache__", "*.egg-info",
-                                ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
-                                "test-artifacts", ".ipynb_checkpoints")
+IGNORE = shutil.ignore_patterns(
+    ".venv",
+    ".loom",
+    ".git",
+    "__pycache__",
+    "*.egg-info",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "test-artifacts",
+    ".ipynb_checkpoints",
+)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -34,10 +44,16 @@ def test_binder_requirements_install_and_the_notebooks_run(tmp_path: Path) -> No
     shutil.copytree(ROOT, repo, ignore=IGNORE)
     venv = tmp_path / "venv"
     python = venv / "bin" / "python"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ONLINE and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-               IPYTHONDIR=str(tmp_path / "ipython"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ONLINE and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+    }
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        IPYTHONDIR=str(tmp_path / "ipython"),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
     timings = {}
 
     started = time.monotonic()
@@ -48,26 +64,43 @@ def test_binder_requirements_install_and_the_notebooks_run(tmp_path: Path) -> No
     started = time.monotonic()
     install = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "-r", "binder/requirements.txt"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     timings["pip install"] = time.monotonic() - started
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     assert not (repo / "binder" / "postBuild").exists() or os.access(
-        repo / "binder" / "postBuild", os.X_OK)
+        repo / "binder" / "postBuild", os.X_OK
+    )
 
     # The kernel is that environment's, and loom_nb is the clone's.
     probe = nbformat.v4.new_notebook()
-    probe.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                    "language": "python"}
-    probe.cells = [nbformat.v4.new_code_cell(
-        "import sys, loom_nb, ipywidgets, jupyterlab\nprint(sys.prefix)\nprint(loom_nb.__file__)")]
+    probe.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    probe.cells = [
+        nbformat.v4.new_code_cell(
+            "import sys, loom_nb, ipywidgets, jupyterlab\n"
+            "print(sys.prefix)\nprint(loom_nb.__file__)"
+        )
+    ]
     nbformat.write(probe, tmp_path / "probe.ipynb")
     out = tmp_path / "out"
     started = time.monotonic()
     for name in [str(tmp_path / "probe.ipynb"), *(f"notebooks/{n}" for n in ALL)]:
-        done = subprocess.run([str(python), "notebooks/run.py", name, "--out", str(out),
-                               "--quiet"], cwd=repo, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [str(python), "notebooks/run.py", name, "--out", str(out), "--quiet"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, f"{name}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     timings["notebooks"] = time.monotonic() - started
 

@@ -26,7 +26,11 @@ def test_demo_script_prints_the_session_and_saves_the_notebook(tmp_path: Path) -
     out = tmp_path / "demo"
     done = subprocess.run(
         [sys.executable, "notebooks/run.py", "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=200,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=200,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = done.stdout

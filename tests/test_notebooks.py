@@ -23,11 +23,24 @@ from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-ALL = ["01-quickstart.ipynb", "02-supabase.ipynb", "03-your-own-connector.ipynb",
-       "04-real-models.ipynb"]
+ALL = [
+    "01-quickstart.ipynb",
+    "02-supabase.ipynb",
+    "03-your-own-connector.ipynb",
+    "04-real-models.ipynb",
+]
 #: Variables that would switch a notebook to a real service.
-ONLINE = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "LOOM_OLLAMA_MODEL",
-          "OLLAMA_HOST", "SUPABASE_URL", "SUPABASE_ANON_KEY", "SUPABASE_USER_JWT", "USER_A_JWT")
+ONLINE = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "LOOM_OLLAMA_MODEL",
+    "OLLAMA_HOST",
+    "SUPABASE_URL",
+    "SUPABASE_ANON_KEY",
+    "SUPABASE_USER_JWT",
+    "USER_A_JWT",
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -97,8 +110,9 @@ def threads(db: Path) -> list[dict[str, Any]]:
 
 
 def test_notebooks_are_generated_and_stored_without_outputs() -> None:
-    check = subprocess.run([sys.executable, str(NOTEBOOKS / "_build.py"), "--check"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, str(NOTEBOOKS / "_build.py"), "--check"], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == ALL
     for name in ALL:
@@ -118,14 +132,16 @@ def test_quickstart(tmp_path: Path) -> None:
     assert [line.split()[1] for line in shown.splitlines()[2:]] == ["3", "7", "1"]
     # The approval card's button resumed the run, and the DataFrame changed in place.
     assert output(nb, "card.approve_button.click()").strip() == (
-        "complete | Done. Updated 3 row(s) of 'orders' where id IN (3, 7, 1).")
+        "complete | Done. Updated 3 row(s) of 'orders' where id IN (3, 7, 1)."
+    )
     flagged = output(nb, "orders[orders.priority]")
     assert [line.split()[1] for line in flagged.splitlines()[1:]] == ["1", "3", "7"]
     # After the restart: the thread is listed with its pending call, resumed, approved.
     listed = output(nb, "%loom threads analyst")
     assert "Which orders above 100 are still open?" in listed and " 1 " in listed
     assert output(nb, "waiting = analyst.threads()[0]").startswith(
-        "Which orders above 100 are still open? | 1 pending")
+        "Which orders above 100 are still open? | 1 pending"
+    )
     assert "cancelled" in output(nb, "orders.loc[orders.id == 7")
     # What the person saw, from the stored widget state.
     assert any("3 rows × 6 columns" in v for v in widget_values(nb, "loom-frame"))
@@ -164,8 +180,14 @@ def rig_env(tmp_path: Path) -> Any:
     require(reason is None, f"Supabase rig: {reason}")
     rig = Rig.start()
     try:
-        yield rig, {"SUPABASE_URL": rig.url, "SUPABASE_ANON_KEY": rig.anon_key,
-                    "USER_A_JWT": rig.jwt(USER_A)}
+        yield (
+            rig,
+            {
+                "SUPABASE_URL": rig.url,
+                "SUPABASE_ANON_KEY": rig.anon_key,
+                "USER_A_JWT": rig.jwt(USER_A),
+            },
+        )
     finally:
         rig.stop()
 
@@ -179,8 +201,9 @@ def test_supabase_against_the_rig(tmp_path: Path, rig_env: Any) -> None:
     assert output(nb, 'print(f"MODE: {MODE}"').startswith(f"MODE: local test rig ({rig.url})")
     _check_supabase(nb)
     with rig.superuser() as conn:
-        rows = conn.execute("SELECT subject, user_id::text, status FROM tickets "
-                            "WHERE subject = 'Order 3 is late'").fetchall()
+        rows = conn.execute(
+            "SELECT subject, user_id::text, status FROM tickets WHERE subject = 'Order 3 is late'"
+        ).fetchall()
     assert rows == [("Order 3 is late", USER_A.id, "open")]
     # Every request was in the PostgREST grammar, as the signed-in user or anon.
     assert rig.shim.log and all(s.kind in ("ok", "database") for s in rig.shim.log)
@@ -190,8 +213,10 @@ def test_supabase_against_the_rig(tmp_path: Path, rig_env: Any) -> None:
 def test_your_own_connector(tmp_path: Path) -> None:
     nb = run("03-your-own-connector.ipynb", tmp_path)
     clash = output(nb, "except DuplicateToolError")
-    assert clash.startswith("DuplicateToolError: two tools are named 'get_invoice': "
-                            "in connector 'billing' and connector 'crm'")
+    assert clash.startswith(
+        "DuplicateToolError: two tools are named 'get_invoice': "
+        "in connector 'billing' and connector 'crm'"
+    )
     rejected = output(nb, "card.reject_button.click()")
     assert rejected.splitlines() == [
         "Understood: you rejected the refund, so nothing was sent.",
@@ -211,12 +236,15 @@ def test_real_models_offline(tmp_path: Path) -> None:
     # The replay's text must match the data the tool returned.
     table = output(nb, "by_region").splitlines()
     assert [line.split()[1:] for line in table[1:]] == [
-        ["North", "1150.0", "3"], ["South", "610.0", "2"], ["West", "95.0", "1"]]
+        ["North", "1150.0", "3"],
+        ["South", "610.0", "2"],
+        ["West", "95.0", "1"],
+    ]
     said = json.dumps(widget_values(nb, "loom-assistant"))
     assert "North leads with **1,150.00** over 3 sales" in said
     assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
-        nb, "no_key.run_sync")
-
+        nb, "no_key.run_sync"
+    )
 
 
 @pytest.fixture
@@ -236,53 +264,86 @@ def test_real_models_against_a_local_openai_compatible_server(
 ) -> None:
     from tests.models._wire import call_args, call_start, stream, text
 
-    aggregate = {"table": "sales", "group_by": ["region"],
-                 "aggregates": [{"fn": "sum", "column": "amount"}, {"fn": "count"}],
-                 "order": [{"column": "sum_amount", "desc": True}]}
+    aggregate = {
+        "table": "sales",
+        "group_by": ["region"],
+        "aggregates": [{"fn": "sum", "column": "amount"}, {"fn": "count"}],
+        "order": [{"column": "sum_amount", "desc": True}],
+    }
     openai_server.add(
-        stream({"content": "Totalling by region."}, call_start(0, "call_1", "frames_aggregate"),
-               call_args(0, json.dumps(aggregate)), finish="tool_calls", usage=(120, 30)),
-        text("North sells the most: ", "1,150.00 over 3 sales (from the local server).",
-             usage=(260, 14)),
+        stream(
+            {"content": "Totalling by region."},
+            call_start(0, "call_1", "frames_aggregate"),
+            call_args(0, json.dumps(aggregate)),
+            finish="tool_calls",
+            usage=(120, 30),
+        ),
+        text(
+            "North sells the most: ",
+            "1,150.00 over 3 sales (from the local server).",
+            usage=(260, 14),
+        ),
     )
     base_url = openai_server.url + "/v1"
-    nb = run("04-real-models.ipynb", tmp_path, OPENAI_API_KEY="test",
-             OPENAI_BASE_URL=base_url, LOOM_OPENAI_MODEL="loom-test-model")
+    nb = run(
+        "04-real-models.ipynb",
+        tmp_path,
+        OPENAI_API_KEY="test",
+        OPENAI_BASE_URL=base_url,
+        LOOM_OPENAI_MODEL="loom-test-model",
+    )
 
     # The notebook took the real-model path, and says which server it talks to.
     assert output(nb, 'print("MODEL:"').strip() == (
-        f"MODEL: OpenAIModel('loom-test-model', base_url='{base_url}')")
+        f"MODEL: OpenAIModel('loom-test-model', base_url='{base_url}')"
+    )
     # The tool call the server sent really ran on the DataFrame; its answer and tokens show.
     table = output(nb, "by_region").splitlines()
     assert [line.split()[1:] for line in table[1:]] == [
-        ["North", "1150.0", "3"], ["South", "610.0", "2"], ["West", "95.0", "1"]]
+        ["North", "1150.0", "3"],
+        ["South", "610.0", "2"],
+        ["West", "95.0", "1"],
+    ]
     said = json.dumps(widget_values(nb, "loom-assistant"))
     assert "North sells the most: 1,150.00 over 3 sales (from the local server)." in said
     assert widget_values(nb, "loom-usage") == [
         '<span style="color:#888;font-size:85%">tokens: 380 in · 44 out '
-        "(this run: 380 in · 44 out)</span>"]
+        "(this run: 380 in · 44 out)</span>"
+    ]
     assert output(nb, "no_key.run_sync") == ""  # the missing-key demo is for offline only
 
     # What the server received: two streamed turns with the key, the model, the settings and
     # the tools; the second one carries the tool call and its result.
     first, second = openai_server.requests
     assert [(r.method, r.path, r.headers["authorization"]) for r in (first, second)] == [
-        ("POST", "/v1/chat/completions", "Bearer test")] * 2
+        ("POST", "/v1/chat/completions", "Bearer test")
+    ] * 2
     for body in (first.body, second.body):
         assert (body["model"], body["stream"], body["temperature"], body["max_tokens"]) == (
-            "loom-test-model", True, 0, 800)
+            "loom-test-model",
+            True,
+            0,
+            800,
+        )
         assert sorted(t["function"]["name"] for t in body["tools"]) == [
-            "frames_aggregate", "frames_list_tables", "frames_select"]
+            "frames_aggregate",
+            "frames_list_tables",
+            "frames_select",
+        ]
     question = [
-        {"role": "system",
-         "content": "You answer questions about the sales table. Use the tools; be brief."},
+        {
+            "role": "system",
+            "content": "You answer questions about the sales table. Use the tools; be brief.",
+        },
         {"role": "user", "content": "Which region sells the most? Total the amounts by region."},
     ]
     assert first.body["messages"] == question
     assert second.body["messages"][:2] == question
     call, result = second.body["messages"][2:]
     assert call["content"] == "Totalling by region."
-    assert [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
-            for c in call["tool_calls"]] == [("call_1", "frames_aggregate", aggregate)]
+    assert [
+        (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for c in call["tool_calls"]
+    ] == [("call_1", "frames_aggregate", aggregate)]
     assert result["role"] == "tool" and result["tool_call_id"] == "call_1"
     assert "North,1150.0,3" in result["content"]

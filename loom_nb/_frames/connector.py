@@ -55,11 +55,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
     }
     if any(s.write for s in specs.values()):
         writes = Writes(tables, approve_writes)
-        gate = (
-            " The user approves each call before anything is written."
-            if approve_writes
-            else ""
-        )
+        gate = " The user approves each call before anything is written." if approve_writes else ""
         tools[f"{n}_append"] = tool(
             name=f"{n}_append",
             description=(
@@ -83,4 +79,3 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             preview=writes.preview_update,
         )
     return connector(n, tools)
-

@@ -22,6 +22,7 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "lte": lambda c, v: c <= v,
 }
 
+
 def filter_mask(df: pd.DataFrame, table: str, filters: Sequence[Filter]) -> np.ndarray:
     """The rows of ``df`` that match all ``filters``; a filter that cannot work raises
     :class:`ToolInputError` with the reason."""

@@ -34,13 +34,15 @@ def list_tables(tables: Tables) -> ToolOutput:
                     entry["categories"] = category_list(df[c])
                 columns.append(entry)
             rows = len(df)
-        entries.append({
-            "table": table,
-            "description": spec.description,
-            "rows": rows,
-            "columns": columns,
-            "writable": spec.write,
-        })
+        entries.append(
+            {
+                "table": table,
+                "description": spec.description,
+                "rows": rows,
+                "columns": columns,
+                "writable": spec.write,
+            }
+        )
         head = f"- {table}: {rows:,} rows, {'writable' if spec.write else 'read-only'}"
         lines.append(head + (f". {spec.description}" if spec.description else ""))
         for entry in columns:

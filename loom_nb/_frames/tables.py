@@ -58,9 +58,7 @@ def check_frame(table: str, spec: TableSpec, frame: pd.DataFrame) -> None:
 def usable_name(label: Any) -> bool:
     """Can the agent name this column: a plain identifier, not a reserved word?"""
     return (
-        isinstance(label, str)
-        and bool(IDENTIFIER.match(label))
-        and label.lower() not in RESERVED
+        isinstance(label, str) and bool(IDENTIFIER.match(label)) and label.lower() not in RESERVED
     )
 
 
@@ -101,9 +99,7 @@ class Tables:
         frame_columns = set(self.frames[table].columns)
         for n in names:
             if n not in present or n not in frame_columns:
-                raise ToolInputError(
-                    f"{table!r} has no column {n!r}; its columns are {present}"
-                )
+                raise ToolInputError(f"{table!r} has no column {n!r}; its columns are {present}")
 
     def source(self, table: str) -> str:
         """The name the model sees on a rendered result, like ``frames.orders``."""

@@ -113,9 +113,7 @@ def _convert(value: Any, dtype: Any, *, text_like: bool = False) -> Any:
         return _timestamp(value, getattr(dtype, "tz", None))
     if kind == "timedelta":
         if not isinstance(value, str) or isinstance(value, bool):
-            raise BadValue(
-                f"holds durations; give a string like '2 days' or 'PT3H', not {value!r}"
-            )
+            raise BadValue(f"holds durations; give a string like '2 days' or 'PT3H', not {value!r}")
         try:
             return pd.Timedelta(value)
         except (ValueError, TypeError, OverflowError):
@@ -173,9 +171,7 @@ def _timestamp(value: Any, tz: Any) -> pd.Timestamp:
         try:
             return ts.tz_localize(tz) if ts.tzinfo is None else ts.tz_convert(tz)
         except (ValueError, TypeError, OverflowError) as exc:
-            raise BadValue(
-                f"holds times in {tz}; {value!r} cannot be read there: {exc}"
-            ) from None
+            raise BadValue(f"holds times in {tz}; {value!r} cannot be read there: {exc}") from None
     if ts.tzinfo is not None:
         raise BadValue(
             f"holds times without a time zone; give {value!r} without an offset, like "

@@ -185,7 +185,9 @@ class Writes:
         changed = self._first_rows(table, mask)
         text = f"Updated {count:,} row(s) of {table!r} where {plan.where}.\n"
         text += frame_for_model(
-            changed, source=self.tables.source(table), max_rows=self.tables.max_rows,
+            changed,
+            source=self.tables.source(table),
+            max_rows=self.tables.max_rows,
             total_rows=count,
         )
         return ToolOutput(text, changed)

@@ -221,9 +221,7 @@ def map_messages(messages: list[Message]) -> list[MessageParam]:
     turn in the next user turn)."""
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
     for message in messages:
-        role: Literal["user", "assistant"] = (
-            "assistant" if message.role == "assistant" else "user"
-        )
+        role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
         if not blocks:
             continue  # the API refuses empty turns
@@ -310,8 +308,9 @@ class _EventAssembler:
         elif event.type == "content_block_start":
             block = event.content_block
             if block.type == "tool_use":
-                self._tools[event.index] = _PartialToolUse(block.id, block.name,
-                                                           start_input=block.input)
+                self._tools[event.index] = _PartialToolUse(
+                    block.id, block.name, start_input=block.input
+                )
             elif block.type == "text" and block.text:
                 out.append(TextDelta(block.text))
         elif event.type == "content_block_delta":

@@ -111,9 +111,7 @@ class OpenAIModel(Model):
         """The server requests go to."""
         if self._client is not None:
             return str(self._client.base_url).rstrip("/")
-        return (self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip(
-            "/"
-        )
+        return (self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
 
     @property
     def is_openai(self) -> bool:

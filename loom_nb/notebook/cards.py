@@ -21,7 +21,6 @@ from loom_nb.notebook._html import esc, preview_html
 DecideFn = Callable[["ApprovalCard", bool], "concurrent.futures.Future[Any] | None"]
 
 
-
 class ApprovalCard(widgets.VBox):  # type: ignore[misc]
     """One pending call. ``approve()`` / ``reject()`` (or the buttons) decide it once."""
 

@@ -19,8 +19,17 @@ from loom_nb.notebook import commands
 from loom_nb.notebook.interpolate import interpolate
 from loom_nb.notebook.session import Binding, Session
 
-SUBCOMMANDS = ("threads", "resume", "new", "show", "delete", "approvals", "approve", "reject",
-               "help")
+SUBCOMMANDS = (
+    "threads",
+    "resume",
+    "new",
+    "show",
+    "delete",
+    "approvals",
+    "approve",
+    "reject",
+    "help",
+)
 
 LINE_HELP = """%loom AGENT            chat widget on AGENT's current thread
 %loom threads [AGENT]  saved threads as a table (id, title, agent, updated, messages, pending)
@@ -46,9 +55,9 @@ def _identifier(name: str | None, option: str) -> str | None:
 class LoomMagics(Magics):
     """Talk to loom_nb agents from cells."""
 
-    default_agent = Unicode(
-        "", help="Variable name of the agent used when %%loom names none."
-    ).tag(config=True)
+    default_agent = Unicode("", help="Variable name of the agent used when %%loom names none.").tag(
+        config=True
+    )
     rows = Int(10, help="Rows shown per DataFrame table (the whole frame stays in Python).").tag(
         config=True
     )
@@ -56,7 +65,8 @@ class LoomMagics(Magics):
         0.1, help="Seconds between streamed text updates sent to the frontend (batching)."
     ).tag(config=True)
     display = Enum(
-        ["auto", "widgets", "text"], "auto",
+        ["auto", "widgets", "text"],
+        "auto",
         help="auto: widgets in a Jupyter kernel, text in terminal IPython and scripts.",
     ).tag(config=True)
     interpolate = Bool(True, help="Replace {name} in %%loom cells from the namespace.").tag(

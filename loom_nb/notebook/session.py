@@ -165,10 +165,17 @@ class Session:
 
         agents = [self.agent(agent_name)] if agent_name else self.unique_agents()
         rows = [
-            {"id": i.id, "title": i.title, "agent": i.agent, "updated": i.updated_at,
-             "messages": i.message_count, "pending": i.pending_count,
-             "current": self.current.get(i.agent) == i.id}
-            for a in agents for i in a.threads(context=self.context(), limit=1000)
+            {
+                "id": i.id,
+                "title": i.title,
+                "agent": i.agent,
+                "updated": i.updated_at,
+                "messages": i.message_count,
+                "pending": i.pending_count,
+                "current": self.current.get(i.agent) == i.id,
+            }
+            for a in agents
+            for i in a.threads(context=self.context(), limit=1000)
         ]
         columns = ["id", "title", "agent", "updated", "messages", "pending", "current"]
         frame = pd.DataFrame(rows, columns=columns)
@@ -190,8 +197,10 @@ class Session:
             from loom_nb.notebook.widgets import ThreadView
 
             view = ThreadView(
-                agent_name=agent.name, rows=self.settings.rows,
-                interval=self.settings.stream_interval, resumer=self._resumer(agent),
+                agent_name=agent.name,
+                rows=self.settings.rows,
+                interval=self.settings.stream_interval,
+                resumer=self._resumer(agent),
             )
             self._views.add(view)
         else:

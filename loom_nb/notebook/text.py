@@ -111,8 +111,11 @@ class TextView:
             elif m.text:
                 self._write(f"assistant: {m.text}\n")
             for call in m.tool_calls:
-                args = json.dumps(call.arguments, default=str) if call.arguments is not None \
+                args = (
+                    json.dumps(call.arguments, default=str)
+                    if call.arguments is not None
                     else (call.raw_arguments or "")
+                )
                 self._write(f"  → {call.name}({_short(args, 200)})\n")
         else:
             for r in m.tool_results:
@@ -126,8 +129,9 @@ class TextView:
             self._write(f"  ⚠ {r.name}{badge} failed: {_short(r.error or '')}\n")
         elif is_dataframe(r.data):
             text = format_frame(r.data, self.rows)
-            self._write(f"  ← {r.name}{badge}:\n" + "".join(
-                f"    {line}\n" for line in text.splitlines()))
+            self._write(
+                f"  ← {r.name}{badge}:\n" + "".join(f"    {line}\n" for line in text.splitlines())
+            )
         else:
             self._write(f"  ← {r.name}{badge}: {_short(r.content)}\n")
 

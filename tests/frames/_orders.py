@@ -35,8 +35,16 @@ def orders_frame() -> pd.DataFrame:
             "qty": pd.array([1, None, 3, 4, 5, None, 7, 8], dtype="Int64"),
             "created_at": pd.to_datetime(created, utc=True),
             "shipped_on": pd.to_datetime(
-                ["2024-02-01", None, "2024-02-03", "2024-02-04", None, "2024-02-06",
-                 "2024-02-07", "2024-02-08"]
+                [
+                    "2024-02-01",
+                    None,
+                    "2024-02-03",
+                    "2024-02-04",
+                    None,
+                    "2024-02-06",
+                    "2024-02-07",
+                    "2024-02-08",
+                ]
             ),
         }
     )

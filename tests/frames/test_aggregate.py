@@ -8,20 +8,36 @@ from _orders import call, flt, refused
 
 
 async def test_group_by_with_every_function(conn):
-    out = await call(conn, "frames_aggregate", {
-        "table": "orders",
-        "group_by": ["segment"],
-        "aggregates": [
-            {"fn": "count"}, {"fn": "count", "column": "qty"}, {"fn": "sum", "column": "total"},
-            {"fn": "mean", "column": "qty"}, {"fn": "min", "column": "created_at"},
-            {"fn": "max", "column": "priority"},
-        ],
-    })
+    out = await call(
+        conn,
+        "frames_aggregate",
+        {
+            "table": "orders",
+            "group_by": ["segment"],
+            "aggregates": [
+                {"fn": "count"},
+                {"fn": "count", "column": "qty"},
+                {"fn": "sum", "column": "total"},
+                {"fn": "mean", "column": "qty"},
+                {"fn": "min", "column": "created_at"},
+                {"fn": "max", "column": "priority"},
+            ],
+        },
+    )
     df = out.data
-    assert list(df.columns) == ["segment", "count", "count_qty", "sum_total", "mean_qty",
-                                "min_created_at", "max_priority"]
+    assert list(df.columns) == [
+        "segment",
+        "count",
+        "count_qty",
+        "sum_total",
+        "mean_qty",
+        "min_created_at",
+        "max_priority",
+    ]
     assert list(df["segment"].astype(object).where(df["segment"].notna(), None)) == [
-        "retail", "wholesale", None,  # missing keys form their own group, last
+        "retail",
+        "wholesale",
+        None,  # missing keys form their own group, last
     ]
     assert list(df["count"]) == [5, 2, 1]
     assert list(df["count_qty"]) == [5, 0, 1]
@@ -35,21 +51,36 @@ async def test_group_by_with_every_function(conn):
 
 
 async def test_order_by_an_aggregate_and_page_the_groups(conn):
-    args = {"table": "orders", "group_by": ["segment"],
-            "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "total"}]}
+    args = {
+        "table": "orders",
+        "group_by": ["segment"],
+        "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "total"}],
+    }
     out = await call(conn, "frames_aggregate", {**args, "order": [{"column": "count"}]})
     assert list(out.data["count"]) == [1, 2, 5]
-    out = await call(conn, "frames_aggregate",
-                     {**args, "order": [{"column": "sum_total", "desc": True}], "limit": 1,
-                      "offset": 1})
+    out = await call(
+        conn,
+        "frames_aggregate",
+        {**args, "order": [{"column": "sum_total", "desc": True}], "limit": 1, "offset": 1},
+    )
     assert list(out.data["sum_total"]) == [250.5]
 
 
 async def test_aggregate_without_groups_is_one_summary_row(conn):
-    out = await call(conn, "frames_aggregate", {"table": "orders", "aggregates": [
-        {"fn": "count"}, {"fn": "sum", "column": "total"}, {"fn": "min", "column": "shipped_on"},
-        {"fn": "max", "column": "status"}, {"fn": "mean", "column": "paid"},
-    ]})
+    out = await call(
+        conn,
+        "frames_aggregate",
+        {
+            "table": "orders",
+            "aggregates": [
+                {"fn": "count"},
+                {"fn": "sum", "column": "total"},
+                {"fn": "min", "column": "shipped_on"},
+                {"fn": "max", "column": "status"},
+                {"fn": "mean", "column": "paid"},
+            ],
+        },
+    )
     row = out.data.iloc[0]
     assert len(out.data) == 1
     assert row["count"] == 8
@@ -62,10 +93,16 @@ async def test_aggregate_without_groups_is_one_summary_row(conn):
 
 
 async def test_aggregate_filters_and_sql_like_sums_of_nothing(conn):
-    out = await call(conn, "frames_aggregate", {
-        "table": "orders", "group_by": ["paid"], "filters": [flt("segment", "eq", "wholesale")],
-        "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "qty"}],
-    })
+    out = await call(
+        conn,
+        "frames_aggregate",
+        {
+            "table": "orders",
+            "group_by": ["paid"],
+            "filters": [flt("segment", "eq", "wholesale")],
+            "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "qty"}],
+        },
+    )
     assert list(out.data["paid"]) == [False, True]
     assert list(out.data["count"]) == [1, 1]
     assert out.data["sum_qty"].isna().all()  # no values to add: missing, not 0
@@ -74,18 +111,26 @@ async def test_aggregate_filters_and_sql_like_sums_of_nothing(conn):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"aggregates": [{"fn": "sum", "column": "status"}]},
-         "sum needs a numeric column; orders.status is str"),
+        (
+            {"aggregates": [{"fn": "sum", "column": "status"}]},
+            "sum needs a numeric column; orders.status is str",
+        ),
         ({"aggregates": [{"fn": "mean", "column": "segment"}]}, "mean needs a numeric column"),
-        ({"aggregates": [{"fn": "min", "column": "segment"}]},
-         "orders.segment is an unordered category, so it has no min"),
+        (
+            {"aggregates": [{"fn": "min", "column": "segment"}]},
+            "orders.segment is an unordered category, so it has no min",
+        ),
         ({"aggregates": [{"fn": "sum"}]}, "sum needs a column"),
         ({"aggregates": [{"fn": "median", "column": "total"}]}, "is not one of"),
-        ({"group_by": ["segment"], "order": [{"column": "sum_total"}]},
-         "'sum_total' is not an output column; use one of ['count', 'segment']"),
+        (
+            {"group_by": ["segment"], "order": [{"column": "sum_total"}]},
+            "'sum_total' is not an output column; use one of ['count', 'segment']",
+        ),
         ({"group_by": ["nope"]}, "'orders' has no column 'nope'"),
-        ({"group_by": ["count"], "aggregates": [{"fn": "count"}]},
-         "aggregates[0] would be named 'count', like a group_by column"),
+        (
+            {"group_by": ["count"], "aggregates": [{"fn": "count"}]},
+            "aggregates[0] would be named 'count', like a group_by column",
+        ),
     ],
 )
 async def test_bad_aggregates_are_explained(conn, args, message):

@@ -84,8 +84,11 @@ def test_every_operator_is_covered():
 async def test_filters_all_must_match(conn):
     filters = [flt("status", "eq", "open"), flt("total", "gt", 5)]
     assert await ids(conn, {"filters": filters}) == [1]
-    filters = [flt("segment", "eq", "retail"), flt("qty", "is_null", negate=True),
-               flt("created_at", "lt", "2024-01-07T12:00:00+03:00")]  # 09:00 UTC: not id 7
+    filters = [
+        flt("segment", "eq", "retail"),
+        flt("qty", "is_null", negate=True),
+        flt("created_at", "lt", "2024-01-07T12:00:00+03:00"),
+    ]  # 09:00 UTC: not id 7
     assert await ids(conn, {"filters": filters}) == [1, 3, 5]
 
 
@@ -113,8 +116,13 @@ def reference_like(text: str, pattern: str) -> bool:
             tokens.append(("lit", pattern[i + 1]))
             i += 2
             continue
-        tokens.append(("any", "") if pattern[i] == "%" else ("one", "") if pattern[i] == "_"
-                      else ("lit", pattern[i]))
+        tokens.append(
+            ("any", "")
+            if pattern[i] == "%"
+            else ("one", "")
+            if pattern[i] == "_"
+            else ("lit", pattern[i])
+        )
         i += 1
     match = [[False] * (len(text) + 1) for _ in range(len(tokens) + 1)]
     match[0][0] = True

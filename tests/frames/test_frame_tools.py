@@ -15,7 +15,11 @@ def test_tool_names_follow_the_prefix_and_writes_exist_only_for_writable_frames(
     assert set(read_only.tools) == {"frames_list_tables", "frames_select", "frames_aggregate"}
     both = frame_tools({"orders": {"frame": orders, "write": True}}, name="local")
     assert set(both.tools) == {
-        "local_list_tables", "local_select", "local_aggregate", "local_append", "local_update",
+        "local_list_tables",
+        "local_select",
+        "local_aggregate",
+        "local_append",
+        "local_update",
     }
     # two connectors live in one agent when their prefixes differ, not otherwise
     define_agent(name="a", model=ReplayModel([]), connectors=[read_only, both])

@@ -17,51 +17,112 @@ from loom_nb.frames import frame_tools
 
 COLUMNS = [*orders_frame().columns, "secret", "x y", "", "order"]
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True),
-    st.text(max_size=12), st.sampled_from(["2024-01-03", "2024-01-03T09:00:00+05:00", "mid",
-                                           "open", "op%", "_%", "retail", "true", "4", "1e400"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "2024-01-03",
+            "2024-01-03T09:00:00+05:00",
+            "mid",
+            "open",
+            "op%",
+            "_%",
+            "retail",
+            "true",
+            "4",
+            "1e400",
+        ]
+    ),
 )
-values = st.one_of(scalars, st.lists(scalars, max_size=4), st.dictionaries(st.text(max_size=3),
-                                                                             scalars, max_size=2))
+values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=4),
+    st.dictionaries(st.text(max_size=3), scalars, max_size=2),
+)
 columns = st.one_of(st.sampled_from(COLUMNS), st.integers(), st.none())
 filters = st.lists(
-    st.fixed_dictionaries({"column": columns,
-                           "op": st.one_of(st.sampled_from([*OPERATORS, "between"]), st.none())},
-                          optional={"value": values, "not": st.one_of(st.booleans(), scalars)}),
+    st.fixed_dictionaries(
+        {"column": columns, "op": st.one_of(st.sampled_from([*OPERATORS, "between"]), st.none())},
+        optional={"value": values, "not": st.one_of(st.booleans(), scalars)},
+    ),
     max_size=3,
 )
-orders_list = st.lists(st.fixed_dictionaries({"column": columns},
-                                             optional={"desc": st.one_of(st.booleans(), scalars)}),
-                       max_size=2)
+orders_list = st.lists(
+    st.fixed_dictionaries(
+        {"column": columns}, optional={"desc": st.one_of(st.booleans(), scalars)}
+    ),
+    max_size=2,
+)
 small_int = st.one_of(st.integers(-3, 12), scalars)
 select_args = st.fixed_dictionaries(
     {"table": st.sampled_from(["orders", "orders", "nope", 3])},
-    optional={"columns": st.one_of(st.lists(columns, max_size=4), scalars),
-              "filters": st.one_of(filters, scalars), "order": orders_list, "limit": small_int,
-              "offset": small_int, "count": st.one_of(st.booleans(), scalars)},
+    optional={
+        "columns": st.one_of(st.lists(columns, max_size=4), scalars),
+        "filters": st.one_of(filters, scalars),
+        "order": orders_list,
+        "limit": small_int,
+        "offset": small_int,
+        "count": st.one_of(st.booleans(), scalars),
+    },
 )
 aggregate_args = st.fixed_dictionaries(
     {"table": st.sampled_from(["orders", "orders", "nope"])},
     optional={
         "group_by": st.lists(columns, max_size=3),
-        "aggregates": st.lists(st.fixed_dictionaries(
-            {"fn": st.one_of(st.sampled_from(["count", "sum", "mean", "min", "max"]), scalars)},
-            optional={"column": columns}), max_size=3),
+        "aggregates": st.lists(
+            st.fixed_dictionaries(
+                {"fn": st.one_of(st.sampled_from(["count", "sum", "mean", "min", "max"]), scalars)},
+                optional={"column": columns},
+            ),
+            max_size=3,
+        ),
         "filters": filters,
-        "order": st.lists(st.fixed_dictionaries(
-            {"column": st.sampled_from(["count", "sum_total", "mean_qty", "max_created_at",
-                                        "segment", "status", "nope"])},
-            optional={"desc": st.booleans()}), max_size=2),
-        "limit": small_int, "offset": small_int,
+        "order": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "column": st.sampled_from(
+                        [
+                            "count",
+                            "sum_total",
+                            "mean_qty",
+                            "max_created_at",
+                            "segment",
+                            "status",
+                            "nope",
+                        ]
+                    )
+                },
+                optional={"desc": st.booleans()},
+            ),
+            max_size=2,
+        ),
+        "limit": small_int,
+        "offset": small_int,
     },
 )
 write_args = st.one_of(
-    st.tuples(st.just("frames_append"), st.fixed_dictionaries(
-        {"table": st.sampled_from(["orders", "nope"]),
-         "rows": st.lists(st.dictionaries(columns, values, max_size=9), max_size=3)})),
-    st.tuples(st.just("frames_update"), st.fixed_dictionaries(
-        {"table": st.sampled_from(["orders", "nope"]),
-         "values": st.dictionaries(columns, values, max_size=3), "filters": filters})),
+    st.tuples(
+        st.just("frames_append"),
+        st.fixed_dictionaries(
+            {
+                "table": st.sampled_from(["orders", "nope"]),
+                "rows": st.lists(st.dictionaries(columns, values, max_size=9), max_size=3),
+            }
+        ),
+    ),
+    st.tuples(
+        st.just("frames_update"),
+        st.fixed_dictionaries(
+            {
+                "table": st.sampled_from(["orders", "nope"]),
+                "values": st.dictionaries(columns, values, max_size=3),
+                "filters": filters,
+            }
+        ),
+    ),
 )
 
 MAX = 3
@@ -104,8 +165,9 @@ def test_arbitrary_reads_never_raise_and_stay_bounded(select, aggregate):
 def test_arbitrary_writes_never_raise_and_keep_the_frames_dtypes(writes):
     frame = orders_frame()
     dtypes = frame.dtypes.copy()
-    conn = frame_tools({"orders": {"frame": frame, "write": True}}, max_rows=MAX,
-                       approve_writes=False)
+    conn = frame_tools(
+        {"orders": {"frame": frame, "write": True}}, max_rows=MAX, approve_writes=False
+    )
     expected_len = len(frame)
     for name, args in writes:
         out = invoke(conn, name, args)

@@ -22,9 +22,17 @@ def writable(orders: pd.DataFrame, **kwargs: Any) -> Connector:
     return frame_tools({"orders": {"frame": orders, "write": True}}, **kwargs)
 
 
-NEW_ROW = {"id": 9, "total": "42.5", "status": "open", "segment": "wholesale", "priority": "mid",
-           "paid": "true", "qty": 2, "created_at": "2024-01-09T10:00:00+01:00",
-           "shipped_on": "2024-02-09"}
+NEW_ROW = {
+    "id": 9,
+    "total": "42.5",
+    "status": "open",
+    "segment": "wholesale",
+    "priority": "mid",
+    "paid": "true",
+    "qty": 2,
+    "created_at": "2024-01-09T10:00:00+01:00",
+    "shipped_on": "2024-02-09",
+}
 
 
 def agent_for(conn: Connector, *calls: tuple[str, dict[str, Any]], store: Any = None) -> Any:
@@ -76,17 +84,22 @@ async def test_a_rejected_append_leaves_the_frame_as_it_was(orders):
 async def test_an_approved_update_changes_only_the_matching_rows(orders):
     before = orders.copy()
     earlier = await call(writable(orders), "frames_select", {"table": "orders"})
-    args = {"table": "orders", "values": {"status": "shipped", "qty": None,
-                                          "shipped_on": "2024-03-01"},
-            "filters": [flt("status", "eq", "open"), flt("total", "lt", 50)]}
+    args = {
+        "table": "orders",
+        "values": {"status": "shipped", "qty": None, "shipped_on": "2024-03-01"},
+        "filters": [flt("status", "eq", "open"), flt("total", "lt", 50)],
+    }
     agent = agent_for(writable(orders), ("frames_update", args))
     result = await agent.run("Ship the small open orders")
     (pending,) = result.pending
     preview = pending.preview
     assert preview["where"] == "status = 'open' AND total < 50"
     assert preview["rows_matched"] == 2
-    assert preview["changes"] == {"status": "shipped", "qty": None,
-                                  "shipped_on": pd.Timestamp("2024-03-01")}
+    assert preview["changes"] == {
+        "status": "shipped",
+        "qty": None,
+        "shipped_on": pd.Timestamp("2024-03-01"),
+    }
     assert list(preview["matching_rows"]["id"]) == [1, 6]
     assert_frame_equal(orders, before)
 
@@ -110,10 +123,11 @@ async def test_a_rejected_update_leaves_the_frame_as_it_was(orders):
 
 
 async def test_an_update_without_a_filter_is_refused_without_asking(orders):
-    agent = agent_for(writable(orders),
-                      ("frames_update", {"table": "orders", "values": {"paid": True}}),
-                      ("frames_update", {"table": "orders", "values": {"paid": True},
-                                         "filters": []}))
+    agent = agent_for(
+        writable(orders),
+        ("frames_update", {"table": "orders", "values": {"paid": True}}),
+        ("frames_update", {"table": "orders", "values": {"paid": True}, "filters": []}),
+    )
     result = await agent.run("Mark everything paid")
     assert result.status == "complete" and not result.pending
     errors = [json.loads(r.content)["error"] for r in result.thread.tool_results()]
@@ -125,22 +139,43 @@ async def test_an_update_without_a_filter_is_refused_without_asking(orders):
 @pytest.mark.parametrize(
     ("tool", "args", "message"),
     [
-        ("frames_append", {"rows": [{**NEW_ROW, "qty": "many"}]},
-         "rows[0]: column orders.qty holds numbers (Int64); 'many' is not a number"),
-        ("frames_append", {"rows": [{**NEW_ROW, "segment": "online"}]},
-         "rows[0]: column orders.segment takes one of its categories (retail, wholesale)"),
-        ("frames_append", {"rows": [{"total": 1.0}]},
-         "rows[0] has no value for orders.id (int64), which cannot be empty"),
+        (
+            "frames_append",
+            {"rows": [{**NEW_ROW, "qty": "many"}]},
+            "rows[0]: column orders.qty holds numbers (Int64); 'many' is not a number",
+        ),
+        (
+            "frames_append",
+            {"rows": [{**NEW_ROW, "segment": "online"}]},
+            "rows[0]: column orders.segment takes one of its categories (retail, wholesale)",
+        ),
+        (
+            "frames_append",
+            {"rows": [{"total": 1.0}]},
+            "rows[0] has no value for orders.id (int64), which cannot be empty",
+        ),
         ("frames_append", {"rows": [{**NEW_ROW, "id": 9.5}]}, "not a whole number"),
         ("frames_append", {"rows": [{**NEW_ROW, "secret": 1}]}, "has no column 'secret'"),
-        ("frames_append", {"rows": [{**NEW_ROW, "created_at": "soon"}]},
-         "'soon' is not a date or time"),
-        ("frames_update", {"values": {"paid": None}, "filters": [flt("id", "eq", 1)]},
-         "orders.paid (bool) cannot be set to empty (null)"),
-        ("frames_update", {"values": {"total": "free"}, "filters": [flt("id", "eq", 1)]},
-         "values: column orders.total holds numbers"),
-        ("frames_update", {"values": {"total": 1}, "filters": [flt("when", "eq", 1)]},
-         "has no column 'when'"),
+        (
+            "frames_append",
+            {"rows": [{**NEW_ROW, "created_at": "soon"}]},
+            "'soon' is not a date or time",
+        ),
+        (
+            "frames_update",
+            {"values": {"paid": None}, "filters": [flt("id", "eq", 1)]},
+            "orders.paid (bool) cannot be set to empty (null)",
+        ),
+        (
+            "frames_update",
+            {"values": {"total": "free"}, "filters": [flt("id", "eq", 1)]},
+            "values: column orders.total holds numbers",
+        ),
+        (
+            "frames_update",
+            {"values": {"total": 1}, "filters": [flt("when", "eq", 1)]},
+            "has no column 'when'",
+        ),
     ],
 )
 async def test_a_write_that_cannot_work_is_answered_at_once_and_writes_nothing(
@@ -169,8 +204,10 @@ async def test_a_write_answered_with_an_error_never_writes_even_if_it_would_work
 
 
 async def test_without_approval_writes_run_at_once(orders):
-    agent = agent_for(writable(orders, approve_writes=False),
-                      ("frames_append", {"table": "orders", "rows": [NEW_ROW]}))
+    agent = agent_for(
+        writable(orders, approve_writes=False),
+        ("frames_append", {"table": "orders", "rows": [NEW_ROW]}),
+    )
     result = await agent.run("Add order 9")
     assert result.status == "complete" and len(orders) == 9
 
@@ -179,8 +216,10 @@ async def test_an_append_and_an_update_approved_together_both_land(orders):
     agent = agent_for(
         writable(orders),
         ("frames_append", {"table": "orders", "rows": [NEW_ROW, {**NEW_ROW, "id": 10}]}),
-        ("frames_update", {"table": "orders", "values": {"total": 0},
-                           "filters": [flt("id", "lte", 2)]}),
+        (
+            "frames_update",
+            {"table": "orders", "values": {"total": 0}, "filters": [flt("id", "lte", 2)]},
+        ),
     )
     result = await agent.run("Both")
     await agent.resume(result.thread_id, {p.call_id: True for p in result.pending})
@@ -195,8 +234,12 @@ async def test_append_labels_follow_the_largest_integer_label_and_empty_frames_s
     assert list(sparse.index) == [10, 3, 11, 12] and sparse.index.name == "row"
     assert list(sparse["x"]) == [1, 2, 3, 4]
 
-    empty = pd.DataFrame({"when": pd.Series([], dtype="datetime64[ns, Europe/Berlin]"),
-                          "n": pd.Series([], dtype="Int64")})
+    empty = pd.DataFrame(
+        {
+            "when": pd.Series([], dtype="datetime64[ns, Europe/Berlin]"),
+            "n": pd.Series([], dtype="Int64"),
+        }
+    )
     conn = frame_tools({"t": {"frame": empty, "write": True}}, approve_writes=False)
     await call(conn, "frames_append", {"table": "t", "rows": [{"when": "2024-06-01T12:00"}]})
     assert isinstance(empty.index, pd.RangeIndex) and list(empty.index) == [0]
@@ -231,16 +274,21 @@ async def test_a_pending_append_survives_a_restart_and_writes_to_the_frame_defin
     path = tmp_path / "loom.db"
     before = orders_frame()
     store = sqlite_store(path)
-    agent = agent_for(writable(before), ("frames_append", {"table": "orders", "rows": [NEW_ROW]}),
-                      store=store)
+    agent = agent_for(
+        writable(before), ("frames_append", {"table": "orders", "rows": [NEW_ROW]}), store=store
+    )
     result = await agent.run("Add order 9")
     call_id = result.pending[0].call_id
     store.close()
 
     # A new kernel: the notebook defines the frame, the connector and the agent again.
     orders = orders_frame()
-    again = define_agent(name="analyst", model=ReplayModel(["Added."]),
-                         connectors=[writable(orders)], store=sqlite_store(path))
+    again = define_agent(
+        name="analyst",
+        model=ReplayModel(["Added."]),
+        connectors=[writable(orders)],
+        store=sqlite_store(path),
+    )
     (pending,) = again.thread(result.thread_id).pending
     assert list(pending.preview["rows"]["id"]) == [9]  # the card shows the same rows
     done = await again.resume(result.thread_id, {call_id: True})

@@ -72,9 +72,7 @@ def chunk(delta: dict[str, Any] | None = None, finish: str | None = None) -> dic
         "created": 1_700_000_000,
         "model": "gpt-test",
         "system_fingerprint": "fp_test",
-        "choices": [
-            {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}
-        ],
+        "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}],
     }
 
 
@@ -93,8 +91,9 @@ def usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
     }
 
 
-def stream(*deltas: dict[str, Any], finish: str = "stop", usage: tuple[int, int] = (10, 5),
-           **reply: Any) -> Reply:
+def stream(
+    *deltas: dict[str, Any], finish: str = "stop", usage: tuple[int, int] = (10, 5), **reply: Any
+) -> Reply:
     events = [data(chunk({"role": "assistant", "content": ""}))]
     events += [data(chunk(d)) for d in deltas]
     events.append(data(chunk(finish=finish)))
@@ -108,8 +107,16 @@ def text(*pieces: str, usage: tuple[int, int] = (10, 5)) -> Reply:
 
 
 def call_start(index: int, call_id: str, name: str) -> dict[str, Any]:
-    return {"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                            "function": {"name": name, "arguments": ""}}]}
+    return {
+        "tool_calls": [
+            {
+                "index": index,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+        ]
+    }
 
 
 def call_args(index: int, piece: str) -> dict[str, Any]:
@@ -150,8 +157,12 @@ class WireServer:
                 return self.replies.pop(0)
         return Reply(
             500,
-            {"error": {"message": "the test server has no scripted reply left",
-                       "type": "test_error"}},
+            {
+                "error": {
+                    "message": "the test server has no scripted reply left",
+                    "type": "test_error",
+                }
+            },
             headers={"x-should-retry": "false"},
         )
 

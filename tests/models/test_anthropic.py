@@ -40,32 +40,71 @@ def message_start(input_tokens: int = 25, cache_read: int = 0) -> str:
     if cache_read:
         usage["cache_read_input_tokens"] = cache_read
         usage["cache_creation_input_tokens"] = 0
-    return event("message_start", {"type": "message_start", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "content": [],
-        "model": "claude-test", "stop_reason": None, "stop_sequence": None, "usage": usage}})
+    return event(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": "claude-test",
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": usage,
+            },
+        },
+    )
 
 
 def text_block(index: int, *pieces: str) -> list[str]:
-    out = [event("content_block_start", {"type": "content_block_start", "index": index,
-                                         "content_block": {"type": "text", "text": ""}}),
-           event("ping", {"type": "ping"})]
-    out += [event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "text_delta", "text": p}})
-            for p in pieces]
+    out = [
+        event(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        event("ping", {"type": "ping"}),
+    ]
+    out += [
+        event(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": p},
+            },
+        )
+        for p in pieces
+    ]
     out.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
     return out
 
 
 def tool_start(index: int, call_id: str, name: str) -> str:
-    return event("content_block_start", {"type": "content_block_start", "index": index,
-                                         "content_block": {"type": "tool_use", "id": call_id,
-                                                           "name": name, "input": {}}})
+    return event(
+        "content_block_start",
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+        },
+    )
 
 
 def tool_json(index: int, piece: str) -> str:
-    return event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                         "delta": {"type": "input_json_delta",
-                                                   "partial_json": piece}})
+    return event(
+        "content_block_delta",
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": piece},
+        },
+    )
 
 
 def block_stop(index: int) -> str:
@@ -73,21 +112,33 @@ def block_stop(index: int) -> str:
 
 
 def tool_block(index: int, call_id: str, name: str, *pieces: str) -> list[str]:
-    return [tool_start(index, call_id, name), *(tool_json(index, p) for p in pieces),
-            block_stop(index)]
+    return [
+        tool_start(index, call_id, name),
+        *(tool_json(index, p) for p in pieces),
+        block_stop(index),
+    ]
 
 
 def finish(stop: str = "end_turn", output_tokens: int = 10) -> list[str]:
     return [
-        event("message_delta", {"type": "message_delta",
-                                 "delta": {"stop_reason": stop, "stop_sequence": None},
-                                 "usage": {"output_tokens": output_tokens}}),
+        event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": output_tokens},
+            },
+        ),
         event("message_stop", {"type": "message_stop"}),
     ]
 
 
-def stream(*blocks: list[str] | str, stop: str = "end_turn", usage: tuple[int, int] = (25, 10),
-           **reply: Any) -> Reply:
+def stream(
+    *blocks: list[str] | str,
+    stop: str = "end_turn",
+    usage: tuple[int, int] = (25, 10),
+    **reply: Any,
+) -> Reply:
     events = [message_start(usage[0])]
     for b in blocks:
         events.extend([b] if isinstance(b, str) else b)
@@ -121,12 +172,17 @@ def opened(model: Any) -> Any:
     return model
 
 
-def request(prompt: str = "Hi", *, instructions: str | None = "Be brief.",
-            tools: list[ToolDefinition] | None = None,
-            settings: ModelSettings | None = None,
-            messages: list[Message] | None = None) -> ModelRequest:
-    return ModelRequest(instructions, messages or [Message.user(prompt)], tools or [],
-                        settings or ModelSettings())
+def request(
+    prompt: str = "Hi",
+    *,
+    instructions: str | None = "Be brief.",
+    tools: list[ToolDefinition] | None = None,
+    settings: ModelSettings | None = None,
+    messages: list[Message] | None = None,
+) -> ModelRequest:
+    return ModelRequest(
+        instructions, messages or [Message.user(prompt)], tools or [], settings or ModelSettings()
+    )
 
 
 def sent_key(headers: dict[str, str]) -> str | None:
@@ -158,8 +214,15 @@ def get_weather(city: str) -> str:
 
 
 async def test_text_streams_with_system_and_usage(server: WireServer) -> None:
-    server.add(Reply(events=[message_start(30, cache_read=100), *text_block(0, "Hel", "lo"),
-                             *finish("end_turn", 4)]))
+    server.add(
+        Reply(
+            events=[
+                message_start(30, cache_read=100),
+                *text_block(0, "Hel", "lo"),
+                *finish("end_turn", 4),
+            ]
+        )
+    )
     events = await collect(make_model(server), request("Say hello"))
 
     assert events == [TextDelta("Hel"), TextDelta("lo"), Usage(130, 4, 1)]
@@ -178,11 +241,13 @@ async def test_text_streams_with_system_and_usage(server: WireServer) -> None:
 
 
 async def test_tool_input_split_across_deltas(server: WireServer) -> None:
-    server.add(stream(
-        text_block(0, "Let me check."),
-        tool_block(1, "toolu_01", "get_weather", '{"ci', 'ty": "Pa', 'ris"}'),
-        stop="tool_use",
-    ))
+    server.add(
+        stream(
+            text_block(0, "Let me check."),
+            tool_block(1, "toolu_01", "get_weather", '{"ci', 'ty": "Pa', 'ris"}'),
+            stop="tool_use",
+        )
+    )
     events = await collect(make_model(server), request(tools=[WEATHER]))
 
     assert events == [
@@ -190,20 +255,24 @@ async def test_tool_input_split_across_deltas(server: WireServer) -> None:
         ToolCall("toolu_01", "get_weather", {"city": "Paris"}),
         Usage(25, 10, 1),
     ]
-    assert server.requests[0].body["tools"] == [{
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "input_schema": WEATHER.parameters,
-    }]
+    assert server.requests[0].body["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "input_schema": WEATHER.parameters,
+        }
+    ]
 
 
 async def test_several_tool_calls_in_one_turn(server: WireServer) -> None:
-    server.add(stream(
-        tool_block(0, "toolu_a", "get_weather", '{"city": "Oslo"}'),
-        tool_block(1, "toolu_b", "get_weather", '{"city":', ' "Rome"}'),
-        tool_block(2, "toolu_c", "get_time"),  # no input deltas: an empty object
-        stop="tool_use",
-    ))
+    server.add(
+        stream(
+            tool_block(0, "toolu_a", "get_weather", '{"city": "Oslo"}'),
+            tool_block(1, "toolu_b", "get_weather", '{"city":', ' "Rome"}'),
+            tool_block(2, "toolu_c", "get_time"),  # no input deltas: an empty object
+            stop="tool_use",
+        )
+    )
     events = await collect(make_model(server), request(tools=[WEATHER]))
 
     assert events[:3] == [
@@ -214,8 +283,7 @@ async def test_several_tool_calls_in_one_turn(server: WireServer) -> None:
 
 
 async def test_input_cut_by_max_tokens_keeps_the_raw_text(server: WireServer) -> None:
-    server.add(stream(tool_block(0, "toolu_1", "get_weather", '{"city": "Par'),
-                      stop="max_tokens"))
+    server.add(stream(tool_block(0, "toolu_1", "get_weather", '{"city": "Par'), stop="max_tokens"))
     events = await collect(make_model(server), request(tools=[WEATHER]))
     assert events[0] == ToolCall("toolu_1", "get_weather", None, raw_arguments='{"city": "Par')
 
@@ -224,8 +292,10 @@ async def test_settings_are_forwarded(server: WireServer) -> None:
     server.add(text("ok"), text("ok"))
     model = make_model(server, max_tokens=1000)
     await collect(model, request())
-    await collect(model, request(settings=ModelSettings(
-        temperature=0.3, top_p=0.8, max_tokens=222, timeout=30.0)))
+    await collect(
+        model,
+        request(settings=ModelSettings(temperature=0.3, top_p=0.8, max_tokens=222, timeout=30.0)),
+    )
 
     first, second = server.bodies()
     assert first["max_tokens"] == 1000 and "temperature" not in first
@@ -237,12 +307,21 @@ async def test_history_maps_to_alternating_turns(server: WireServer) -> None:
     """Tool results merge into one user turn, before any text; empty turns are left out."""
     history = [
         Message.user("Oslo and Rome?"),
-        Message("assistant", [TextPart("Checking."),
-                              ToolCall("toolu_a", "get_weather", {"city": "Oslo"}),
-                              ToolCall("toolu_b", "get_weather", None, raw_arguments="{bad")]),
-        Message("tool", [ToolResult("toolu_a", "get_weather", "Sunny in Oslo"),
-                         ToolResult("toolu_b", "get_weather", '{"error": "not JSON"}',
-                                    is_error=True)]),
+        Message(
+            "assistant",
+            [
+                TextPart("Checking."),
+                ToolCall("toolu_a", "get_weather", {"city": "Oslo"}),
+                ToolCall("toolu_b", "get_weather", None, raw_arguments="{bad"),
+            ],
+        ),
+        Message(
+            "tool",
+            [
+                ToolResult("toolu_a", "get_weather", "Sunny in Oslo"),
+                ToolResult("toolu_b", "get_weather", '{"error": "not JSON"}', is_error=True),
+            ],
+        ),
         Message("assistant", []),
         Message.user("And tomorrow?"),
     ]
@@ -253,18 +332,32 @@ async def test_history_maps_to_alternating_turns(server: WireServer) -> None:
     assert "system" not in body
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Oslo and Rome?"}]},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Checking."},
-            {"type": "tool_use", "id": "toolu_a", "name": "get_weather",
-             "input": {"city": "Oslo"}},
-            {"type": "tool_use", "id": "toolu_b", "name": "get_weather", "input": {}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_a", "content": "Sunny in Oslo"},
-            {"type": "tool_result", "tool_use_id": "toolu_b",
-             "content": '{"error": "not JSON"}', "is_error": True},
-            {"type": "text", "text": "And tomorrow?"},
-        ]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_a",
+                    "name": "get_weather",
+                    "input": {"city": "Oslo"},
+                },
+                {"type": "tool_use", "id": "toolu_b", "name": "get_weather", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "Sunny in Oslo"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_b",
+                    "content": '{"error": "not JSON"}',
+                    "is_error": True,
+                },
+                {"type": "text", "text": "And tomorrow?"},
+            ],
+        },
     ]
 
 
@@ -273,12 +366,19 @@ async def test_history_maps_to_alternating_turns(server: WireServer) -> None:
 
 async def test_agent_round_trip_sends_the_tool_result_back(server: WireServer) -> None:
     server.add(
-        stream(tool_block(0, "toolu_w", "get_weather", '{"city": ', '"Oslo"}'),
-               stop="tool_use", usage=(50, 20)),
+        stream(
+            tool_block(0, "toolu_w", "get_weather", '{"city": ', '"Oslo"}'),
+            stop="tool_use",
+            usage=(50, 20),
+        ),
         text("Sunny ", "in Oslo.", usage=(90, 5)),
     )
-    agent = define_agent(name="weather", model=make_model(server),
-                         instructions="You report weather.", tools=[get_weather])
+    agent = define_agent(
+        name="weather",
+        model=make_model(server),
+        instructions="You report weather.",
+        tools=[get_weather],
+    )
     result = await agent.run("Weather in Oslo?")
 
     assert result.output == "Sunny in Oslo."
@@ -288,10 +388,23 @@ async def test_agent_round_trip_sends_the_tool_result_back(server: WireServer) -
     assert second["system"] == "You report weather."
     assert second["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_w",
-                                           "name": "get_weather", "input": {"city": "Oslo"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_w",
-                                      "content": "Sunny in Oslo, 21 C"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_w",
+                    "name": "get_weather",
+                    "input": {"city": "Oslo"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_w", "content": "Sunny in Oslo, 21 C"}
+            ],
+        },
     ]
     thread = agent.thread(result.thread_id)
     assert thread.usage == Usage(140, 25, 2)
@@ -416,11 +529,13 @@ async def test_rate_limit_gives_up(server: WireServer, sleeps: list[float]) -> N
 async def test_overloaded_error_event_before_any_text_is_retried(
     server: WireServer, sleeps: list[float]
 ) -> None:
-    overloaded = event("error", {"type": "error",
-                                 "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    overloaded = event(
+        "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    )
     server.add(Reply(events=[message_start(), overloaded]), text("second try"))
     assert await collect(make_model(server), request()) == [
-        TextDelta("second try"), Usage(25, 10, 1)
+        TextDelta("second try"),
+        Usage(25, 10, 1),
     ]
     assert len(server.requests) == 2 and len(sleeps) == 1
 
@@ -428,8 +543,9 @@ async def test_overloaded_error_event_before_any_text_is_retried(
 async def test_error_event_after_text_is_not_retried(
     server: WireServer, sleeps: list[float]
 ) -> None:
-    overloaded = event("error", {"type": "error",
-                                 "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    overloaded = event(
+        "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    )
     server.add(Reply(events=[message_start(), *text_block(0, "Half")[:3], overloaded]))
     seen: list[Any] = []
     with pytest.raises(ProviderError, match="overloaded"):
@@ -490,8 +606,12 @@ async def test_live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     from loom_nb.models import allow_model_requests
 
     allow_network(monkeypatch)
-    agent = define_agent(name="live", model=AnthropicModel(name, max_tokens=300, max_retries=1),
-                         instructions="Use your tools; answer briefly.", tools=[get_weather])
+    agent = define_agent(
+        name="live",
+        model=AnthropicModel(name, max_tokens=300, max_retries=1),
+        instructions="Use your tools; answer briefly.",
+        tools=[get_weather],
+    )
     with allow_model_requests(True):
         result = await agent.run("Use the tool to get the weather in Oslo, then say it.")
     assert "get_weather" in [r.name for r in result.thread.tool_results()]

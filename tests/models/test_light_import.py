@@ -23,8 +23,9 @@ print(sdks())
 
 def test_sdks_are_imported_only_when_asked_for() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True,
-                         check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", CODE], capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout.splitlines() == [
         "[]",
         "['anthropic', 'httpx2']",

@@ -47,8 +47,13 @@ from loom_nb.models.openai import OpenAIModel, ollama
 # ---- the wire format -------------------------------------------------------------------------
 
 
-def error(status: int, message: str, type_: str = "invalid_request_error",
-          code: str | None = None, headers: dict[str, str] | None = None) -> Reply:
+def error(
+    status: int,
+    message: str,
+    type_: str = "invalid_request_error",
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
     body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
     return Reply(status, body, headers=headers or {})
 
@@ -70,11 +75,16 @@ def opened(model: Any) -> Any:
     return model
 
 
-def request(prompt: str = "Hi", *, instructions: str | None = "Be brief.",
-            tools: list[ToolDefinition] | None = None,
-            settings: ModelSettings | None = None) -> ModelRequest:
-    return ModelRequest(instructions, [Message.user(prompt)], tools or [],
-                        settings or ModelSettings())
+def request(
+    prompt: str = "Hi",
+    *,
+    instructions: str | None = "Be brief.",
+    tools: list[ToolDefinition] | None = None,
+    settings: ModelSettings | None = None,
+) -> ModelRequest:
+    return ModelRequest(
+        instructions, [Message.user(prompt)], tools or [], settings or ModelSettings()
+    )
 
 
 async def collect(model: OpenAIModel, req: ModelRequest) -> list[Any]:
@@ -116,38 +126,44 @@ async def test_text_streams_piece_by_piece_with_usage(server: WireServer) -> Non
 
 
 async def test_tool_call_arguments_split_across_chunks(server: WireServer) -> None:
-    server.add(stream(
-        call_start(0, "call_w1", "get_weather"),
-        call_args(0, '{"ci'),
-        call_args(0, 'ty": "Pa'),
-        call_args(0, 'ris"}'),
-        finish="tool_calls",
-    ))
+    server.add(
+        stream(
+            call_start(0, "call_w1", "get_weather"),
+            call_args(0, '{"ci'),
+            call_args(0, 'ty": "Pa'),
+            call_args(0, 'ris"}'),
+            finish="tool_calls",
+        )
+    )
     events = await collect(make_model(server), request(tools=[WEATHER]))
 
     assert events == [ToolCall("call_w1", "get_weather", {"city": "Paris"}), Usage(10, 5, 1)]
-    assert server.requests[0].body["tools"] == [{
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city.",
-            "parameters": WEATHER.parameters,
-        },
-    }]
+    assert server.requests[0].body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather in a city.",
+                "parameters": WEATHER.parameters,
+            },
+        }
+    ]
 
 
 async def test_several_tool_calls_in_one_turn_interleaved(server: WireServer) -> None:
-    server.add(stream(
-        {"content": "Checking both."},
-        call_start(0, "call_a", "get_weather"),
-        call_start(1, "call_b", "get_weather"),
-        call_args(1, '{"city":'),
-        call_args(0, '{"city":'),
-        call_args(0, ' "Oslo"}'),
-        call_args(1, ' "Rome"}'),
-        call_start(2, "call_c", "get_time"),
-        finish="tool_calls",
-    ))
+    server.add(
+        stream(
+            {"content": "Checking both."},
+            call_start(0, "call_a", "get_weather"),
+            call_start(1, "call_b", "get_weather"),
+            call_args(1, '{"city":'),
+            call_args(0, '{"city":'),
+            call_args(0, ' "Oslo"}'),
+            call_args(1, ' "Rome"}'),
+            call_start(2, "call_c", "get_time"),
+            finish="tool_calls",
+        )
+    )
     events = await collect(make_model(server), request(tools=[WEATHER]))
 
     assert events == [
@@ -161,10 +177,12 @@ async def test_several_tool_calls_in_one_turn_interleaved(server: WireServer) ->
 
 async def test_arguments_that_are_not_a_json_object_keep_the_raw_text(server: WireServer) -> None:
     server.add(
-        stream(call_start(0, "call_1", "get_weather"), call_args(0, '{"city": "Par'),
-               finish="length"),
-        stream(call_start(0, "call_2", "get_weather"), call_args(0, '["Paris"]'),
-               finish="tool_calls"),
+        stream(
+            call_start(0, "call_1", "get_weather"), call_args(0, '{"city": "Par'), finish="length"
+        ),
+        stream(
+            call_start(0, "call_2", "get_weather"), call_args(0, '["Paris"]'), finish="tool_calls"
+        ),
     )
     model = make_model(server)
     first = await collect(model, request(tools=[WEATHER]))
@@ -178,15 +196,43 @@ async def test_compatible_server_quirks(server: WireServer) -> None:
     """Usage with "choices": null (vLLM), pieces without index (some proxies), no usage."""
     events = [
         data(chunk({"role": "assistant", "content": "ok"})),
-        data(chunk({"tool_calls": [{"id": "c1", "type": "function",
-                                    "function": {"name": "get_weather", "arguments": "{}"}}]})),
-        data(chunk({"tool_calls": [{"id": "c2", "type": "function",
-                                    "function": {"name": "get_weather",
-                                                 "arguments": '{"city": "Rome"}'}}]})),
+        data(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": "{}"},
+                        }
+                    ]
+                }
+            )
+        ),
+        data(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "id": "c2",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+                        }
+                    ]
+                }
+            )
+        ),
         data(chunk(finish="tool_calls")),
-        data({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
-              "choices": None, "usage": {"prompt_tokens": 7, "completion_tokens": 2,
-                                         "total_tokens": 9}}),
+        data(
+            {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "m",
+                "choices": None,
+                "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
+            }
+        ),
         data("[DONE]"),
     ]
     server.add(Reply(events=events))
@@ -206,8 +252,9 @@ async def test_compatible_server_quirks(server: WireServer) -> None:
 async def test_settings_are_forwarded(server: WireServer) -> None:
     server.add(text("ok"))
     settings = ModelSettings(temperature=0.2, top_p=0.9, max_tokens=123, timeout=30.0)
-    await collect(make_model(server, extra_body={"options": {"num_ctx": 8192}}),
-                  request(settings=settings))
+    await collect(
+        make_model(server, extra_body={"options": {"num_ctx": 8192}}), request(settings=settings)
+    )
 
     body = server.requests[0].body
     assert body["temperature"] == 0.2
@@ -237,7 +284,8 @@ async def test_openai_itself_gets_max_completion_tokens_and_a_users_client(
     import openai
 
     client = openai.AsyncOpenAI(
-        api_key="sk-mine", http_client=httpx2.AsyncClient(transport=_ToLocal(server)),
+        api_key="sk-mine",
+        http_client=httpx2.AsyncClient(transport=_ToLocal(server)),
         max_retries=5,
     )
     model = OpenAIModel("gpt-test", client=client)
@@ -269,12 +317,20 @@ def test_a_sync_client_is_refused_with_advice() -> None:
 
 async def test_agent_round_trip_sends_the_tool_result_back(server: WireServer) -> None:
     server.add(
-        stream(call_start(0, "call_w1", "get_weather"), call_args(0, '{"city": "Oslo"}'),
-               finish="tool_calls", usage=(20, 7)),
+        stream(
+            call_start(0, "call_w1", "get_weather"),
+            call_args(0, '{"city": "Oslo"}'),
+            finish="tool_calls",
+            usage=(20, 7),
+        ),
         text("It is ", "sunny in Oslo.", usage=(40, 6)),
     )
-    agent = define_agent(name="weather", model=make_model(server),
-                         instructions="You report weather.", tools=[get_weather])
+    agent = define_agent(
+        name="weather",
+        model=make_model(server),
+        instructions="You report weather.",
+        tools=[get_weather],
+    )
     result = await agent.run("Weather in Oslo?")
 
     assert result.status == "complete"
@@ -285,15 +341,24 @@ async def test_agent_round_trip_sends_the_tool_result_back(server: WireServer) -
     assert second["messages"] == [
         {"role": "system", "content": "You report weather."},
         {"role": "user", "content": "Weather in Oslo?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_w1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_w1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_w1", "content": "Sunny in Oslo, 21 C"},
     ]
     # Usage is recorded per model turn and summed on the thread.
     thread = agent.thread(result.thread_id)
     assert [m.usage for m in thread.messages if m.role == "assistant"] == [
-        Usage(20, 7, 1), Usage(40, 6, 1)
+        Usage(20, 7, 1),
+        Usage(40, 6, 1),
     ]
     assert thread.usage == Usage(60, 13, 2)
     assert thread.messages[-1].model == "openai:gpt-test"
@@ -301,8 +366,11 @@ async def test_agent_round_trip_sends_the_tool_result_back(server: WireServer) -
 
 async def test_agent_sends_an_error_result_for_broken_arguments(server: WireServer) -> None:
     server.add(
-        stream(call_start(0, "call_1", "get_weather"), call_args(0, '{"city": Oslo'),
-               finish="tool_calls"),
+        stream(
+            call_start(0, "call_1", "get_weather"),
+            call_args(0, '{"city": Oslo'),
+            finish="tool_calls",
+        ),
         text("Sorry, let me retry."),
     )
     agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
@@ -318,9 +386,13 @@ async def test_agent_sends_an_error_result_for_broken_arguments(server: WireServ
 
 async def test_several_tool_results_become_one_tool_message_each(server: WireServer) -> None:
     server.add(
-        stream(call_start(0, "a", "get_weather"), call_args(0, '{"city": "Oslo"}'),
-               call_start(1, "b", "get_weather"), call_args(1, '{"city": "Rome"}'),
-               finish="tool_calls"),
+        stream(
+            call_start(0, "a", "get_weather"),
+            call_args(0, '{"city": "Oslo"}'),
+            call_start(1, "b", "get_weather"),
+            call_args(1, '{"city": "Rome"}'),
+            finish="tool_calls",
+        ),
         text("Both sunny."),
     )
     agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
@@ -335,13 +407,15 @@ async def test_several_tool_results_become_one_tool_message_each(server: WireSer
 
 async def test_a_failed_turn_keeps_what_completed(server: WireServer) -> None:
     server.add(
-        stream(call_start(0, "call_1", "get_weather"), call_args(0, '{"city": "Oslo"}'),
-               finish="tool_calls"),
+        stream(
+            call_start(0, "call_1", "get_weather"),
+            call_args(0, '{"city": "Oslo"}'),
+            finish="tool_calls",
+        ),
         error(401, "Incorrect API key provided: sk-test.", code="invalid_api_key"),
     )
     store = memory_store()
-    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather],
-                         store=store)
+    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather], store=store)
     with pytest.raises(AuthenticationFailed) as info:
         await agent.run("Weather in Oslo?")
 
@@ -353,8 +427,7 @@ async def test_a_failed_turn_keeps_what_completed(server: WireServer) -> None:
 
 
 async def test_cancelling_the_run_closes_the_request(server: WireServer) -> None:
-    server.add(Reply(events=[data(chunk({"role": "assistant", "content": "Thinking"}))],
-                     hold=True))
+    server.add(Reply(events=[data(chunk({"role": "assistant", "content": "Thinking"}))], hold=True))
     agent = define_agent(name="slow", model=make_model(server))
     started = asyncio.Event()
 
@@ -439,8 +512,13 @@ async def test_wrong_key(server: WireServer) -> None:
 
 
 async def test_wrong_model_name(server: WireServer) -> None:
-    server.add(error(404, "The model `gpt-tset` does not exist or you do not have access to it.",
-                     code="model_not_found"))
+    server.add(
+        error(
+            404,
+            "The model `gpt-tset` does not exist or you do not have access to it.",
+            code="model_not_found",
+        )
+    )
     model = opened(OpenAIModel("gpt-tset", base_url=server.url + "/v1", retry_delay=0))
     with pytest.raises(ModelNotFound) as info:
         await collect(model, request())
@@ -456,8 +534,14 @@ async def test_ollama_model_not_pulled(server: WireServer) -> None:
 
 
 async def test_context_too_long(server: WireServer) -> None:
-    server.add(error(400, "This model's maximum context length is 128000 tokens. However, your "
-                          "messages resulted in 250000 tokens.", code="context_length_exceeded"))
+    server.add(
+        error(
+            400,
+            "This model's maximum context length is 128000 tokens. However, your "
+            "messages resulted in 250000 tokens.",
+            code="context_length_exceeded",
+        )
+    )
     with pytest.raises(ContextTooLong) as info:
         await collect(make_model(server), request())
     assert "new thread" in str(info.value)
@@ -473,8 +557,9 @@ async def test_other_bad_requests_say_what_the_server_said(server: WireServer) -
 
 
 async def test_a_model_without_tool_support_says_so(server: WireServer) -> None:
-    server.add(error(400, "registry.ollama.ai/library/gemma:2b does not support tools",
-                     "api_error"))
+    server.add(
+        error(400, "registry.ollama.ai/library/gemma:2b does not support tools", "api_error")
+    )
     model = opened(ollama("gemma:2b", base_url=server.url + "/v1"))
     with pytest.raises(ProviderError, match="supports tool calling"):
         await collect(model, request(tools=[WEATHER]))  # type: ignore[arg-type]
@@ -503,8 +588,9 @@ async def test_rate_limit_gives_up_after_max_retries(
 ) -> None:
     server.add(*[error(429, "Rate limit reached", "requests", "rate_limit_exceeded")] * 5)
     with pytest.raises(RateLimited) as info:
-        await collect(make_model(server, max_retries=2, retry_delay=4.0, max_retry_delay=5.0),
-                      request())
+        await collect(
+            make_model(server, max_retries=2, retry_delay=4.0, max_retry_delay=5.0), request()
+        )
 
     assert len(server.requests) == 3
     assert info.value.attempts == 3
@@ -530,8 +616,9 @@ async def test_retry_after_is_honoured_and_a_long_one_stops(
 
 
 async def test_quota_exhausted_is_not_retried(server: WireServer, sleeps: list[float]) -> None:
-    server.add(error(429, "You exceeded your current quota.", "insufficient_quota",
-                     "insufficient_quota"))
+    server.add(
+        error(429, "You exceeded your current quota.", "insufficient_quota", "insufficient_quota")
+    )
     with pytest.raises(RateLimited, match="billing"):
         await collect(make_model(server, max_retries=3), request())
     assert len(server.requests) == 1 and sleeps == []
@@ -572,10 +659,14 @@ async def test_no_answer_in_time(server: WireServer) -> None:
 async def test_error_inside_the_stream_after_text_is_not_retried(
     server: WireServer, sleeps: list[float]
 ) -> None:
-    server.add(Reply(events=[
-        data(chunk({"role": "assistant", "content": "Part"})),
-        data({"error": {"message": "upstream provider failed", "code": 502}}),
-    ]))
+    server.add(
+        Reply(
+            events=[
+                data(chunk({"role": "assistant", "content": "Part"})),
+                data({"error": {"message": "upstream provider failed", "code": 502}}),
+            ]
+        )
+    )
     model = make_model(server)
     seen: list[Any] = []
     with pytest.raises(ProviderError, match="upstream provider failed"):
@@ -640,8 +731,12 @@ async def test_live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     from loom_nb.models import allow_model_requests
 
     allow_network(monkeypatch)
-    agent = define_agent(name="live", model=OpenAIModel(name, max_retries=1),
-                         instructions="Use your tools; answer briefly.", tools=[get_weather])
+    agent = define_agent(
+        name="live",
+        model=OpenAIModel(name, max_retries=1),
+        instructions="Use your tools; answer briefly.",
+        tools=[get_weather],
+    )
     with allow_model_requests(True):
         result = await agent.run("Use the tool to get the weather in Oslo, then say it.")
     assert "get_weather" in [r.name for r in result.thread.tool_results()]

@@ -44,9 +44,23 @@ def build(version: str) -> tuple[str, Path]:
         marker = site / ".loom-installed"
         if not marker.exists() or marker.read_text() != requirement:
             subprocess.run(
-                [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                 "--no-deps", "--upgrade", "--target", str(site), requirement],
-                check=True, capture_output=True, text=True, timeout=300,
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--upgrade",
+                    "--target",
+                    str(site),
+                    requirement,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             marker.write_text(requirement)
         env["PYTHONPATH"] = str(site)
@@ -81,7 +95,10 @@ def execute(cells: list[str], kernel: tuple[str, Path], cwd: Path, timeout: int 
     name, specs = kernel
     nb = notebook(cells, name)
     client = NotebookClient(
-        nb, km=kernel_manager(name, specs), timeout=timeout, store_widget_state=True,
+        nb,
+        km=kernel_manager(name, specs),
+        timeout=timeout,
+        store_widget_state=True,
         resources={"metadata": {"path": str(cwd)}},
     )
     client.execute()

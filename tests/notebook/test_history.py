@@ -16,10 +16,29 @@ def thread_messages() -> list[Message]:
     return [
         Message.user("Which <b>orders</b> are open?"),
         Message("assistant", [TextPart("Let me **look**."), call, write]),
-        Message("tool", [ToolResult("c1", "orders_select", "2 rows",
-                                    pd.DataFrame({"id": [1, 2], "total": [5.0, 7.5]}))]),
-        Message("tool", [ToolResult("c2", "orders_update", json.dumps({"error": "rejected"}),
-                                    is_error=True, approval="rejected")]),
+        Message(
+            "tool",
+            [
+                ToolResult(
+                    "c1",
+                    "orders_select",
+                    "2 rows",
+                    pd.DataFrame({"id": [1, 2], "total": [5.0, 7.5]}),
+                )
+            ],
+        ),
+        Message(
+            "tool",
+            [
+                ToolResult(
+                    "c2",
+                    "orders_update",
+                    json.dumps({"error": "rejected"}),
+                    is_error=True,
+                    approval="rejected",
+                )
+            ],
+        ),
         Message.assistant("Two are open. <img src=x onerror=alert(1)>"),
     ]
 
@@ -33,7 +52,7 @@ def test_every_message_is_drawn_with_its_class():
     assert "2 rows × 2 columns" in html and "<td>7.5</td>" in html
     assert 'class="loom-rejected"' in html and "nothing was run or written" in html
     # the result is folded under its call, with the decision
-    update = html[html.index("tool call · orders_update · rejected"):]  # badge on the fold
+    update = html[html.index("tool call · orders_update · rejected") :]  # badge on the fold
     assert "result · rejected" in update[: update.index("</details>")]
 
 

@@ -99,8 +99,11 @@ def test_run_all_then_click_approve(kernel: tuple[str, Path], tmp_path: Path) ->
     assert "Which orders are above 100?" in history["value"]
     users = [s["value"] for s in with_class(nb, "loom-user")]
     assert any("Which orders are above 100?" in u for u in users)
-    texts = [o["data"]["text/markdown"] for s in with_class(nb, "loom-assistant")
-             for o in s.get("outputs", [])]
+    texts = [
+        o["data"]["text/markdown"]
+        for s in with_class(nb, "loom-assistant")
+        for o in s.get("outputs", [])
+    ]
     assert "There are **2** orders above 100." in texts
     assert with_class(nb, "loom-approval") and with_class(nb, "loom-tool-call")
 
@@ -111,19 +114,26 @@ def test_restart_resumes_the_pending_card_and_approves(
     db = str(tmp_path / "loom.db")
     store = f"sqlite_store({db!r})"
     store_import = "from loom_nb.sqlite import sqlite_store"
-    first = execute([
-        _setup(store, store_import, '[Reply("Filing it.", [("insert_ticket", {"subject": "x"})])]'),
-        "%%loom analyst --result r\nFile a ticket.",
-        "print(r.thread.id, r.status, written)",
-    ], kernel, tmp_path)
+    first = execute(
+        [
+            _setup(
+                store, store_import, '[Reply("Filing it.", [("insert_ticket", {"subject": "x"})])]'
+            ),
+            "%%loom analyst --result r\nFile a ticket.",
+            "print(r.thread.id, r.status, written)",
+        ],
+        kernel,
+        tmp_path,
+    )
     thread_id, status, nothing = text_of(first.cells[2]).split()
     assert (status, nothing) == ("awaiting_approval", "[]")
 
     # A new kernel on the same file: the thread comes back whole, its card active.
-    second = execute([
-        _setup(store, store_import, '["The ticket is filed."]'),
-        f"%loom resume {thread_id}",
-        textwrap.dedent("""
+    second = execute(
+        [
+            _setup(store, store_import, '["The ticket is filed."]'),
+            f"%loom resume {thread_id}",
+            textwrap.dedent("""
             from loom_nb.notebook import session
             view = session().last_view
             card = view.cards[0]
@@ -133,8 +143,11 @@ def test_restart_resumes_the_pending_card_and_approves(
             result = view.wait(30)
             print(result.status, written, result.output)
         """),
-        "print(analyst.thread(result.thread.id).status)",
-    ], kernel, tmp_path)
+            "print(analyst.thread(result.thread.id).status)",
+        ],
+        kernel,
+        tmp_path,
+    )
     shown = second.cells[1]
     [history] = with_class(second, "loom-history")  # the saved thread, drawn as one block
     assert "File a ticket." in history["value"] and 'class="loom-tool-call"' in history["value"]
@@ -153,8 +166,10 @@ def test_interrupt_keeps_what_completed_and_batching(
     replies = f'[Reply("Fetching.", [("orders", {{"min_total": 0}})]), {long_text!r}]'
     k = Kernel(kernel, tmp_path)
     try:
-        reply, out = k.run(_setup(replies=replies) + "\nmodel.delay = 0.01\n"
-                           "import ipykernel; print(ipykernel.__version__)")
+        reply, out = k.run(
+            _setup(replies=replies) + "\nmodel.delay = 0.01\n"
+            "import ipykernel; print(ipykernel.__version__)"
+        )
         assert reply["status"] == "ok"
         version = kernel[0].removeprefix("loom-ipykernel-").replace("-", ".")
         assert printed(out).startswith(version + ".")  # the kernelspec runs that ipykernel
@@ -185,10 +200,14 @@ def test_interrupt_keeps_what_completed_and_batching(
         msg_id = k.send("%%loom analyst --result again\nTry again.")
         messages = k.collect(msg_id)
         assert k.reply(msg_id)["status"] == "ok"
-        updates = [m for m in messages if m["msg_type"] == "comm_msg"
-                   and "text/markdown" in json.dumps(m["content"])]
-        reply, out = k.run("print(again.status, len(again.output.split()), "
-                           "session().last_view.stream_updates)")
+        updates = [
+            m
+            for m in messages
+            if m["msg_type"] == "comm_msg" and "text/markdown" in json.dumps(m["content"])
+        ]
+        reply, out = k.run(
+            "print(again.status, len(again.output.split()), session().last_view.stream_updates)"
+        )
         status, words, flushes = printed(out).split()
         assert (status, words) == ("complete", "2000")
         # 2000 streamed words reach the frontend as a handful of batched updates.
@@ -207,14 +226,17 @@ def test_failed_run_is_one_line_and_stops_run_all(kernel: tuple[str, Path], tmp_
         errors = [m["content"] for m in messages if m["msg_type"] == "error"]
         assert len(errors) == 1 and len(errors[0]["traceback"]) == 1
         assert "has no reply left" in errors[0]["traceback"][0]
-        reply, messages = k.run("from loom_nb.notebook import session\n"
-                                "v = session().last_view\n"
-                                "print(len(v.errors.children), 'loom-error' in "
-                                "v.errors.children[0]._dom_classes)")
+        reply, messages = k.run(
+            "from loom_nb.notebook import session\n"
+            "v = session().last_view\n"
+            "print(len(v.errors.children), 'loom-error' in "
+            "v.errors.children[0]._dom_classes)"
+        )
         assert printed(messages).split() == ["1", "True"]
         reply, messages = k.run("%%loom nobody\nHello?")
         assert reply["status"] == "error"
         assert "UsageError" in printed(messages) or any(
-            "nobody" in json.dumps(m["content"]) for m in messages)
+            "nobody" in json.dumps(m["content"]) for m in messages
+        )
     finally:
         k.close()

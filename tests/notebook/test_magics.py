@@ -82,14 +82,17 @@ def test_cell_streams_as_text_binds_frames_and_continues_the_thread(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = shell.user_ns["model"]
-    model.add(Reply("Looking.", [("orders", {"min_total": 100})]), "There are **2** of them.",
-              "Still open.")
+    model.add(
+        Reply("Looking.", [("orders", {"min_total": 100})]),
+        "There are **2** of them.",
+        "Still open.",
+    )
     line = "%%loom analyst -o big -O all_ --result res"
     r = cell(shell, line, 'Orders above {threshold}? {"raw": 1}')
     assert r.success, error_of(r)
     out = capsys.readouterr().out
-    assert "you: Orders above 100? {\"raw\": 1}" in out
-    assert "→ orders({\"min_total\": 100})" in out
+    assert 'you: Orders above 100? {"raw": 1}' in out
+    assert '→ orders({"min_total": 100})' in out
     assert "[DataFrame 2 rows × 2 columns]" in out
     assert "There are **2** of them." in out
     big = shell.user_ns["big"]
@@ -104,8 +107,9 @@ def test_cell_streams_as_text_binds_frames_and_continues_the_thread(
     assert model.requests[-1].messages[-1].text == "{threshold}"
 
 
-def test_completed_run_without_frames_binds_none(shell: InteractiveShell,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_completed_run_without_frames_binds_none(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
     shell.user_ns["model"].add("Nothing to fetch.")
     shell.user_ns["big"] = "stale"
     assert cell(shell, "%%loom analyst -o big --raw", "{threshold}").success
@@ -132,7 +136,10 @@ def test_completed_run_without_frames_binds_none(shell: InteractiveShell,
     ],
 )
 def test_mistakes_are_one_line_usage_errors(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], line: str, body: str | None,
+    shell: InteractiveShell,
+    capsys: pytest.CaptureFixture[str],
+    line: str,
+    body: str | None,
     expected: str,
 ) -> None:
     r = cell(shell, line, body)
@@ -170,7 +177,8 @@ def test_context_setting_passes_the_signed_in_user_to_auth_agents(
 ) -> None:
     seen: list[str] = []
     shell.user_ns["other"] = define_agent(
-        name="scoped", model=ReplayModel(["hi ann", "hi bob"]),
+        name="scoped",
+        model=ReplayModel(["hi ann", "hi bob"]),
         auth=lambda ctx: seen.append(ctx.get("user")) or ctx.get("user"),
     )
     r = cell(shell, "%%loom other", "hello")  # no context: the auth hook finds no user
@@ -202,8 +210,12 @@ def test_threads_show_new_delete_and_approve_by_line_magic(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model, written = shell.user_ns["model"], shell.user_ns["written"]
-    model.add(Reply("Filing.", [("insert_ticket", {"subject": "late"})]), "Filed.",
-              Reply("Again.", [("insert_ticket", {"subject": "no"})]), "Not filed then.")
+    model.add(
+        Reply("Filing.", [("insert_ticket", {"subject": "late"})]),
+        "Filed.",
+        Reply("Again.", [("insert_ticket", {"subject": "no"})]),
+        "Not filed then.",
+    )
     assert cell(shell, "%%loom analyst --result res", "File a ticket").success
     out = capsys.readouterr().out
     thread_id = shell.user_ns["res"].thread.id
@@ -214,10 +226,21 @@ def test_threads_show_new_delete_and_approve_by_line_magic(
     assert f"%loom approve {call_id}" in capsys.readouterr().err
 
     table = cell(shell, "%loom threads analyst").result
-    assert list(table.columns) == ["id", "title", "agent", "updated", "messages", "pending",
-                                   "current"]
+    assert list(table.columns) == [
+        "id",
+        "title",
+        "agent",
+        "updated",
+        "messages",
+        "pending",
+        "current",
+    ]
     assert table.iloc[0][["id", "title", "pending", "current"]].tolist() == [
-        thread_id, "File a ticket", 1, True]
+        thread_id,
+        "File a ticket",
+        1,
+        True,
+    ]
 
     assert cell(shell, "%loom approvals").success
     assert f"call {call_id}" in capsys.readouterr().out
@@ -254,8 +277,10 @@ def test_cards_decide_once_each_and_resume_when_all_are_decided(
 ) -> None:
     cell(shell, "%config LoomMagics.display = 'widgets'")
     model, written = shell.user_ns["model"], shell.user_ns["written"]
-    model.add(Reply("Two.", [("insert_ticket", {"subject": "a"}),
-                             ("insert_ticket", {"subject": "b"})]), "One filed, one not.")
+    model.add(
+        Reply("Two.", [("insert_ticket", {"subject": "a"}), ("insert_ticket", {"subject": "b"})]),
+        "One filed, one not.",
+    )
     assert cell(shell, "%%loom analyst", "Two tickets").success
     view: Any = loom_session(shell).last_view
     classes = [c for w in view.body.children for c in w._dom_classes]
@@ -272,8 +297,12 @@ def test_cards_decide_once_each_and_resume_when_all_are_decided(
     assert "done" in first.decision_label.value
     assert "nothing was written" in second.decision_label.value
     assert all(b.disabled for c in view.cards for b in (c.approve_button, c.reject_button))
-    texts = [o["data"]["text/markdown"] for w in view.body.children
-             if "loom-assistant" in w._dom_classes for o in w.outputs]
+    texts = [
+        o["data"]["text/markdown"]
+        for w in view.body.children
+        if "loom-assistant" in w._dom_classes
+        for o in w.outputs
+    ]
     assert texts[-1] == "One filed, one not."
     assert view.running.layout.display == "none"
 
@@ -297,7 +326,9 @@ def test_chat_widget_sends_without_blocking_and_continues_the_thread(
     assert chat.ask("And now?") is not None
     assert chat.wait(10).thread.id == first
     assert [m.text for m in model.requests[-1].messages if m.role == "user"] == [
-        "Hello", "And now?"]
+        "Hello",
+        "And now?",
+    ]
 
 
 def test_auto_display_prints_text_without_a_kernel(

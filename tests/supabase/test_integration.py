@@ -46,16 +46,27 @@ def sync_factory(rig: Rig, calls: list[RunContext] | None = None) -> Callable[[R
     def factory(ctx: RunContext) -> Any:
         if calls is not None:
             calls.append(ctx)
-        return create_client(rig.url, rig.anon_key, options=ClientOptions(
-            headers={"Authorization": f"Bearer {ctx['jwt']}"}))
+        return create_client(
+            rig.url,
+            rig.anon_key,
+            options=ClientOptions(headers={"Authorization": f"Bearer {ctx['jwt']}"}),
+        )
+
     return factory
 
 
-def agent_for(rig: Rig, replies: list[Reply | str], *, factory: Callable[..., Any] | None = None,
-              max_steps: int = 20, **options: Any) -> Any:
+def agent_for(
+    rig: Rig,
+    replies: list[Reply | str],
+    *,
+    factory: Callable[..., Any] | None = None,
+    max_steps: int = 20,
+    **options: Any,
+) -> Any:
     connector = supabase_tools(client=factory or sync_factory(rig), tables=TABLES, **options)
-    return define_agent(name="analyst", model=ReplayModel(replies), connectors=[connector],
-                        max_steps=max_steps)
+    return define_agent(
+        name="analyst", model=ReplayModel(replies), connectors=[connector], max_steps=max_steps
+    )
 
 
 def call(tool: str, **arguments: Any) -> Reply:
@@ -102,16 +113,35 @@ def test_each_users_agent_sees_only_that_users_rows(rig: Rig) -> None:
 
 
 def test_filters_order_paging_and_count_against_postgres(rig: Rig) -> None:
-    agent = agent_for(rig, [
-        call("select", table="orders", columns=["id", "total"],
-             filters=[{"column": "status", "op": "in", "value": ["paid", "new", "refunded"]},
-                      {"column": "total", "op": "gt", "value": 5}],
-             order=[{"column": "total", "desc": True}], limit=1, offset=1, count=True),
-        call("select", table="products", columns=["name"],
-             filters=[{"column": "name", "op": "ilike", "value": "g%"},
-                      {"column": "price", "op": "lt", "value": 100, "not": True}]),
-        "Done.",
-    ], max_rows=10)
+    agent = agent_for(
+        rig,
+        [
+            call(
+                "select",
+                table="orders",
+                columns=["id", "total"],
+                filters=[
+                    {"column": "status", "op": "in", "value": ["paid", "new", "refunded"]},
+                    {"column": "total", "op": "gt", "value": 5},
+                ],
+                order=[{"column": "total", "desc": True}],
+                limit=1,
+                offset=1,
+                count=True,
+            ),
+            call(
+                "select",
+                table="products",
+                columns=["name"],
+                filters=[
+                    {"column": "name", "op": "ilike", "value": "g%"},
+                    {"column": "price", "op": "lt", "value": 100, "not": True},
+                ],
+            ),
+            "Done.",
+        ],
+        max_rows=10,
+    )
     result = agent.run_sync("Second largest order?", context=ctx(USER_A, rig))
     page, gizmo = result.frames
     assert page.to_dict("records") == [{"id": 3, "total": 9.99}]  # A's paid/new: 120.5, 9.99
@@ -122,17 +152,34 @@ def test_filters_order_paging_and_count_against_postgres(rig: Rig) -> None:
 def test_values_with_blanks_commas_quotes_and_parens_match_exactly(rig: Rig) -> None:
     odd = [" padded", "a,b", 'say "hi"', "x)", "(y", "back\\slash"]
     with rig.superuser() as conn, conn.cursor() as cur:
-        cur.executemany("INSERT INTO tickets (user_id, subject) VALUES (%s, %s)",
-                        [(USER_A.id, subject) for subject in odd])
-    agent = agent_for(rig, [
-        call("select", table="tickets", columns=["subject"],
-             filters=[{"column": "subject", "op": "in", "value": odd}]),
-        call("select", table="tickets", columns=["subject"],
-             filters=[{"column": "subject", "op": "in", "value": [" padded"]}]),
-        call("select", table="tickets", columns=["subject"],
-             filters=[{"column": "subject", "op": "eq", "value": 'say "hi"'}]),
-        "ok",
-    ])
+        cur.executemany(
+            "INSERT INTO tickets (user_id, subject) VALUES (%s, %s)",
+            [(USER_A.id, subject) for subject in odd],
+        )
+    agent = agent_for(
+        rig,
+        [
+            call(
+                "select",
+                table="tickets",
+                columns=["subject"],
+                filters=[{"column": "subject", "op": "in", "value": odd}],
+            ),
+            call(
+                "select",
+                table="tickets",
+                columns=["subject"],
+                filters=[{"column": "subject", "op": "in", "value": [" padded"]}],
+            ),
+            call(
+                "select",
+                table="tickets",
+                columns=["subject"],
+                filters=[{"column": "subject", "op": "eq", "value": 'say "hi"'}],
+            ),
+            "ok",
+        ],
+    )
     result = agent.run_sync("Find them", context=ctx(USER_A, rig))
     every, padded, quoted = (sorted(f["subject"]) for f in result.frames)
     assert every == sorted(odd)
@@ -141,11 +188,15 @@ def test_values_with_blanks_commas_quotes_and_parens_match_exactly(rig: Rig) -> 
 
 
 def test_row_cap_holds_against_the_real_server(rig: Rig) -> None:
-    agent = agent_for(rig, [
-        call("select", table="products", limit=1000),
-        call("select", table="products"),
-        "ok",
-    ], max_rows=2)
+    agent = agent_for(
+        rig,
+        [
+            call("select", table="products", limit=1000),
+            call("select", table="products"),
+            "ok",
+        ],
+        max_rows=2,
+    )
     result = agent.run_sync("All products", context=ctx(USER_A, rig))
     asked_for_more, capped = results(result)
     for r in (asked_for_more, capped):
@@ -157,12 +208,23 @@ def test_row_cap_holds_against_the_real_server(rig: Rig) -> None:
 
 def test_client_factory_gets_the_run_context_once_per_run(rig: Rig) -> None:
     calls: list[RunContext] = []
-    two_selects = Reply(tool_calls=[
-        ("supabase_select", {"table": "orders"}), ("supabase_select", {"table": "products"}),
-    ])
-    agent = agent_for(rig, [two_selects, call("select", table="tickets"), "done",
-                            call("select", table="orders"), "done"],
-                      factory=sync_factory(rig, calls))
+    two_selects = Reply(
+        tool_calls=[
+            ("supabase_select", {"table": "orders"}),
+            ("supabase_select", {"table": "products"}),
+        ]
+    )
+    agent = agent_for(
+        rig,
+        [
+            two_selects,
+            call("select", table="tickets"),
+            "done",
+            call("select", table="orders"),
+            "done",
+        ],
+        factory=sync_factory(rig, calls),
+    )
     ada, bob = rig.jwt(USER_A), rig.jwt(USER_B)
     first = agent.run_sync("Look around", context={"jwt": ada})
     second = agent.run_sync("Again", context={"jwt": bob, "team": "support"})
@@ -177,32 +239,48 @@ def test_client_factory_gets_the_run_context_once_per_run(rig: Rig) -> None:
 
 def test_async_client_reads_and_writes(rig: Rig) -> None:
     async def factory(ctx: RunContext) -> Any:
-        return await acreate_client(rig.url, rig.anon_key, options=ClientOptions(
-            headers={"Authorization": f"Bearer {ctx['jwt']}"}))
+        return await acreate_client(
+            rig.url,
+            rig.anon_key,
+            options=ClientOptions(headers={"Authorization": f"Bearer {ctx['jwt']}"}),
+        )
 
-    agent = agent_for(rig, [
-        call("select", table="orders", columns=["id"]),
-        call("insert", table="tickets", rows=[{"subject": "Async hello"}]),
-        "Filed.",
-    ], factory=factory)
+    agent = agent_for(
+        rig,
+        [
+            call("select", table="orders", columns=["id"]),
+            call("insert", table="tickets", rows=[{"subject": "Async hello"}]),
+            "Filed.",
+        ],
+        factory=factory,
+    )
     result = agent.run_sync("File a ticket", context=ctx(USER_B, rig))
     assert result.frames[0]["id"].tolist() == [4, 5]
     assert result.status == "awaiting_approval"
-    done = agent.resume_sync(result.thread_id, {result.pending[0].call_id: True},
-                             context=ctx(USER_B, rig))
+    done = agent.resume_sync(
+        result.thread_id, {result.pending[0].call_id: True}, context=ctx(USER_B, rig)
+    )
     assert done.status == "complete"
-    assert superuser_rows(rig, "SELECT user_id::text FROM tickets WHERE subject = 'Async hello'") \
-        == [(USER_B.id,)]
+    assert superuser_rows(
+        rig, "SELECT user_id::text FROM tickets WHERE subject = 'Async hello'"
+    ) == [(USER_B.id,)]
 
 
 # ---- writing ------------------------------------------------------------------------------------
 
 
 def test_approved_insert_lands_in_postgres(rig: Rig) -> None:
-    agent = agent_for(rig, [
-        call("insert", table="tickets", rows=[{"subject": "Broken widget", "body": "It squeaks."}]),
-        "Ticket filed.",
-    ])
+    agent = agent_for(
+        rig,
+        [
+            call(
+                "insert",
+                table="tickets",
+                rows=[{"subject": "Broken widget", "body": "It squeaks."}],
+            ),
+            "Ticket filed.",
+        ],
+    )
     result = agent.run_sync("File a ticket", context=ctx(USER_A, rig))
     assert result.status == "awaiting_approval"
     assert rig.shim.log == []  # nothing is sent before the user decides
@@ -221,29 +299,50 @@ def test_approved_insert_lands_in_postgres(rig: Rig) -> None:
 
 
 def test_approved_update_changes_only_the_users_own_rows(rig: Rig) -> None:
-    agent = agent_for(rig, [
-        call("update", table="tickets", values={"status": "closed"},
-             filters=[{"column": "status", "op": "in", "value": ["open", "pending"]}]),
-        "Closed.",
-    ])
+    agent = agent_for(
+        rig,
+        [
+            call(
+                "update",
+                table="tickets",
+                values={"status": "closed"},
+                filters=[{"column": "status", "op": "in", "value": ["open", "pending"]}],
+            ),
+            "Closed.",
+        ],
+    )
     result = agent.run_sync("Close all my tickets", context=ctx(USER_A, rig))
-    done = agent.resume_sync(result.thread_id, {result.pending[0].call_id: True},
-                             context=ctx(USER_A, rig))
+    done = agent.resume_sync(
+        result.thread_id, {result.pending[0].call_id: True}, context=ctx(USER_A, rig)
+    )
     assert done.status == "complete"
     assert results(done)[0].data["id"].tolist() == [1]
     assert superuser_rows(rig, "SELECT id, status FROM tickets ORDER BY id") == [
-        (1, "closed"), (2, "pending")]  # Bob's ticket matched the filter but RLS kept it
+        (1, "closed"),
+        (2, "pending"),
+    ]  # Bob's ticket matched the filter but RLS kept it
 
 
 def test_rejected_writes_do_not_land(rig: Rig) -> None:
-    agent = agent_for(rig, [
-        Reply(tool_calls=[
-            ("supabase_insert", {"table": "tickets", "rows": [{"subject": "Spam"}]}),
-            ("supabase_update", {"table": "tickets", "values": {"status": "closed"},
-                                 "filters": [{"column": "id", "op": "eq", "value": 1}]}),
-        ]),
-        "Nothing was changed.",
-    ])
+    agent = agent_for(
+        rig,
+        [
+            Reply(
+                tool_calls=[
+                    ("supabase_insert", {"table": "tickets", "rows": [{"subject": "Spam"}]}),
+                    (
+                        "supabase_update",
+                        {
+                            "table": "tickets",
+                            "values": {"status": "closed"},
+                            "filters": [{"column": "id", "op": "eq", "value": 1}],
+                        },
+                    ),
+                ]
+            ),
+            "Nothing was changed.",
+        ],
+    )
     result = agent.run_sync("Tidy up", context=ctx(USER_A, rig))
     decisions = {p.call_id: False for p in result.pending}
     assert len(decisions) == 2
@@ -253,7 +352,9 @@ def test_rejected_writes_do_not_land(rig: Rig) -> None:
     assert all(r.approval == "rejected" and r.is_error for r in results(done))
     assert rig.shim.log == []
     assert superuser_rows(rig, "SELECT id, subject, status FROM tickets ORDER BY id") == [
-        (1, "Where is my parcel?", "open"), (2, "Refund please", "pending")]
+        (1, "Where is my parcel?", "open"),
+        (2, "Refund please", "pending"),
+    ]
 
 
 def test_rls_refusal_reaches_the_model_as_an_error_and_the_run_completes(rig: Rig) -> None:
@@ -278,11 +379,19 @@ def test_rls_refusal_reaches_the_model_as_an_error_and_the_run_completes(rig: Ri
 
 
 def test_moving_a_ticket_to_another_user_is_refused_by_rls(rig: Rig) -> None:
-    agent = agent_for(rig, [
-        call("update", table="tickets", values={"user_id": USER_B.id},
-             filters=[{"column": "id", "op": "eq", "value": 1}]),
-        "Could not.",
-    ], approve_writes=False)
+    agent = agent_for(
+        rig,
+        [
+            call(
+                "update",
+                table="tickets",
+                values={"user_id": USER_B.id},
+                filters=[{"column": "id", "op": "eq", "value": 1}],
+            ),
+            "Could not.",
+        ],
+        approve_writes=False,
+    )
     result = agent.run_sync("Give my ticket to Bob", context=ctx(USER_A, rig))
     assert result.status == "complete"
     assert json.loads(results(result)[0].content)["error"]["code"] == "42501"
@@ -319,10 +428,14 @@ HOSTILE_SELECTS = [
 
 #: Values are data: sent (percent-encoded or quoted), they must match nothing and leak nothing.
 HOSTILE_VALUES = [
-    {"table": "orders", "filters": [
-        {"column": "status", "op": "eq", "value": "paid&select=*,profiles(email)"}]},
-    {"table": "orders", "filters": [
-        {"column": "status", "op": "in", "value": ["x)", "y,or=(id.eq.4", '"z"']}]},
+    {
+        "table": "orders",
+        "filters": [{"column": "status", "op": "eq", "value": "paid&select=*,profiles(email)"}],
+    },
+    {
+        "table": "orders",
+        "filters": [{"column": "status", "op": "in", "value": ["x)", "y,or=(id.eq.4", '"z"']}],
+    },
     {"table": "orders", "filters": [{"column": "status", "op": "like", "value": "*),or(id.gt.0"}]},
 ]
 
@@ -335,7 +448,7 @@ def test_hostile_selects_never_reach_the_database(rig: Rig) -> None:
 
     assert result.status == "complete"
     outcomes = results(result)
-    refused, sent = outcomes[: len(HOSTILE_SELECTS)], outcomes[len(HOSTILE_SELECTS):]
+    refused, sent = outcomes[: len(HOSTILE_SELECTS)], outcomes[len(HOSTILE_SELECTS) :]
     for args, outcome in zip(HOSTILE_SELECTS, refused, strict=True):
         assert outcome.is_error, args
         assert "error" in json.loads(outcome.content), args
@@ -358,13 +471,26 @@ def test_hostile_writes_never_reach_the_database(rig: Rig) -> None:
         ("insert", {"table": "tickets", "rows": [{"subject": "x", "limit": 1}]}),
         ("update", {"table": "tickets", "values": {"status": "closed"}}),
         ("update", {"table": "tickets", "values": {"status": "closed"}, "filters": []}),
-        ("update", {"table": "orders", "values": {"total": 0},
-                    "filters": [{"column": "id", "op": "eq", "value": 1}]}),
-        ("update", {"table": "tickets", "values": {"status": "closed"},
-                    "filters": [{"column": "secrets.value", "op": "eq", "value": "x"}]}),
+        (
+            "update",
+            {
+                "table": "orders",
+                "values": {"total": 0},
+                "filters": [{"column": "id", "op": "eq", "value": 1}],
+            },
+        ),
+        (
+            "update",
+            {
+                "table": "tickets",
+                "values": {"status": "closed"},
+                "filters": [{"column": "secrets.value", "op": "eq", "value": "x"}],
+            },
+        ),
     ]
-    agent = agent_for(rig, [*(call(tool, **args) for tool, args in writes), "No."],
-                      max_steps=len(writes) + 1)
+    agent = agent_for(
+        rig, [*(call(tool, **args) for tool, args in writes), "No."], max_steps=len(writes) + 1
+    )
     result = agent.run_sync("Give everything away", context=ctx(USER_A, rig))
 
     assert result.status == "complete"  # invalid writes fail at once, no approval is asked

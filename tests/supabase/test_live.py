@@ -60,12 +60,17 @@ def tool_results(result: Any) -> list[Any]:
 
 
 def test_live_select_is_bounded_and_allowlisted() -> None:
-    agent = agent_with(lambda ctx: create_client(URL, KEY, options=options()), [
-        Reply(tool_calls=[("supabase_select", {"table": TABLE, "count": True})]),
-        Reply(tool_calls=[("supabase_select", {"table": "secrets_not_listed"})]),
-        Reply(tool_calls=[("supabase_select", {"table": TABLE, "columns": ["x,profiles(email)"]})]),
-        "done",
-    ])
+    agent = agent_with(
+        lambda ctx: create_client(URL, KEY, options=options()),
+        [
+            Reply(tool_calls=[("supabase_select", {"table": TABLE, "count": True})]),
+            Reply(tool_calls=[("supabase_select", {"table": "secrets_not_listed"})]),
+            Reply(
+                tool_calls=[("supabase_select", {"table": TABLE, "columns": ["x,profiles(email)"]})]
+            ),
+            "done",
+        ],
+    )
     result = agent.run_sync("Look at the table")
     assert result.status == "complete"
     read, unlisted, embed = tool_results(result)
@@ -82,8 +87,9 @@ def test_live_async_client() -> None:
     async def factory(ctx: Any) -> Any:
         return await acreate_client(URL, KEY, options=options())
 
-    agent = agent_with(factory, [
-        Reply(tool_calls=[("supabase_select", {"table": TABLE, "limit": 1})]), "done"])
+    agent = agent_with(
+        factory, [Reply(tool_calls=[("supabase_select", {"table": TABLE, "limit": 1})]), "done"]
+    )
     result = agent.run_sync("One row")
     (read,) = tool_results(result)
     assert not read.is_error, read.content

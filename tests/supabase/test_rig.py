@@ -27,8 +27,14 @@ def user_client(rig: Rig, token: str | None) -> Client:
 
 def test_rls_shows_each_user_only_their_own_orders(rig: Rig) -> None:
     for user, expected in ((USER_A, [1, 2, 3]), (USER_B, [4, 5])):
-        rows = user_client(rig, rig.jwt(user)).table("orders").select("id,user_id").order("id") \
-            .execute().data
+        rows = (
+            user_client(rig, rig.jwt(user))
+            .table("orders")
+            .select("id,user_id")
+            .order("id")
+            .execute()
+            .data
+        )
         assert [r["id"] for r in rows] == expected
         assert {r["user_id"] for r in rows} == {user.id}
 
@@ -48,20 +54,30 @@ def test_service_role_bypasses_rls(rig: Rig) -> None:
 
 async def test_async_client_gets_the_same_rls(rig: Rig) -> None:
     client: AsyncClient = await acreate_client(
-        rig.url, rig.anon_key,
+        rig.url,
+        rig.anon_key,
         options=ClientOptions(headers={"Authorization": f"Bearer {rig.jwt(USER_B)}"}),
     )
-    response = await client.table("orders").select("id,total", count="exact") \
-        .order("total", desc=True).limit(1).execute()
+    response = (
+        await client.table("orders")
+        .select("id,total", count="exact")
+        .order("total", desc=True)
+        .limit(1)
+        .execute()
+    )
     assert response.data == [{"id": 4, "total": 999.00}]
     assert response.count == 2  # Content-Range: RLS applies to the count as well
 
 
 def test_rows_come_back_as_postgrest_encodes_them(rig: Rig) -> None:
-    row = user_client(rig, rig.jwt(USER_A)).table("orders").select("*").eq("id", 1) \
-        .execute().data[0]
+    row = (
+        user_client(rig, rig.jwt(USER_A)).table("orders").select("*").eq("id", 1).execute().data[0]
+    )
     assert row == {
-        "id": 1, "user_id": USER_A.id, "status": "paid", "total": 120.5,
+        "id": 1,
+        "user_id": USER_A.id,
+        "status": "paid",
+        "total": 120.5,
         "created_at": "2026-01-05T10:00:00+00:00",
         "meta": {"channel": "web", "token": "tok-a1"},
     }
@@ -108,10 +124,15 @@ def test_insert_is_checked_by_policies(rig: Rig) -> None:
 def test_insert_missing_keys_follow_the_prefer_header(rig: Rig) -> None:
     tickets = user_client(rig, rig.jwt(USER_A)).table("tickets")
     # Prefer: missing=default -> user_id takes its default, auth.uid().
-    rows = tickets.insert([{"subject": "one"}, {"subject": "two", "body": "x"}],
-                          default_to_null=False).execute().data
+    rows = (
+        tickets.insert([{"subject": "one"}, {"subject": "two", "body": "x"}], default_to_null=False)
+        .execute()
+        .data
+    )
     assert [(r["subject"], r["user_id"], r["body"]) for r in rows] == [
-        ("one", USER_A.id, ""), ("two", USER_A.id, "x")]
+        ("one", USER_A.id, ""),
+        ("two", USER_A.id, "x"),
+    ]
     # Without it, PostgREST sends NULL for a key another row has: body is NOT NULL.
     with pytest.raises(APIError) as refused:
         tickets.insert([{"subject": "three"}, {"subject": "four", "body": "y"}]).execute()
@@ -150,18 +171,25 @@ def test_secrets_table_is_readable_without_the_allowlist(rig: Rig) -> None:
         pytest.param(lambda c: c.table("orders").select("meta->>token"), id="json-path"),
         pytest.param(lambda c: c.table("orders").select("id::text"), id="cast"),
         pytest.param(lambda c: c.table("orders").select("count()"), id="aggregate"),
-        pytest.param(lambda c: c.table("orders").select("id").eq("meta->>token", "x"),
-                     id="json-path-filter"),
-        pytest.param(lambda c: c.table("orders").select("id").eq("secrets.value", "x"),
-                     id="dotted-filter"),
+        pytest.param(
+            lambda c: c.table("orders").select("id").eq("meta->>token", "x"), id="json-path-filter"
+        ),
+        pytest.param(
+            lambda c: c.table("orders").select("id").eq("secrets.value", "x"), id="dotted-filter"
+        ),
         pytest.param(lambda c: c.table("orders").select("id").eq("limit", "x"), id="reserved"),
         pytest.param(lambda c: c.table("orders").select("id").or_("id.eq.1,id.eq.4"), id="or"),
-        pytest.param(lambda c: c.table("orders").select("id").filter("status", "match", "^p"),
-                     id="raw-operator"),
-        pytest.param(lambda c: c.table("orders").select("id").order("meta->>token"),
-                     id="json-order"),
-        pytest.param(lambda c: c.table("orders").select("id").limit("5&select=*"),  # type: ignore[arg-type]
-                     id="limit-text"),
+        pytest.param(
+            lambda c: c.table("orders").select("id").filter("status", "match", "^p"),
+            id="raw-operator",
+        ),
+        pytest.param(
+            lambda c: c.table("orders").select("id").order("meta->>token"), id="json-order"
+        ),
+        pytest.param(
+            lambda c: c.table("orders").select("id").limit("5&select=*"),  # type: ignore[arg-type]
+            id="limit-text",
+        ),
         pytest.param(lambda c: c.table("orders").upsert({"id": 1, "status": "x"}), id="upsert"),
         pytest.param(lambda c: c.table("orders").delete().eq("id", 1), id="delete"),
         pytest.param(lambda c: c.rpc("anything", {}), id="rpc"),
@@ -178,8 +206,11 @@ def test_shim_refuses_what_is_outside_the_subset(rig: Rig, build: Callable[[Clie
 
 
 def test_refused_request_status_is_400(rig: Rig) -> None:
-    response = httpx.get(f"{rig.url}/rest/v1/orders", params={"select": "id,profiles(email)"},
-                         headers={"apikey": rig.anon_key})
+    response = httpx.get(
+        f"{rig.url}/rest/v1/orders",
+        params={"select": "id,profiles(email)"},
+        headers={"apikey": rig.anon_key},
+    )
     assert response.status_code == 400
     assert set(response.json()) == {"code", "message", "details", "hint"}
     walk = httpx.get(f"{rig.url}/auth/v1/admin/users", headers={"apikey": rig.service_key})

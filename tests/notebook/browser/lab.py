@@ -191,9 +191,7 @@ def start_lab(
     env = dict(os.environ)
     env.update({k: str(v) for k, v in dirs.items()})
     env["HOME"] = str(home)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.pop("JUPYTER_PATH", None)
     env.update(extra_env or {})
 
@@ -202,9 +200,14 @@ def start_lab(
     log_path = base / ("jupyterlab.log" if app == "lab" else "notebook.log")
     log_file = open(log_path, "wb")  # noqa: SIM115 - closed by LabServer.stop
     cmd = [
-        sys.executable, "-m", "jupyterlab" if app == "lab" else "notebook",
-        "--no-browser", "--allow-root",
-        "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+        sys.executable,
+        "-m",
+        "jupyterlab" if app == "lab" else "notebook",
+        "--no-browser",
+        "--allow-root",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
         "--ServerApp.terminals_enabled=False",
@@ -218,7 +221,11 @@ def start_lab(
     else:
         cmd += ["--JupyterNotebookApp.expose_app_in_browser=True"]
     process = subprocess.Popen(
-        cmd, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        cmd,
+        cwd=root,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     server = LabServer(root, home, port, token, process, log_path, log_file, app)

@@ -119,9 +119,7 @@ def command(page: Any, name: str) -> None:
 
 
 def prompts(page: Any) -> list[str]:
-    return list(
-        page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPrompt").all_inner_texts()
-    )
+    return list(page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPrompt").all_inner_texts())
 
 
 def wait_cells_done(page: Any, count: int, timeout: int = SLOW) -> None:

@@ -42,8 +42,15 @@ USER_A = RigUser("aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa", "ada@example.test")
 USER_B = RigUser("bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb", "bob@example.test")
 
 
-def mint_jwt(role: str, *, sub: str | None = None, email: str | None = None,
-             ttl: int = 3600, secret: str = JWT_SECRET, **extra: Any) -> str:
+def mint_jwt(
+    role: str,
+    *,
+    sub: str | None = None,
+    email: str | None = None,
+    ttl: int = 3600,
+    secret: str = JWT_SECRET,
+    **extra: Any,
+) -> str:
     """A token shaped like Supabase's: the API keys carry only a role, a user's has sub/email."""
     now = int(time.time())
     claims: dict[str, Any] = {"iss": "loom-nb-rig", "role": role, "iat": now, "exp": now + ttl}
@@ -76,8 +83,11 @@ class Rig:
             password = secrets.token_urlsafe(16)
             with db.connect() as conn:
                 conn.execute((HERE / "schema.sql").read_text())
-                conn.execute(psycopg.sql.SQL("ALTER ROLE authenticator PASSWORD {}")
-                             .format(psycopg.sql.Literal(password)))
+                conn.execute(
+                    psycopg.sql.SQL("ALTER ROLE authenticator PASSWORD {}").format(
+                        psycopg.sql.Literal(password)
+                    )
+                )
             shim = Shim(db.dsn("authenticator", password), JWT_SECRET, port=port).start()
         except BaseException:
             db.stop()

@@ -18,8 +18,11 @@ from . import USER_A, USER_B, Rig
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m tests.supabase.rig", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.supabase.rig",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--port", type=int, default=0, help="port for the REST shim (default: any)")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead")
     args = parser.parse_args()
@@ -38,8 +41,11 @@ def main() -> None:
         else:
             for name, value in info.items():
                 print(f"{name}={value}")
-            print("Tables: orders, products, tickets (writable), profiles, secrets. "
-                  "Serving until Ctrl-C.", flush=True)
+            print(
+                "Tables: orders, products, tickets (writable), profiles, secrets. "
+                "Serving until Ctrl-C.",
+                flush=True,
+            )
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         with contextlib.suppress(KeyboardInterrupt):

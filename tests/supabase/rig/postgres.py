@@ -98,23 +98,43 @@ class Postgres:
                 os.chown(path, user.pw_uid, user.pw_gid)
         os.chmod(self.root, 0o700)
         self._run(
-            "initdb", "-D", str(self.data), "-U", SUPERUSER, f"--pwfile={pwfile}",
-            "--auth=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync",
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            SUPERUSER,
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
         )
         pwfile.unlink()
         for attempt in range(3):
             self.port = free_port()
-            options = " ".join([
-                "-c listen_addresses=127.0.0.1",
-                f"-c port={self.port}",
-                f"-c unix_socket_directories={self.root / 'sock'}",
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-                "-c max_connections=40 -c shared_buffers=16MB -c timezone=UTC",
-            ])
+            options = " ".join(
+                [
+                    "-c listen_addresses=127.0.0.1",
+                    f"-c port={self.port}",
+                    f"-c unix_socket_directories={self.root / 'sock'}",
+                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+                    "-c max_connections=40 -c shared_buffers=16MB -c timezone=UTC",
+                ]
+            )
             try:
                 self._run(
-                    "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
-                    "-o", options, "-w", "-t", "60", "start",
+                    "pg_ctl",
+                    "-D",
+                    str(self.data),
+                    "-l",
+                    str(self.root / "server.log"),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
                 )
             except RuntimeError:
                 if attempt == 2:  # the port was taken between free_port() and start: retry
@@ -124,10 +144,14 @@ class Postgres:
             return self
         raise AssertionError("unreachable")
 
-    def dsn(self, user: str = SUPERUSER, password: str | None = None,
-            dbname: str = "postgres") -> str:
+    def dsn(
+        self, user: str = SUPERUSER, password: str | None = None, dbname: str = "postgres"
+    ) -> str:
         return psycopg.conninfo.make_conninfo(
-            host="127.0.0.1", port=self.port, user=user, dbname=dbname,
+            host="127.0.0.1",
+            port=self.port,
+            user=user,
+            dbname=dbname,
             password=self.password if password is None else password,
         )
 

@@ -38,16 +38,31 @@ from psycopg import sql
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 #: Query names PostgREST reads itself; as filter columns they would rewrite the query.
 RESERVED = {"select", "order", "limit", "offset", "columns", "on_conflict", "or", "and", "not"}
-OPERATORS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<=",
-             "like": "LIKE", "ilike": "ILIKE"}
+OPERATORS = {
+    "eq": "=",
+    "neq": "<>",
+    "gt": ">",
+    "gte": ">=",
+    "lt": "<",
+    "lte": "<=",
+    "like": "LIKE",
+    "ilike": "ILIKE",
+}
 ROLES = {"anon", "authenticated", "service_role"}
 
 
 class Refused(Exception):
     """A request outside the subset (or a bad JWT): answered with a PostgREST-style error."""
 
-    def __init__(self, status: int, code: str, message: str, details: str | None = None,
-                 hint: str | None = None, kind: str = "grammar") -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: str | None = None,
+        hint: str | None = None,
+        kind: str = "grammar",
+    ) -> None:
         super().__init__(message)
         self.status, self.kind = status, kind
         self.body = {"code": code, "message": message, "details": details, "hint": hint}
@@ -76,9 +91,13 @@ class Seen:
 
 def _ident(name: str, what: str) -> str:
     if not IDENT.match(name):
-        raise Refused(400, "PGRST100", f"the test shim only accepts plain identifiers as {what}",
-                      f"got {name!r}: embeds, '!inner', spreads, aliases, JSON paths, casts "
-                      "and quoted names are outside the subset")
+        raise Refused(
+            400,
+            "PGRST100",
+            f"the test shim only accepts plain identifiers as {what}",
+            f"got {name!r}: embeds, '!inner', spreads, aliases, JSON paths, casts "
+            "and quoted names are outside the subset",
+        )
     return name
 
 
@@ -111,14 +130,18 @@ def _in_list(raw: str) -> list[str]:
         raise Refused(400, "PGRST100", f"'in' needs a non-empty parenthesised list, got {raw!r}")
     body, values, i = raw[1:-1], [], 0
     if body[0] in " \t":
-        raise Refused(400, "PGRST100", f"'in' list {raw!r} starts with a blank",
-                      "PostgREST drops the blanks before the first item")
+        raise Refused(
+            400,
+            "PGRST100",
+            f"'in' list {raw!r} starts with a blank",
+            "PostgREST drops the blanks before the first item",
+        )
     while True:
-        if body[i:i + 1] == '"':
+        if body[i : i + 1] == '"':
             item, i = [], i + 1
             while i < len(body) and body[i] != '"':
                 i += body[i] == "\\"
-                item.append(body[i:i + 1])
+                item.append(body[i : i + 1])
                 i += 1
             if i >= len(body):
                 raise Refused(400, "PGRST100", f"unterminated quote in 'in' list {raw!r}")
@@ -133,16 +156,24 @@ def _in_list(raw: str) -> list[str]:
         if i == len(body):
             return values
         if body[i] != ",":
-            raise Refused(400, "PGRST100", f"unexpected {body[i]!r} in 'in' list {raw!r}",
-                          "quote items that contain commas, parentheses or quotes")
+            raise Refused(
+                400,
+                "PGRST100",
+                f"unexpected {body[i]!r} in 'in' list {raw!r}",
+                "quote items that contain commas, parentheses or quotes",
+            )
         i += 1
 
 
 def _filter(table: str, column: str, raw: str, params: list[Any]) -> sql.Composable:
     """One ``col=[not.]op.value`` filter as SQL; its value(s) are appended to ``params``."""
     if column.lower() in RESERVED:
-        raise Refused(400, "PGRST100", f"{column!r} is a reserved query name, not a column",
-                      "reserved names used as filter columns rewrite the query in PostgREST")
+        raise Refused(
+            400,
+            "PGRST100",
+            f"{column!r} is a reserved query name, not a column",
+            "reserved names used as filter columns rewrite the query in PostgREST",
+        )
     ident = sql.Identifier(table, _ident(column, "filter columns"))  # qualified, as PostgREST does
     negate = raw.startswith("not.")
     if negate:
@@ -163,8 +194,12 @@ def _filter(table: str, column: str, raw: str, params: list[Any]) -> sql.Composa
     elif op == "is" and value in ("null", "true", "false"):
         clause = sql.SQL("{} IS {}").format(ident, sql.SQL(value.upper()))
     else:
-        raise Refused(400, "PGRST100", f"operator {op!r} in {column}={raw!r} is outside the subset",
-                      "supported: eq neq gt gte lt lte like ilike in is(null|true|false), not.")
+        raise Refused(
+            400,
+            "PGRST100",
+            f"operator {op!r} in {column}={raw!r} is outside the subset",
+            "supported: eq neq gt gte lt lte like ilike in is(null|true|false), not.",
+        )
     return sql.SQL("NOT ({})").format(clause) if negate else clause
 
 
@@ -180,16 +215,23 @@ def _order(raw: str) -> list[sql.Composable]:
             allowed = ("asc", "desc") if i == 0 else ("nullsfirst", "nullslast")
             if mod not in allowed:
                 raise Refused(400, "PGRST100", f"order modifier {mod!r} in {term!r} is not allowed")
-            pieces.append(sql.SQL({"nullsfirst": "NULLS FIRST", "nullslast": "NULLS LAST"}
-                                  .get(mod, mod.upper())))
+            pieces.append(
+                sql.SQL(
+                    {"nullsfirst": "NULLS FIRST", "nullslast": "NULLS LAST"}.get(mod, mod.upper())
+                )
+            )
         terms.append(sql.SQL(" ").join(pieces))
     return terms
 
 
 def _int(raw: str, name: str) -> int:
     if not raw.isdigit():
-        raise Refused(400, "PGRST100", f"{name}={raw!r} is not a non-negative integer",
-                      "PostgREST silently ignores such a value, so the row cap would vanish")
+        raise Refused(
+            400,
+            "PGRST100",
+            f"{name}={raw!r} is not a non-negative integer",
+            "PostgREST silently ignores such a value, so the row cap would vanish",
+        )
     return int(raw)
 
 
@@ -210,13 +252,20 @@ class Query:
 
 def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
     q = Query(_ident(table, "table names"))
-    allowed = {"GET": {"select", "order", "limit", "offset"}, "POST": {"select", "columns"},
-               "PATCH": {"select"}}[method]
+    allowed = {
+        "GET": {"select", "order", "limit", "offset"},
+        "POST": {"select", "columns"},
+        "PATCH": {"select"},
+    }[method]
     seen: set[str] = set()
     for key, value in params:
         if key in seen and key in RESERVED:
-            raise Refused(400, "PGRST100", f"query parameter {key!r} is repeated",
-                          "PostgREST keeps only one of them; the other is silently lost")
+            raise Refused(
+                400,
+                "PGRST100",
+                f"query parameter {key!r} is repeated",
+                "PostgREST keeps only one of them; the other is silently lost",
+            )
         seen.add(key)
         if key in allowed:
             if key == "select":
@@ -242,8 +291,12 @@ def _prefer(header: str, method: str) -> dict[str, str]:
     for item in filter(None, (p.strip() for p in header.split(","))):
         name, _, value = item.partition("=")
         if value not in allowed.get(name, ()) or (name != "count" and method == "GET"):
-            raise Refused(400, "PGRST100", f"Prefer: {item} is outside the subset",
-                          "supported: count=exact, return=representation|minimal, missing=default")
+            raise Refused(
+                400,
+                "PGRST100",
+                f"Prefer: {item} is outside the subset",
+                "supported: count=exact, return=representation|minimal, missing=default",
+            )
         out[name] = value
     return out
 
@@ -255,13 +308,38 @@ def pg_status(sqlstate: str, role: str) -> int:
     """PostgREST's mapping from a PostgreSQL error code to an HTTP status."""
     if sqlstate == "42501":
         return 401 if role == "anon" else 403
-    exact = {"23503": 409, "23505": 409, "25006": 405, "42883": 404, "42P01": 404,
-             "42P17": 500, "P0001": 400}
+    exact = {
+        "23503": 409,
+        "23505": 409,
+        "25006": 405,
+        "42883": 404,
+        "42P01": 404,
+        "42P17": 500,
+        "P0001": 400,
+    }
     if sqlstate in exact:
         return exact[sqlstate]
-    by_class = {"08": 503, "09": 500, "0L": 403, "0P": 403, "25": 500, "28": 403, "2D": 500,
-                "38": 500, "39": 500, "3B": 500, "40": 500, "53": 503, "54": 500, "55": 500,
-                "57": 500, "58": 500, "F0": 500, "HV": 500, "XX": 500}
+    by_class = {
+        "08": 503,
+        "09": 500,
+        "0L": 403,
+        "0P": 403,
+        "25": 500,
+        "28": 403,
+        "2D": 500,
+        "38": 500,
+        "39": 500,
+        "3B": 500,
+        "40": 500,
+        "53": 503,
+        "54": 500,
+        "55": 500,
+        "57": 500,
+        "58": 500,
+        "F0": 500,
+        "HV": 500,
+        "XX": 500,
+    }
     return by_class.get(sqlstate[:2], 400)
 
 
@@ -299,8 +377,9 @@ class Shim:
             self.log.clear()
 
     def start(self) -> Shim:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="postgrest-shim")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="postgrest-shim"
+        )
         self._thread.start()
         return self
 
@@ -320,8 +399,12 @@ class Shim:
                 raise Refused(405, "PGRST117", f"method {seen.method} is outside the subset")
             match = re.fullmatch(r"/rest/v1/([^/]+)", seen.path)
             if not match:
-                raise Refused(400, "PGRST125", f"invalid path {seen.path!r}",
-                              "the test shim serves only /rest/v1/<table>")
+                raise Refused(
+                    400,
+                    "PGRST125",
+                    f"invalid path {seen.path!r}",
+                    "the test shim serves only /rest/v1/<table>",
+                )
             seen.table = match.group(1)
             claims = self._claims(seen.headers)
             seen.role = claims["role"]
@@ -340,13 +423,21 @@ class Shim:
         except psycopg.Error as exc:
             diag = exc.diag
             code = diag.sqlstate or "XX000"
-            body = {"code": code, "message": diag.message_primary or str(exc),
-                    "details": diag.message_detail, "hint": diag.message_hint}
+            body = {
+                "code": code,
+                "message": diag.message_primary or str(exc),
+                "details": diag.message_detail,
+                "hint": diag.message_hint,
+            }
             seen.kind, seen.error = "database", body
             status, headers, payload = pg_status(code, seen.role or "anon"), {}, json.dumps(body)
         except Exception as exc:  # a bug in the shim: answer, so the client does not retry
-            body = {"code": "SHIM", "message": f"{type(exc).__name__}: {exc}", "details": None,
-                    "hint": "a bug in tests/supabase/rig/shim.py"}
+            body = {
+                "code": "SHIM",
+                "message": f"{type(exc).__name__}: {exc}",
+                "details": None,
+                "hint": "a bug in tests/supabase/rig/shim.py",
+            }
             seen.kind, seen.error = "crash", body
             status, headers, payload = 500, {}, json.dumps(body)
         seen.status = status
@@ -367,32 +458,39 @@ class Shim:
                 raise Refused(401, "PGRST301", "Authorization must be 'Bearer <jwt>'", kind="auth")
         for value in (apikey, token):
             try:
-                claims = jwt.decode(value, self.jwt_secret, algorithms=["HS256"],
-                                    options={"verify_aud": False})
+                claims = jwt.decode(
+                    value, self.jwt_secret, algorithms=["HS256"], options={"verify_aud": False}
+                )
             except jwt.ExpiredSignatureError:
                 raise Refused(401, "PGRST303", "JWT expired", kind="auth") from None
             except jwt.PyJWTError as exc:
-                raise Refused(401, "PGRST301", f"JWT could not be decoded: {exc}",
-                              kind="auth") from None
+                raise Refused(
+                    401, "PGRST301", f"JWT could not be decoded: {exc}", kind="auth"
+                ) from None
         if claims.get("role") not in ROLES:
-            raise Refused(401, "PGRST301", f"JWT role {claims.get('role')!r} is not allowed",
-                          kind="auth")
+            raise Refused(
+                401, "PGRST301", f"JWT role {claims.get('role')!r} is not allowed", kind="auth"
+            )
         return claims
 
-    def _execute(self, seen: Seen, q: Query, claims: dict[str, Any],
-                 prefer: dict[str, str]) -> tuple[int, dict[str, str], str]:
+    def _execute(
+        self, seen: Seen, q: Query, claims: dict[str, Any], prefer: dict[str, str]
+    ) -> tuple[int, dict[str, str], str]:
         table = sql.Identifier("public", q.table)
         where = sql.SQL(" AND ").join(q.where) if q.where else sql.SQL("true")
-        returned = sql.SQL("*") if q.select is None else sql.SQL(", ").join(
-            map(sql.Identifier, q.select))
+        returned = (
+            sql.SQL("*") if q.select is None else sql.SQL(", ").join(map(sql.Identifier, q.select))
+        )
         headers: dict[str, str] = {}
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
             # What PostgREST does at the start of every request.
-            cur.execute("SELECT set_config('role', %s, true), "
-                        "set_config('request.jwt.claims', %s, true), "
-                        "set_config('request.method', %s, true), "
-                        "set_config('request.path', %s, true)",
-                        (claims["role"], json.dumps(claims), seen.method, seen.path))
+            cur.execute(
+                "SELECT set_config('role', %s, true), "
+                "set_config('request.jwt.claims', %s, true), "
+                "set_config('request.method', %s, true), "
+                "set_config('request.path', %s, true)",
+                (claims["role"], json.dumps(claims), seen.method, seen.path),
+            )
             cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(claims["role"])))
             if seen.method == "GET":
                 query = sql.SQL("SELECT {} FROM {} WHERE {}").format(returned, table, where)
@@ -407,8 +505,9 @@ class Shim:
                     params.append(q.offset)
                 rows, n = self._json(cur, query, params)
                 if prefer.get("count") == "exact":
-                    cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, where),
-                                q.params)
+                    cur.execute(
+                        sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, where), q.params
+                    )
                     total = str(cur.fetchone()[0])
                 else:
                     total = "*"
@@ -430,8 +529,12 @@ class Shim:
             return status, headers, rows
 
     @staticmethod
-    def _json(cur: psycopg.Cursor, query: sql.Composable, params: list[Any],
-              changed: sql.Composable | None = None) -> tuple[str, int]:
+    def _json(
+        cur: psycopg.Cursor,
+        query: sql.Composable,
+        params: list[Any],
+        changed: sql.Composable | None = None,
+    ) -> tuple[str, int]:
         """Rows encoded by PostgreSQL itself (json_agg), as PostgREST does. A write comes as
         ``changed``: top-level CTEs, the last one named ``changed`` that ``query`` reads."""
         outer = sql.SQL("SELECT coalesce(json_agg(r), '[]')::text, count(*) FROM ({}) r")
@@ -460,10 +563,12 @@ class Shim:
         table, ctes, parts = sql.Identifier("public", q.table), [], []
         for i, names in enumerate(groups):
             cols = sql.SQL(", ").join(map(sql.Identifier, names))
-            ctes.append(sql.SQL(
-                "{w} AS (INSERT INTO {t} ({c}) SELECT {c} FROM json_populate_recordset(NULL::{t}, "
-                "%s::json) RETURNING {n}.*)").format(w=sql.Identifier(f"w{i}"), t=table, c=cols,
-                                                     n=sql.Identifier(q.table)))
+            ctes.append(
+                sql.SQL(
+                    "{w} AS (INSERT INTO {t} ({c}) SELECT {c} "
+                    "FROM json_populate_recordset(NULL::{t}, %s::json) RETURNING {n}.*)"
+                ).format(w=sql.Identifier(f"w{i}"), t=table, c=cols, n=sql.Identifier(q.table))
+            )
             parts.append(sql.SQL("SELECT * FROM {}").format(sql.Identifier(f"w{i}")))
         ctes.append(sql.SQL("changed AS ({})").format(sql.SQL(" UNION ALL ").join(parts)))
         return sql.SQL(", ").join(ctes), [json.dumps(g) for g in groups.values()]
@@ -477,11 +582,12 @@ class Shim:
             raise Refused(400, "21000", "UPDATE requires a WHERE clause", kind="database")
         sets = sql.SQL(", ").join(
             sql.SQL("{c} = pgrst_body.{c}").format(c=sql.Identifier(_ident(k, "update columns")))
-            for k in body)
+            for k in body
+        )
         change = sql.SQL(
             "changed AS (UPDATE {t} SET {s} FROM json_populate_record(NULL::{t}, %s::json) "
-            "pgrst_body WHERE {w} RETURNING {n}.*)").format(
-                t=sql.Identifier("public", q.table), s=sets, w=where, n=sql.Identifier(q.table))
+            "pgrst_body WHERE {w} RETURNING {n}.*)"
+        ).format(t=sql.Identifier("public", q.table), s=sets, w=where, n=sql.Identifier(q.table))
         return change, [json.dumps(body), *q.params]
 
     # ---- connections as authenticator, reused across requests ----
@@ -521,13 +627,27 @@ def _handler(shim: Shim) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = raw.decode(errors="replace")
-            seen = Seen(self.command, url.path, parse_qsl(url.query, keep_blank_values=True),
-                        {k.lower(): v for k, v in self.headers.items()}, body)
+            seen = Seen(
+                self.command,
+                url.path,
+                parse_qsl(url.query, keep_blank_values=True),
+                {k.lower(): v for k, v in self.headers.items()},
+                body,
+            )
             if isinstance(body, str):
                 seen.status, seen.kind = 400, "grammar"
-                status, headers, payload = 400, {}, json.dumps(
-                    {"code": "PGRST102", "message": "Empty or invalid json", "details": None,
-                     "hint": None}).encode()
+                status, headers, payload = (
+                    400,
+                    {},
+                    json.dumps(
+                        {
+                            "code": "PGRST102",
+                            "message": "Empty or invalid json",
+                            "details": None,
+                            "hint": None,
+                        }
+                    ).encode(),
+                )
                 with shim._lock:
                     shim.log.append(seen)
             else:
