@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb import _runner
+from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import RunError, ThreadNotFound, UserError
-from loom_nb._loop import ApprovalRequested, EventHandler, MessageAdded, Run, RunEvent
+from loom_nb._events import EventHandler
 from loom_nb._messages import (
     Message,
     PendingApproval,
@@ -24,19 +24,12 @@ from loom_nb._messages import (
     Usage,
     new_thread_id,
 )
+from loom_nb._run import Run, RunDeps
 from loom_nb._store import MemoryStore, Store
 from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, resolve_model
 
-__all__ = [
-    "Agent",
-    "ApprovalRequested",
-    "Decision",
-    "MessageAdded",
-    "RunEvent",
-    "RunResult",
-    "define_agent",
-]
+__all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
 
 @dataclass
@@ -183,7 +176,7 @@ class Agent:
         on_event: EventHandler | None = None,
     ) -> RunResult:
         """:meth:`run` for scripts and notebook cells (works inside Jupyter's running loop)."""
-        return _runner.run_sync(
+        return _loop_thread.run_sync(
             self.run(prompt, thread_id=thread_id, context=context, on_event=on_event)
         )
 
@@ -196,7 +189,7 @@ class Agent:
         on_event: EventHandler | None = None,
     ) -> RunResult:
         """:meth:`resume` for scripts and notebook cells."""
-        return _runner.run_sync(
+        return _loop_thread.run_sync(
             self.resume(thread_id, decisions, context=context, on_event=on_event)
         )
 
@@ -236,6 +229,18 @@ class Agent:
             )
         return str(user_id)
 
+    def _run_deps(self) -> RunDeps:
+        # Taken per run, so a run sees the agent as it is when the run starts.
+        return RunDeps(
+            agent_name=self.name,
+            model=self.model,
+            instructions=self.instructions,
+            tools=self.tools,
+            store=self.store,
+            settings=self.model_settings,
+            max_steps=self.max_steps,
+        )
+
     def _load(self, thread_id: str, user_id: str | None) -> Thread:
         thread = self.store.load(thread_id, user_id=user_id)
         if thread is None or thread.agent != self.name:
@@ -256,7 +261,7 @@ class Agent:
         if thread.id in self._running:
             raise UserError(f"thread {thread.id} is already running; wait for that run to end")
         self._running.add(thread.id)
-        run = Run(self, thread, context, on_event)
+        run = Run(self._run_deps(), thread, context, on_event)
         try:
             await run.execute(prompt)
         finally:

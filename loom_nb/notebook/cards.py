@@ -1,6 +1,6 @@
 """Approval cards: what exactly will be written, with Approve / Reject buttons.
 
-A click never blocks the kernel: it hands the decision to the private loop (``_runner``) and
+A click never blocks the kernel: it hands the decision to the private loop (``_loop_thread``) and
 returns. Clicks may arrive on any thread (a JupyterLab subshell with ipykernel 7.3), so the
 one-decision guard is a lock in code, not only disabled buttons.
 """

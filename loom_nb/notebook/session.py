@@ -1,7 +1,7 @@
 """The kernel-side state behind the magics: the current thread per agent, runs, decisions.
 
-Cells run an agent with ``_runner.run_sync`` (the private loop on its daemon thread; the
-kernel stays unpatched). Buttons start work with ``_runner.submit`` and return at once, from
+Cells run an agent with ``_loop_thread.run_sync`` (the private loop on its daemon thread; the
+kernel stays unpatched). Buttons start work with ``_loop_thread.submit`` and return at once, from
 whatever thread delivers the click. Everything that touches one thread's pending calls runs
 under one asyncio lock per thread on that loop, so two quick clicks never resume twice.
 """
@@ -19,9 +19,10 @@ from typing import Any, Protocol
 
 from IPython.core.error import UsageError
 
-from loom_nb import _runner
-from loom_nb._agent import Agent, Decision, RunEvent, RunResult
+from loom_nb import _loop_thread
+from loom_nb._agent import Agent, Decision, RunResult
 from loom_nb._errors import RunError, UserError
+from loom_nb._events import RunEvent
 from loom_nb._messages import PendingApproval, Thread
 
 
@@ -375,14 +376,14 @@ class Session:
     # ---- helpers ------------------------------------------------------------------------------
 
     def _submit(self, coro: Coroutine[Any, Any, RunResult]) -> concurrent.futures.Future[Any]:
-        future = _runner.submit(coro)
+        future = _loop_thread.submit(coro)
         with self._lock:
             self.futures = [f for f in self.futures if not f.done()] + [future]
         return future
 
     def _run(self, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
         with usage_errors():
-            return _runner.run_sync(coro)
+            return _loop_thread.run_sync(coro)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every run started by a button or the chat has ended."""

@@ -7,8 +7,9 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from loom_nb._agent import ApprovalRequested, MessageAdded, RunEvent, RunResult
+from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
+from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
 from loom_nb.notebook._html import records_frame, shape_text, to_json

@@ -1,6 +1,6 @@
 """The thread as ipywidgets: messages, collapsed tool calls, bounded tables, approval cards.
 
-Events arrive on the private loop's thread (``loom_nb._runner``). Streamed text is batched:
+Events arrive on the private loop's thread (``loom_nb._loop_thread``). Streamed text is batched:
 the assistant's message is re-sent at most once per ``interval`` seconds (leading and
 trailing edge), so a long reply costs a handful of comm messages, not one per token.
 """
@@ -16,8 +16,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb._agent import ApprovalRequested, MessageAdded, RunEvent, RunResult
+from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
+from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
 from loom_nb.notebook._html import (

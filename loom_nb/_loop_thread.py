@@ -1,4 +1,4 @@
-"""Synchronous entry points: one private event loop on a daemon thread.
+"""The private event-loop thread: one asyncio loop on a daemon thread, for synchronous calls.
 
 Scripts, terminal IPython and notebook cells all call ``run_sync``. Inside Jupyter the kernel's
 own loop is already running in the main thread, so the coroutine runs on this private loop

@@ -2,6 +2,8 @@
 
 One :class:`Run` drives one thread until it completes, stops for approval, or fails. Each
 completed message is appended to the store at once, so an interrupted run keeps what finished.
+The loop is given what it reads as one :class:`RunDeps`; it never sees the ``Agent``, so this
+module does not import ``loom_nb._agent`` (the agent imports it).
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ import asyncio
 import contextlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loom_nb._context import RunContext
 from loom_nb._errors import LoomError, ModelError, RunError, StepLimitExceeded, UserError
+from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEvent
 from loom_nb._messages import (
     Message,
     PendingApproval,
@@ -26,35 +29,27 @@ from loom_nb._messages import (
     Usage,
     now,
 )
+from loom_nb._store import Store
 from loom_nb._tools import Tool, ToolInputError
-from loom_nb.models import ModelRequest, TextDelta, ToolDefinition
-
-if TYPE_CHECKING:
-    from loom_nb._agent import Agent
+from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
 
 REJECTED = "The user rejected this call; nothing was run or written."
 
 
-@dataclass
-class MessageAdded:
-    """A message completed and was saved."""
+@dataclass(frozen=True)
+class RunDeps:
+    """Everything the loop reads from its agent, taken when a run starts."""
 
-    message: Message
-    #: The thread it was saved in (known before the run returns, e.g. for a new thread).
-    thread_id: str | None = None
-
-
-@dataclass
-class ApprovalRequested:
-    """The run stopped: these calls wait for Approve / Reject."""
-
-    pending: list[PendingApproval]
-    thread_id: str | None = None
-
-
-#: What ``on_event`` receives while a run streams.
-RunEvent = TextDelta | MessageAdded | ApprovalRequested
-EventHandler = Callable[[RunEvent], Awaitable[None] | None]
+    #: The agent's name, given to tools as ``ctx.agent``.
+    agent_name: str
+    model: Model
+    instructions: str | None
+    #: By the name the model calls them.
+    tools: Mapping[str, Tool]
+    store: Store
+    settings: ModelSettings
+    #: Model turns allowed before the run fails with :class:`StepLimitExceeded`.
+    max_steps: int
 
 
 class Run:
@@ -62,16 +57,16 @@ class Run:
 
     def __init__(
         self,
-        agent: Agent,
+        deps: RunDeps,
         thread: Thread,
         context: Mapping[str, Any] | None,
         on_event: EventHandler | None,
     ) -> None:
-        self.agent = agent
+        self.deps = deps
         self.thread = thread
-        self.store = agent.store
+        self.store = deps.store
         self.on_event = on_event
-        self.ctx = RunContext(agent.name, thread.id, thread.user_id, dict(context or {}))
+        self.ctx = RunContext(deps.agent_name, thread.id, thread.user_id, dict(context or {}))
         self.new_messages: list[Message] = []
         self.failure: RunError | None = None
 
@@ -124,7 +119,7 @@ class Run:
             self.save()
 
     async def _loop(self) -> None:
-        for _ in range(self.agent.max_steps):
+        for _ in range(self.deps.max_steps):
             message = await self._model_turn()
             await self.add(message)
             calls = message.tool_calls
@@ -134,25 +129,25 @@ class Run:
             if await self._run_calls(calls):
                 return  # stopped for approval
         raise StepLimitExceeded(
-            f"the agent made {self.agent.max_steps} model turns without finishing; "
+            f"the agent made {self.deps.max_steps} model turns without finishing; "
             "raise define_agent(max_steps=...) or ask a narrower question"
         )
 
     async def _model_turn(self) -> Message:
-        agent = self.agent
+        deps = self.deps
         request = ModelRequest(
-            instructions=agent.instructions,
+            instructions=deps.instructions,
             messages=list(self.thread.messages),
             tools=[
                 ToolDefinition(t.name or n, t.description, t.parameters)
-                for n, t in agent.tools.items()
+                for n, t in deps.tools.items()
             ],
-            settings=agent.model_settings,
+            settings=deps.settings,
         )
         text: list[str] = []
         calls: list[ToolCall] = []
         usage = Usage()
-        stream = agent.model.stream(request)
+        stream = deps.model.stream(request)
         try:
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -165,13 +160,13 @@ class Run:
         except (LoomError, asyncio.CancelledError):
             raise
         except Exception as exc:
-            raise ModelError(f"{agent.model.name} failed: {type(exc).__name__}: {exc}") from exc
+            raise ModelError(f"{deps.model.name} failed: {type(exc).__name__}: {exc}") from exc
         finally:  # a cancelled run releases the provider's response now, not at garbage collection
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
         parts: list[Any] = [TextPart("".join(text))] if text else []
-        return Message("assistant", parts + calls, usage=usage, model=agent.model.name)
+        return Message("assistant", parts + calls, usage=usage, model=deps.model.name)
 
     async def _run_calls(self, calls: Sequence[ToolCall]) -> bool:
         """Run the calls that need no approval; save the rest as pending. True if any wait."""
@@ -199,12 +194,12 @@ class Run:
         return False
 
     def _check(self, call: ToolCall) -> Tool | ToolResult:
-        tool = self.agent.tools.get(call.name)
+        tool = self.deps.tools.get(call.name)
         if tool is None:
             return _error(
                 call,
                 f"There is no tool named {call.name!r}. Available tools: "
-                f"{', '.join(sorted(self.agent.tools)) or 'none'}.",
+                f"{', '.join(sorted(self.deps.tools)) or 'none'}.",
             )
         if call.arguments is None:
             return _error(
@@ -241,7 +236,7 @@ class Run:
 
     async def _finish_approvals(self) -> None:
         pending = self.thread.pending
-        tools = self.agent.tools
+        tools = self.deps.tools
         runs = []
         for p in pending:
             call = ToolCall(p.call_id, p.tool, p.arguments)
