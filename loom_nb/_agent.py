@@ -53,6 +53,7 @@ class RunResult:
 
     @property
     def thread_id(self) -> str:
+        """The id of the thread the run went on, to continue it later."""
         return self.thread.id
 
     @property
@@ -65,10 +66,12 @@ class RunResult:
 
     @property
     def pending(self) -> list[PendingApproval]:
+        """The calls waiting for approval (empty unless ``status == "awaiting_approval"``)."""
         return self.thread.pending
 
     @property
     def usage(self) -> Usage:
+        """Tokens and requests of this run's model turns, added up."""
         total = Usage()
         for m in self.new_messages:
             if m.usage is not None:
@@ -210,9 +213,12 @@ class Agent:
     def search(
         self, text: str, *, context: Mapping[str, Any] | None = None, limit: int = 50
     ) -> list[ThreadInfo]:
+        """This agent's threads with a message containing ``text`` (case-insensitive), newest
+        first."""
         return self.store.search(text, agent=self.name, user_id=self._user_id(context), limit=limit)
 
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
+        """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""
         self._load(thread_id, self._user_id(context))  # same "not found" for foreign threads
         self.store.delete(thread_id, user_id=self._user_id(context))
 

@@ -71,6 +71,7 @@ class Run:
         self.failure: RunError | None = None
 
     async def emit(self, event: RunEvent) -> None:
+        """Hand ``event`` to ``on_event``, awaiting it if it is async."""
         if self.on_event is not None:
             outcome = self.on_event(event)
             if inspect.isawaitable(outcome):
@@ -85,10 +86,16 @@ class Run:
         await self.emit(MessageAdded(message, self.thread.id))
 
     def save(self) -> None:
+        """Save the thread's record (status, pending calls, error), not its messages."""
         self.thread.updated_at = now()
         self.store.save_thread(self.thread)
 
     async def execute(self, prompt: str | None) -> None:
+        """Send ``prompt``, or go on after approvals (``None``), until the run ends.
+
+        A :class:`RunError` is recorded and kept in :attr:`failure`; anything else is recorded
+        in the thread and raised.
+        """
         self.thread.error = None
         try:
             if prompt is not None:

@@ -62,5 +62,5 @@ def test_keyboard_interrupt_cancels_the_run_and_keeps_what_completed():
 
 def test_user_error_type_is_kept():
     agent = define_agent(name="a", model=ReplayModel([]))
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match="the prompt is empty"):
         agent.run_sync("")
