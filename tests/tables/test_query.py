@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 
 from loom_nb import UserError
-from loom_nb._query import (
-    Filter,
-    parse_insert,
-    parse_select,
-    parse_tables,
-    parse_update,
-    select_schema,
-)
+from loom_nb._tables.grammar import Filter, parse_insert, parse_select, parse_update
+from loom_nb._tables.options import parse_tables
+from loom_nb._tables.schemas import select_schema
 from loom_nb._tools import ToolInputError
 
 TABLES = parse_tables(

@@ -86,11 +86,11 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._errors import UserError
-from loom_nb._frames.aggregate import AGGREGATE_FUNCTIONS
-from loom_nb._frames.connector import frame_connector
-from loom_nb._frames.tables import Tables, check_frame
-from loom_nb._query import check_connector_options, parse_tables
+from loom_nb._tables.options import check_connector_options, parse_tables
 from loom_nb._tools import Connector
+from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
+from loom_nb.frames._allowlist import Tables, check_frame
+from loom_nb.frames._connector import frame_connector
 
 __all__ = ["AGGREGATE_FUNCTIONS", "frame_tools"]
 

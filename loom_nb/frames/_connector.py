@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_nb._frames import reads
-from loom_nb._frames.aggregate import aggregate_schema
-from loom_nb._frames.tables import Tables
-from loom_nb._frames.writes import Writes
-from loom_nb._query import insert_schema, select_schema, update_schema
+from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
 from loom_nb._tools import Connector, Tool, connector, tool
+from loom_nb.frames import _reads as reads
+from loom_nb.frames._aggregate import aggregate_schema
+from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._writes import Writes
 
 
 def frame_connector(tables: Tables, approve_writes: bool) -> Connector:

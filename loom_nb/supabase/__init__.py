@@ -80,33 +80,25 @@ import pandas as pd
 
 from loom_nb._context import RunContext
 from loom_nb._errors import UserError
-from loom_nb._query import (
-    Insert,
-    Select,
+from loom_nb._render import frame_for_model
+from loom_nb._tables.filter_text import filter_dict, where_text
+from loom_nb._tables.grammar import Insert, Select, Update, parse_insert, parse_select, parse_update
+from loom_nb._tables.options import (
     TableSpec,
-    Update,
     check_connector_options,
     describe_tables,
-    insert_schema,
-    parse_insert,
-    parse_select,
     parse_tables,
-    parse_update,
-    select_schema,
-    update_schema,
-    where_text,
 )
-from loom_nb._render import frame_for_model
-from loom_nb._supabase_query import (
+from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
+from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
+from loom_nb.supabase._query import (
     build_insert,
     build_select,
     build_update,
     check_json_values,
-    filter_dict,
     sendable_filters,
 )
-from loom_nb._supabase_responses import error_output, records_to_frame, rows_of, send
-from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
+from loom_nb.supabase._responses import error_output, records_to_frame, rows_of, send
 
 __all__ = ["ClientFactory", "supabase_tools"]
 

@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loom_nb._frames.filters import filter_mask
-from loom_nb._frames.tables import Tables, integer_index
-from loom_nb._frames.values import BadValue, holds_missing, value_to_write
 from loom_nb._messages import arguments_digest
-from loom_nb._query import parse_insert, parse_update, where_text
 from loom_nb._render import frame_for_model
+from loom_nb._tables.filter_text import where_text
+from loom_nb._tables.grammar import parse_insert, parse_update
 from loom_nb._tools import ToolInputError, ToolOutput
+from loom_nb.frames._allowlist import Tables, integer_index
+from loom_nb.frames._filters import filter_mask
+from loom_nb.frames._values import BadValue, holds_missing, value_to_write
 
 
 @dataclass
