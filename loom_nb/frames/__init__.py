@@ -78,6 +78,11 @@ the new rows or values, and ``id(orders)`` does not change.
   never writes.
 """
 
+# The machinery, a concept a module: _values (what a JSON value means for a column's dtype),
+# _filters (filter masks, SQL LIKE), _aggregate, _allowlist (the usable frames, their allowed
+# columns and locks), _reads, _writes (checked before approval, done in place) and _connector
+# (these operations, handed to the table tools' builder in loom_nb._tables).
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,11 +1,10 @@
-"""The tools of ``frame_tools``: names, descriptions for the model, input schemas."""
+"""The DataFrame backend of the table tools: the operations of ``frame_tools``, and what its
+tools add to the shared descriptions."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
-from loom_nb._tools import Connector, Tool, connector, tool
+from loom_nb._tables.builder import Read, Write, table_connector
+from loom_nb._tools import Connector, tool
 from loom_nb.frames import _reads as reads
 from loom_nb.frames._aggregate import aggregate_schema
 from loom_nb.frames._allowlist import Tables
@@ -14,68 +13,41 @@ from loom_nb.frames._writes import Writes
 
 def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
     """list_tables, select and aggregate; append and update when some frame is writable."""
-    n, specs, max_rows = tables.name, tables.specs, tables.max_rows
-    none: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-    tools: dict[str, Tool] = {
-        f"{n}_list_tables": tool(
-            name=f"{n}_list_tables",
-            description=(
-                "List the tables (pandas DataFrames) you can query: name, description, row "
-                "count, columns with dtypes (and the values of categorical columns), and "
-                "whether you may write to it. Call this first."
-            ),
-            input=none,
-            run=lambda _args: reads.list_tables(tables),
+    n, max_rows = tables.name, tables.max_rows
+    writes = Writes(tables, approve_writes)
+    aggregate = tool(
+        description=(
+            "Summarize one table: group_by columns and aggregates [{fn, column}] with fn "
+            "count, sum, mean, min or max (count without a column counts rows). Output "
+            "columns are named fn_column (count for the row count); order may use them, "
+            f"e.g. [{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. At "
+            f"most {max_rows} groups per call; the total number of groups is reported."
         ),
-        f"{n}_select": tool(
-            name=f"{n}_select",
-            description=(
-                "Read rows of one table. filters (all must match): op is eq, neq, gt, gte, "
-                "lt, lte, like / ilike (SQL wildcards: % any text, _ one character; ilike "
-                "ignores case), in (a list of values) or is_null; not=true negates. Missing "
-                "values match only is_null. Give timestamps as ISO 8601 strings. order sorts "
-                f"(missing values last). At most {max_rows} rows per call: page with offset; "
-                "count=true also returns the number of matching rows."
-            ),
-            input=select_schema(specs, max_rows),
-            run=lambda args: reads.select(tables, args),
+        input=aggregate_schema(tables.specs, max_rows),
+        run=lambda args: reads.aggregate(tables, args),
+    )
+    return table_connector(
+        n,
+        tables.specs,
+        max_rows=max_rows,
+        approve_writes=approve_writes,
+        list_tables=Read(
+            lambda _args: reads.list_tables(tables),
+            notes=" The tables are pandas DataFrames: each also gives its row count, and each "
+            "column its dtype (and the values of a categorical column). Call this first.",
         ),
-        f"{n}_aggregate": tool(
-            name=f"{n}_aggregate",
-            description=(
-                "Summarize one table: group_by columns and aggregates [{fn, column}] with fn "
-                "count, sum, mean, min or max (count without a column counts rows). Output "
-                "columns are named fn_column (count for the row count); order may use them, "
-                f"e.g. [{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. At "
-                f"most {max_rows} groups per call; the total number of groups is reported."
-            ),
-            input=aggregate_schema(specs, max_rows),
-            run=lambda args: reads.aggregate(tables, args),
+        select=Read(
+            lambda args: reads.select(tables, args),
+            notes=" Missing values match only is_null. Give timestamps as ISO 8601 strings. "
+            "order sorts (missing values last).",
         ),
-    }
-    if any(s.write for s in specs.values()):
-        writes = Writes(tables, approve_writes)
-        gate = " The user approves each call before anything is written." if approve_writes else ""
-        tools[f"{n}_append"] = tool(
-            name=f"{n}_append",
-            description=(
-                "Append rows to a writable table: rows is a list of {column: value}; "
-                "omitted columns are left empty where the column allows it." + gate
-            ),
-            input=insert_schema(specs),
-            run=writes.append,
-            needs_approval=writes.needs_approval(writes.plan_append),
+        more_reads={"aggregate": aggregate},
+        insert_as="append",
+        insert=Write(
+            writes.append,
+            check=writes.check_append,
             preview=writes.preview_append,
-        )
-        tools[f"{n}_update"] = tool(
-            name=f"{n}_update",
-            description=(
-                "Set values on the rows of a writable table that match all filters (same "
-                f"filters as {n}_select; at least one is required)." + gate
-            ),
-            input=update_schema(specs),
-            run=writes.update,
-            needs_approval=writes.needs_approval(writes.plan_update),
-            preview=writes.preview_update,
-        )
-    return connector(n, tools)
+            notes=" Omitted columns are left empty where the column allows it.",
+        ),
+        update=Write(writes.update, check=writes.check_update, preview=writes.preview_update),
+    )

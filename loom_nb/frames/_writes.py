@@ -110,26 +110,25 @@ class Writes:
         mask = filter_mask(df, table, up.filters)
         return Plan(table, values=values, mask=mask, where=where_text(up.filters))
 
-    # -- approval --
+    # -- before approval --
 
-    def needs_approval(
-        self, plan: Callable[[dict[str, Any]], Plan]
-    ) -> Callable[[dict[str, Any]], bool]:
-        """Ask for approval only for calls that can work; the others are answered at once."""
+    def check_append(self, args: dict[str, Any]) -> None:
+        self._check(args, self.plan_append)
 
-        def rule(args: dict[str, Any]) -> bool:
-            if not self.approve_writes:
-                return False
-            try:
-                with self.tables.lock_for(args):
-                    plan(args)
-            except ToolInputError:
-                with self._refused_lock:
-                    self._refused[arguments_digest(args)] += 1
-                return False
-            return True
+    def check_update(self, args: dict[str, Any]) -> None:
+        self._check(args, self.plan_update)
 
-        return rule
+    def _check(self, args: dict[str, Any], plan: Callable[[dict[str, Any]], Plan]) -> None:
+        """Plan the write as the frame is now; raises :class:`ToolInputError` when it cannot
+        work. Such a call is answered at once instead of being approved, so it is remembered:
+        it never writes (see :meth:`_write`)."""
+        try:
+            with self.tables.lock_for(args):
+                plan(args)
+        except ToolInputError:
+            with self._refused_lock:
+                self._refused[arguments_digest(args)] += 1
+            raise
 
     def _write(
         self,
