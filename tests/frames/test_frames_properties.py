@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
-from loom_nb._query import OPERATORS
+from loom_nb._tables.grammar import OPERATORS
 from loom_nb._tools import Connector, ToolInputError, ToolOutput, to_output
 from loom_nb.frames import frame_tools
 

@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 
 from loom_nb import UserError
-from loom_nb._query import (
-    Filter,
-    parse_insert,
-    parse_select,
-    parse_tables,
-    parse_update,
-    select_schema,
-)
+from loom_nb._tables.grammar import Filter, parse_insert, parse_select, parse_update
+from loom_nb._tables.options import parse_tables
+from loom_nb._tables.schemas import select_schema
 from loom_nb._tools import ToolInputError
 
 TABLES = parse_tables(
@@ -59,22 +54,31 @@ def test_limit_is_clamped_to_max_rows():
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "message"),
     [
-        {"table": "users"},
-        {"table": "orders", "columns": ["meta->>x"]},
-        {"table": "orders", "columns": ["notes"]},
-        {"table": "notes", "columns": ["limit"]},
-        {"table": "notes", "columns": ["Order"]},
-        {"table": "orders", "filters": [{"column": "id", "op": "regex", "value": "x"}]},
-        {"table": "orders", "filters": [{"column": "id", "op": "in", "value": [None]}]},
-        {"table": "orders", "filters": [{"column": "id", "op": "is_null", "value": "x"}]},
-        {"table": "orders", "limit": True},
-        {"table": "orders", "offset": -1},
+        ({"table": "users"}, r"unknown table 'users'; the tables are \['notes', 'orders'\]"),
+        ({"table": "orders", "columns": ["meta->>x"]}, "'meta->>x' is not a plain column name"),
+        ({"table": "orders", "columns": ["notes"]}, "column 'notes' is not available in 'orders'"),
+        ({"table": "notes", "columns": ["limit"]}, "'limit' is not a plain column name"),
+        ({"table": "notes", "columns": ["Order"]}, "'Order' is not a plain column name"),
+        (
+            {"table": "orders", "filters": [{"column": "id", "op": "regex", "value": "x"}]},
+            r"filters\[0\]\.op 'regex' is not one of",
+        ),
+        (
+            {"table": "orders", "filters": [{"column": "id", "op": "in", "value": [None]}]},
+            r"filters\[0\]\.value: expected a string, number or boolean, got None",
+        ),
+        (
+            {"table": "orders", "filters": [{"column": "id", "op": "is_null", "value": "x"}]},
+            r"filters\[0\]: is_null takes no value",
+        ),
+        ({"table": "orders", "limit": True}, "limit must be a non-negative integer, got True"),
+        ({"table": "orders", "offset": -1}, "offset must be a non-negative integer, got -1"),
     ],
 )
-def test_select_refusals(args):
-    with pytest.raises(ToolInputError):
+def test_select_refusals(args, message):
+    with pytest.raises(ToolInputError, match=message):
         parse_select(args, TABLES, 50)
 
 
@@ -89,11 +93,16 @@ def test_writes_need_a_writable_table_and_updates_a_filter():
 
 
 @pytest.mark.parametrize(
-    "tables",
-    [{"a-b": {}}, {"t": {"columns": []}}, {"t": {"columns": ["x", "x"]}}, {"t": {"cols": []}}],
+    ("tables", "message"),
+    [
+        ({"a-b": {}}, "table name 'a-b' is not a plain identifier"),
+        ({"t": {"columns": []}}, r"tables\['t'\]\['columns'\] must be a non-empty list of names"),
+        ({"t": {"columns": ["x", "x"]}}, r"tables\['t'\]\['columns'\] lists a column twice"),
+        ({"t": {"cols": []}}, r"tables\['t'\] has unknown option\(s\) \['cols'\]"),
+    ],
 )
-def test_table_configuration_mistakes(tables):
-    with pytest.raises(UserError):
+def test_table_configuration_mistakes(tables, message):
+    with pytest.raises(UserError, match=message):
         parse_tables(tables)
 
 
@@ -121,4 +130,7 @@ def test_both_table_connectors_check_their_options_alike(bad: object) -> None:
             make(approve_writes="yes")
         with pytest.raises(UserError, match="max_rows must be a positive int"):
             make(max_rows=0)
-        assert make(name="shop_2")  # letters, digits, '_' and '-' are fine
+        for fine in ("shop_2", "Shop-2"):  # letters, digits, '_' and '-' are fine
+            made = make(name=fine)
+            assert made.name == fine and f"{fine}_select" in made.tools
+            assert all(tool.startswith(f"{fine}_") for tool in made.tools)

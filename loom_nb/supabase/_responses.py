@@ -15,7 +15,7 @@ import httpx
 import pandas as pd
 from postgrest.exceptions import APIError
 
-from loom_nb._query import TableSpec
+from loom_nb._tables.options import TableSpec
 from loom_nb._tools import ToolOutput
 
 _TIMESTAMP = re.compile(

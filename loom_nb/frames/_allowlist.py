@@ -11,9 +11,9 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from loom_nb._errors import UserError
-from loom_nb._frames.values import holds_missing
-from loom_nb._query import IDENTIFIER, RESERVED, TableSpec
+from loom_nb._tables.options import IDENTIFIER, RESERVED, TableSpec
 from loom_nb._tools import ToolInputError
+from loom_nb.frames._values import holds_missing
 
 
 def check_frame(table: str, spec: TableSpec, frame: pd.DataFrame) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loom_nb._frames.values import BadValue, category_list, is_text, value_for
-from loom_nb._query import Filter
+from loom_nb._tables.grammar import Filter
 from loom_nb._tools import ToolInputError
+from loom_nb.frames._values import BadValue, category_list, is_text, value_for
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "eq": lambda c, v: c == v,

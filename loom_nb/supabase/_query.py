@@ -1,4 +1,4 @@
-"""Supabase requests from checked queries, and filters as the approval card shows them.
+"""Supabase requests from checked queries.
 
 Every piece of a request comes from a checked value: the table from the allowlist, columns and
 ``order`` from plain identifiers, filters through the client's named methods (never ``or_`` or
@@ -12,7 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loom_nb._query import Filter, Insert, Select, TableSpec, Update
+from loom_nb._tables.grammar import Filter, Insert, Select, Update
+from loom_nb._tables.options import TableSpec
 from loom_nb._tools import ToolInputError
 
 
@@ -115,15 +116,3 @@ def check_json_values(arguments: Mapping[str, Any]) -> None:
     for key in ("rows", "values"):
         if key in arguments:
             walk(arguments[key], key)
-
-
-# ---- filters as a person reads them -----------------------------------------------------------
-
-
-def filter_dict(f: Filter) -> dict[str, Any]:
-    out: dict[str, Any] = {"column": f.column, "op": f.op}
-    if f.op != "is_null":
-        out["value"] = list(f.value) if isinstance(f.value, tuple) else f.value
-    if f.negate:
-        out["not"] = True
-    return out

@@ -9,20 +9,18 @@ from typing import Any
 
 import pandas as pd
 
-from loom_nb._frames.values import dtype_kind
-from loom_nb._query import (
-    IDENTIFIER,
+from loom_nb._tables.grammar import (
     Filter,
-    TableSpec,
     check_column,
-    filters_schema,
     lookup_table,
     parse_filters,
     parse_int,
     parse_order,
-    select_schema,
 )
+from loom_nb._tables.options import IDENTIFIER, TableSpec
+from loom_nb._tables.schemas import filters_schema, select_schema
 from loom_nb._tools import ToolInputError
+from loom_nb.frames._values import dtype_kind
 
 AGGREGATE_FUNCTIONS: tuple[str, ...] = ("count", "sum", "mean", "min", "max")
 

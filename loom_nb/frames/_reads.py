@@ -7,13 +7,13 @@ from typing import Any
 
 import pandas as pd
 
-from loom_nb._frames.aggregate import check_aggregate, compute_aggregate, parse_aggregate
-from loom_nb._frames.filters import filter_mask
-from loom_nb._frames.tables import Tables
-from loom_nb._frames.values import category_list
-from loom_nb._query import Select, parse_select
 from loom_nb._render import frame_for_model
+from loom_nb._tables.grammar import Select, parse_select
 from loom_nb._tools import ToolInputError, ToolOutput
+from loom_nb.frames._aggregate import check_aggregate, compute_aggregate, parse_aggregate
+from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._filters import filter_mask
+from loom_nb.frames._values import category_list
 
 
 def list_tables(tables: Tables) -> ToolOutput:

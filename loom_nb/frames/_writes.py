@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loom_nb._frames.filters import filter_mask
-from loom_nb._frames.tables import Tables, integer_index
-from loom_nb._frames.values import BadValue, holds_missing, value_to_write
 from loom_nb._messages import arguments_digest
-from loom_nb._query import parse_insert, parse_update, where_text
 from loom_nb._render import frame_for_model
+from loom_nb._tables.filter_text import where_text
+from loom_nb._tables.grammar import parse_insert, parse_update
 from loom_nb._tools import ToolInputError, ToolOutput
+from loom_nb.frames._allowlist import Tables, integer_index
+from loom_nb.frames._filters import filter_mask
+from loom_nb.frames._values import BadValue, holds_missing, value_to_write
 
 
 @dataclass
@@ -109,26 +110,25 @@ class Writes:
         mask = filter_mask(df, table, up.filters)
         return Plan(table, values=values, mask=mask, where=where_text(up.filters))
 
-    # -- approval --
+    # -- before approval --
 
-    def needs_approval(
-        self, plan: Callable[[dict[str, Any]], Plan]
-    ) -> Callable[[dict[str, Any]], bool]:
-        """Ask for approval only for calls that can work; the others are answered at once."""
+    def check_append(self, args: dict[str, Any]) -> None:
+        self._check(args, self.plan_append)
 
-        def rule(args: dict[str, Any]) -> bool:
-            if not self.approve_writes:
-                return False
-            try:
-                with self.tables.lock_for(args):
-                    plan(args)
-            except ToolInputError:
-                with self._refused_lock:
-                    self._refused[arguments_digest(args)] += 1
-                return False
-            return True
+    def check_update(self, args: dict[str, Any]) -> None:
+        self._check(args, self.plan_update)
 
-        return rule
+    def _check(self, args: dict[str, Any], plan: Callable[[dict[str, Any]], Plan]) -> None:
+        """Plan the write as the frame is now; raises :class:`ToolInputError` when it cannot
+        work. Such a call is answered at once instead of being approved, so it is remembered:
+        it never writes (see :meth:`_write`)."""
+        try:
+            with self.tables.lock_for(args):
+                plan(args)
+        except ToolInputError:
+            with self._refused_lock:
+                self._refused[arguments_digest(args)] += 1
+            raise
 
     def _write(
         self,

@@ -78,6 +78,11 @@ the new rows or values, and ``id(orders)`` does not change.
   never writes.
 """
 
+# The machinery, a concept a module: _values (what a JSON value means for a column's dtype),
+# _filters (filter masks, SQL LIKE), _aggregate, _allowlist (the usable frames, their allowed
+# columns and locks), _reads, _writes (checked before approval, done in place) and _connector
+# (these operations, handed to the table tools' builder in loom_nb._tables).
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -86,11 +91,11 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._errors import UserError
-from loom_nb._frames.aggregate import AGGREGATE_FUNCTIONS
-from loom_nb._frames.connector import frame_connector
-from loom_nb._frames.tables import Tables, check_frame
-from loom_nb._query import check_connector_options, parse_tables
+from loom_nb._tables.options import check_connector_options, parse_tables
 from loom_nb._tools import Connector
+from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
+from loom_nb.frames._allowlist import Tables, check_frame
+from loom_nb.frames._connector import frame_connector
 
 __all__ = ["AGGREGATE_FUNCTIONS", "frame_tools"]
 

@@ -21,8 +21,8 @@ How it keeps what it is given:
   "database is locked".
 - One connection per store, guarded by a lock: the agent saves from its private event-loop
   thread while the notebook lists threads from the main thread.
-- The schema is versioned by named migrations applied on open (see ``_sqlite_schema``); a file
-  from a newer loom_nb is refused with a message saying to upgrade, never misread.
+- The schema is versioned by named migrations applied on open (see ``loom_nb.sqlite._schema``);
+  a file from a newer loom_nb is refused with a message saying to upgrade, never misread.
 - Text search is a case-insensitive (Unicode casefold) substring match over each message's text
   and tool result contents, like ``memory_store()``, on a column kept for the purpose.
 """
@@ -41,10 +41,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from loom_nb import _sqlite_schema as schema
 from loom_nb._errors import UserError
 from loom_nb._messages import Message, Thread, ThreadInfo
-from loom_nb._sqlite_rows import message_row, row_message
+from loom_nb.sqlite import _schema as schema
+from loom_nb.sqlite._rows import message_row, row_message
 
 __all__ = [
     "DEFAULT_PATH",
