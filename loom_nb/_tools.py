@@ -7,7 +7,6 @@ set of tools; ``define_agent`` refuses two tools with one name.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import json
@@ -15,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from loom_nb import _codec
+from loom_nb import _codec, _loop_thread
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
 from loom_nb._render import frame_for_model
@@ -81,9 +80,10 @@ class Tool:
         if self._takes_ctx:
             kwargs[self._takes_ctx] = ctx
         if inspect.iscoroutinefunction(self.function):
+            _loop_thread.name_user_code(self.function, f"tool {self.name!r}")
             value = await self.function(*args, **kwargs)
-        else:  # on a worker thread, so that sync tools run concurrently too
-            value = await asyncio.to_thread(self.function, *args, **kwargs)
+        else:  # on a worker thread: sync tools run concurrently, and never block the loop
+            value = await _loop_thread.in_thread(self.function, *args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
         return to_output(value)

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from loom_nb import _loop_thread
 from loom_nb._errors import ModelError
 from loom_nb._messages import ToolCall, Usage, new_call_id
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta
@@ -105,8 +106,9 @@ class ReplayModel(Model):
 class FunctionModel(Model):
     """A model driven by your function ``fn(request) -> str | Reply``.
 
-    ``fn`` may be sync or async, or an async generator yielding :class:`TextDelta`,
-    :class:`ToolCall` and :class:`Usage` events to control streaming exactly.
+    ``fn`` may be sync (it then runs on a worker thread, like a sync tool) or async, or an
+    async generator yielding :class:`TextDelta`, :class:`ToolCall` and :class:`Usage` events
+    to control streaming exactly.
     """
 
     fn: Callable[[ModelRequest], Any]
@@ -115,7 +117,11 @@ class FunctionModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
-        result = self.fn(request)
+        if inspect.iscoroutinefunction(self.fn) or inspect.isasyncgenfunction(self.fn):
+            _loop_thread.name_user_code(self.fn, f"the model function of {self.name}")
+            result = self.fn(request)
+        else:
+            result = await _loop_thread.in_thread(self.fn, request)
         if inspect.isasyncgen(result):
             async for event in cast(AsyncIterator[ModelEvent], result):
                 yield event

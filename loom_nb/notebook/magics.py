@@ -28,6 +28,7 @@ SUBCOMMANDS = (
     "approvals",
     "approve",
     "reject",
+    "resolve",
     "help",
 )
 
@@ -40,6 +41,8 @@ LINE_HELP = """%loom AGENT            chat widget on AGENT's current thread
 %loom approvals        calls waiting for approval, with Approve / Reject buttons
 %loom approve CALL_ID [CALL_ID ...]   approve and resume (terminal, scripts)
 %loom reject CALL_ID [CALL_ID ...]    reject and resume
+%loom resolve CALL_ID happened|retry|failed   a call whose outcome is unknown (its kernel
+                       stopped while it ran): it happened / run it again / tell the agent it failed
 %%loom [AGENT] [--new | --thread ID] [-o NAME] [-O NAME] [--result NAME] [--raw]
 Settings: %config LoomMagics  (default_agent, rows, stream_interval, display, interpolate,
           context)"""
@@ -148,6 +151,7 @@ class LoomMagics(Magics):
         %loom approvals        calls waiting for approval, with Approve / Reject buttons
         %loom approve CALL_ID [CALL_ID ...]   approve and resume here
         %loom reject CALL_ID [CALL_ID ...]    reject and resume here
+        %loom resolve CALL_ID happened|retry|failed   a call whose outcome is unknown
         """
         try:
             words = shlex.split(line)
@@ -184,6 +188,12 @@ class LoomMagics(Magics):
         elif command == "approvals":
             _parse(command, rest, None)
             commands.approvals(self.session)
+        elif command == "resolve":
+            parser = _parser(command)
+            parser.add_argument("call_id", metavar="CALL_ID")
+            parser.add_argument("choice", choices=["happened", "retry", "failed"])
+            args = parser.parse_args(["--", *rest])
+            self.session.decide([args.call_id], args.choice)
         else:
             parser = _parser(command)
             parser.add_argument("call_ids", nargs="+", metavar="CALL_ID")

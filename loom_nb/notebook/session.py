@@ -20,10 +20,10 @@ from typing import Any, Protocol
 from IPython.core.error import UsageError
 
 from loom_nb import _loop_thread
-from loom_nb._agent import Agent, Decision, RunResult
+from loom_nb._agent import Agent, Decision, DecisionLike, RunResult
 from loom_nb._errors import RunError, UserError
 from loom_nb._events import RunEvent
-from loom_nb._messages import PendingApproval, Thread
+from loom_nb._messages import PendingApproval, Resolution, Thread
 
 
 class Settings(Protocol):
@@ -302,9 +302,10 @@ class Session:
     # ---- approvals ----------------------------------------------------------------------------
 
     def _resumer(self, agent: Agent) -> Any:
-        def resume(view: Any, pending: PendingApproval, approve: bool) -> Any:
+        def resume(view: Any, pending: PendingApproval, approve: bool | Resolution) -> Any:
             self._claim([pending.call_id])
-            decision = {pending.call_id: Decision(approve, pending.digest)}
+            choice = Decision(approve, pending.digest) if isinstance(approve, bool) else approve
+            decision: dict[str, DecisionLike] = {pending.call_id: choice}
             thread_id = view.thread_id
             if thread_id is None:
                 raise UsageError("this card has no thread yet; wait for the run to stop")
@@ -324,7 +325,7 @@ class Session:
         agent: Agent,
         view: View,
         thread_id: str,
-        decisions: Mapping[str, Decision],
+        decisions: Mapping[str, DecisionLike],
         context: Mapping[str, Any] | None,
     ) -> RunResult:
         lock = self._thread_locks.setdefault(thread_id, asyncio.Lock())
@@ -347,8 +348,9 @@ class Session:
                 self.bind(binding, result, continuation=True)
             return result
 
-    def decide(self, call_ids: list[str], approve: bool) -> RunResult:
-        """``%loom approve/reject CALL_ID...``: decide and resume in this cell."""
+    def decide(self, call_ids: list[str], approve: bool | Resolution) -> RunResult:
+        """``%loom approve/reject CALL_ID...`` (or ``%loom resolve CALL_ID CHOICE`` for a call
+        whose outcome is unknown): decide and resume in this cell."""
         by_call = {p.call_id: (a, t, p) for a, t in self.pending() for p in t.pending}
         missing = [c for c in call_ids if c not in by_call]
         if missing:
@@ -357,13 +359,24 @@ class Session:
         threads = {by_call[c][1].id for c in call_ids}
         if len(threads) > 1:
             raise UsageError("these calls belong to different threads: decide one thread at a time")
+        unknown = [c for c in call_ids if by_call[c][2].state == "unknown"]
+        if isinstance(approve, bool) and unknown:
+            raise UsageError(
+                f"the outcome of call {unknown[0]} is unknown (its kernel stopped while it ran; "
+                "the write may have happened): choose with %loom resolve "
+                f"{unknown[0]} happened|retry|failed"
+            )
         agent, thread, _ = by_call[call_ids[0]]
         self._claim(call_ids)
+        verb = "resolve" if isinstance(approve, str) else "approve" if approve else "reject"
         for card_view in list(self._views):
             for card in getattr(card_view, "cards", []):
                 if card.call_id in call_ids and card.decision is None:
-                    card.mark(approve, f"decided with %loom {'approve' if approve else 'reject'}")
-        decisions = {c: Decision(approve, by_call[c][2].digest) for c in call_ids}
+                    card.mark(approve, f"decided with %loom {verb}")
+        decisions: dict[str, DecisionLike] = {
+            c: Decision(approve, by_call[c][2].digest) if isinstance(approve, bool) else approve
+            for c in call_ids
+        }
         view = self.make_view(agent)
         view.show()
         view.thread_id = thread.id

@@ -27,7 +27,15 @@ def format_frame(df: Any, rows: int) -> str:
 
 
 def format_pending(p: PendingApproval, rows: int) -> str:
-    lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
+    if p.state == "unknown":
+        lines = [
+            f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). The kernel "
+            "stopped while it ran, before its result was saved. Check where it writes."
+        ]
+    elif p.state == "running":
+        lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]
+    else:
+        lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
     value = p.preview if p.preview is not None else p.arguments
     frame = records_frame(value)
     if frame is None and isinstance(value, dict):
@@ -39,7 +47,16 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     else:
         text = format_frame(frame, rows) if frame is not None else to_json(value)
         lines.extend("  " + line for line in text.splitlines())
-    lines.append(f"  approve: %loom approve {p.call_id}   reject: %loom reject {p.call_id}")
+    if p.state == "unknown":
+        lines.append(
+            f"  it happened, go on: %loom resolve {p.call_id} happened   it did not, run it "
+            f"again: %loom resolve {p.call_id} retry   tell the agent it failed: "
+            f"%loom resolve {p.call_id} failed"
+        )
+    elif p.state == "pending":
+        lines.append(f"  approve: %loom approve {p.call_id}   reject: %loom reject {p.call_id}")
+    elif p.state != "running":
+        lines.append(f"  {p.state}; waits for the other calls of this turn")
     return "\n".join(lines)
 
 

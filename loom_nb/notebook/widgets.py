@@ -19,7 +19,7 @@ import ipywidgets as widgets
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
+from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
 from loom_nb.notebook._html import (
     ERROR_STYLE,
@@ -34,8 +34,10 @@ from loom_nb.notebook._html import (
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.history import history_html
 
-#: Starts the resume of one decided call: (view, pending, approve) -> future.
-Resumer = Callable[["ThreadView", PendingApproval, bool], "concurrent.futures.Future[Any]"]
+#: Starts the resume of one decided call: (view, pending, approve or a Resolution) -> future.
+Resumer = Callable[
+    ["ThreadView", PendingApproval, "bool | Resolution"], "concurrent.futures.Future[Any]"
+]
 
 
 def _md(text: str) -> dict[str, Any]:
@@ -227,7 +229,9 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             self.cards.append(card)
             self._append(card)
 
-    def _decide(self, card: ApprovalCard, approve: bool) -> concurrent.futures.Future[Any]:
+    def _decide(
+        self, card: ApprovalCard, approve: bool | Resolution
+    ) -> concurrent.futures.Future[Any]:
         assert self.resumer is not None
         future = self.resumer(self, card.pending, approve)
         self.future = future

@@ -25,6 +25,9 @@ How it keeps what it is given:
   a file from a newer loom_nb is refused with a message saying to upgrade, never misread.
 - Text search is a case-insensitive (Unicode casefold) substring match over each message's text
   and tool result contents, like ``memory_store()``, on a column kept for the purpose.
+- The thread's lease and its pending calls' states change by compare-and-set inside one
+  ``BEGIN IMMEDIATE`` transaction each: the write lock makes the read and the write one step,
+  so of two kernels claiming one call exactly one wins.
 """
 
 from __future__ import annotations
@@ -36,13 +39,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
-from loom_nb._messages import Message, Thread, ThreadInfo
+from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._store import check_update, moved
 from loom_nb.sqlite import _schema as schema
 from loom_nb.sqlite._rows import message_row, row_message
 
@@ -82,7 +86,7 @@ class NewerSchemaError(SQLiteStoreError):
 
 _THREAD_COLUMNS = (
     "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
-    "pending_count"
+    "pending_count, lease_holder, lease_until_us"
 )
 
 
@@ -162,26 +166,77 @@ class SQLiteStore:
 
         self._write(write)
 
-    def append(self, thread: Thread, message: Message) -> None:
-        role, created_at, text, data, search = message_row(message)
-        updated = thread.updated_at
-        touch = (updated.isoformat(), _sort_key(updated), thread.id)
+    def append(
+        self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            _append_row(conn, thread.id, thread.updated_at, message)
+            if pending is not None:
+                _write_pending(conn, thread.id, pending)
+
+        self._write(write)
+
+    def update_calls(
+        self,
+        thread_id: str,
+        call_ids: Sequence[str],
+        state: CallState,
+        *,
+        expect: Collection[CallState],
+        holder: str | None = None,
+        message: Message | None = None,
+    ) -> None:
+        check_update(state, message)
 
         def write(conn: sqlite3.Connection) -> None:
             found = conn.execute(
-                "UPDATE loom_threads SET message_count = message_count + 1, updated_at = ?, "
-                "updated_us = ? WHERE id = ? RETURNING message_count",
-                touch,
+                "SELECT pending FROM loom_threads WHERE id = ?", (thread_id,)
             ).fetchone()
             if found is None:
-                raise KeyError(f"append to a thread that was never saved: {thread.id}")
-            conn.execute(
-                "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data, search) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (thread.id, found[0] - 1, role, created_at, text, data, search),
-            )
+                raise KeyError(f"a thread that was never saved: {thread_id}")
+            # previews stay encoded: a transition never needs pandas to read them
+            items = json.loads(found[0])
+            raw = {p["call_id"]: p.pop("preview", None) for p in items}
+            saved = [PendingApproval.from_dict(p) for p in items]
+            pending = moved(saved, call_ids, state, expect, holder, message)
+            _write_pending(conn, thread_id, pending, raw)
+            if message is not None:
+                _append_row(conn, thread_id, message.created_at, message)
 
-        self._write(write)
+        return self._write(write)
+
+    def acquire_lease(
+        self, thread_id: str, holder: str, seconds: float, *, replacing: str | None = None
+    ) -> Lease:
+        def write(conn: sqlite3.Connection) -> Lease:
+            now = _sort_key(datetime.now(timezone.utc))
+            until = now + round(seconds * 1_000_000)
+            conn.execute(
+                "UPDATE loom_threads SET lease_holder = ?, lease_until_us = ? WHERE id = ? AND "
+                "(lease_holder IS NULL OR lease_until_us <= ? OR lease_holder IN (?, ?))",
+                (holder, until, thread_id, now, holder, replacing),
+            )
+            found = conn.execute(
+                "SELECT lease_holder, lease_until_us FROM loom_threads WHERE id = ?", (thread_id,)
+            ).fetchone()
+            if found is None:
+                raise KeyError(f"a thread that was never saved: {thread_id}")
+            lease = _lease(found[0], found[1])
+            assert lease is not None
+            return lease
+
+        return self._write(write)
+
+    def release_lease(self, thread_id: str, holder: str, *, error: str | None) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            freed = conn.execute(
+                "UPDATE loom_threads SET lease_holder = NULL, lease_until_us = NULL, error = ? "
+                "WHERE id = ? AND lease_holder = ?",
+                (error, thread_id, holder),
+            ).rowcount
+            return bool(freed)
+
+        return self._write(write)
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
@@ -202,7 +257,7 @@ class SQLiteStore:
             return None
         record, rows = found
         messages = [row_message(text, data) for text, data in rows]
-        return Thread.from_dict(
+        thread = Thread.from_dict(
             {
                 "id": record[0],
                 "agent": record[1],
@@ -215,6 +270,8 @@ class SQLiteStore:
             },
             messages=messages,
         )
+        thread.lease = _lease(record[10], record[11])
+        return thread
 
     def list(
         self,
@@ -466,6 +523,49 @@ def _check_shared_threads(conn: sqlite3.Connection) -> None:
             "made it, but the agent saves from its own thread. Open it with "
             "sqlite3.connect(..., check_same_thread=False)"
         )
+
+
+def _append_row(
+    conn: sqlite3.Connection, thread_id: str, updated: datetime, message: Message
+) -> None:
+    """Add one message row and count it on its thread (inside the caller's transaction)."""
+    role, created_at, text, data, search = message_row(message)
+    found = conn.execute(
+        "UPDATE loom_threads SET message_count = message_count + 1, updated_at = ?, "
+        "updated_us = ? WHERE id = ? RETURNING message_count",
+        (updated.isoformat(), _sort_key(updated), thread_id),
+    ).fetchone()
+    if found is None:
+        raise KeyError(f"append to a thread that was never saved: {thread_id}")
+    conn.execute(
+        "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data, search) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (thread_id, found[0] - 1, role, created_at, text, data, search),
+    )
+
+
+def _write_pending(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    pending: Sequence[PendingApproval],
+    previews: dict[str, Any] | None = None,
+) -> None:
+    """Save the pending list; ``previews`` are ones still encoded, by call id."""
+    items = [p.to_dict() for p in pending]
+    for item in items:
+        if previews and previews.get(item["call_id"]) is not None:
+            item["preview"] = previews[item["call_id"]]
+    text = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+    conn.execute(
+        "UPDATE loom_threads SET pending = ?, pending_count = ? WHERE id = ?",
+        (text, len(pending), thread_id),
+    )
+
+
+def _lease(holder: str | None, until_us: int | None) -> Lease | None:
+    if holder is None or until_us is None:
+        return None
+    return Lease(holder, datetime.fromtimestamp(until_us / 1_000_000, timezone.utc))
 
 
 def _sort_key(moment: datetime) -> int:

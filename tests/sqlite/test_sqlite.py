@@ -456,7 +456,7 @@ def test_a_version_1_file_opens_and_is_upgraded(tmp_path: Path):
     conn.close()
 
     store = sqlite_store(path)
-    assert store.schema_version == 2
+    assert store.schema_version == 3
     assert [t.id for t in store.list()] == ["old"]
     loaded = store.load("old")
     assert loaded.messages[0].text == "Find the Überweisung from March"
@@ -469,7 +469,7 @@ def test_a_version_1_file_opens_and_is_upgraded(tmp_path: Path):
     again = sqlite_store(path)
     assert [m.text for m in again.load("old").messages][-1] == "and April"
     names = [r[0] for r in again._conn.execute("SELECT name FROM loom_migrations ORDER BY rowid")]
-    assert names == ["m001_threads_and_messages", "m002_search_text"]
+    assert names == ["m001_threads_and_messages", "m002_search_text", "m003_thread_leases"]
     again.close()
 
 
