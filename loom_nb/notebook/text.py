@@ -36,7 +36,8 @@ def format_pending(p: PendingApproval, rows: int) -> str:
         lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]
     else:
         lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
-    value = p.preview if p.preview is not None else p.arguments
+    # what it was asked to write; for an unknown outcome, the exact arguments it ran with
+    value = p.preview if p.preview is not None and p.state != "unknown" else p.arguments
     frame = records_frame(value)
     if frame is None and isinstance(value, dict):
         for key, item in value.items():
