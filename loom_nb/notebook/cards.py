@@ -69,6 +69,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         return self._decide(True)
 
     def reject(self) -> concurrent.futures.Future[Any] | None:
+        """Reject this call (like a click); nothing is written. Returns the resume's future, or
+        None when the card was already decided."""
         return self._decide(False)
 
     def _decide(self, approve: bool) -> concurrent.futures.Future[Any] | None:
@@ -96,6 +98,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self._label(approve, note)
 
     def set_outcome(self, text: str, *, error: bool = False) -> None:
+        """Say what came of the decision (done, nothing written, the error)."""
         self.outcome = text
         if error:
             self.decision_label.add_class("loom-error")
