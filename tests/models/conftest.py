@@ -53,7 +53,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def fake_sleep(seconds: float) -> None:
         recorded.append(seconds)
 
-    monkeypatch.setattr("loom_nb.models._common._sleep", fake_sleep)
+    monkeypatch.setattr("loom_nb.models._base._sleep", fake_sleep)
     return recorded
 
 
