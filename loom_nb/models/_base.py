@@ -10,6 +10,7 @@ sent). An adapter module subclasses it with its SDK's request building and event
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -286,8 +287,9 @@ class StreamingAdapter(Model, Generic[Client, Prepared, RawEvent]):
             if names & _CONNECT_FAILED:
                 return facts.refused(_cause_text(exc))
             return facts.closed_without_answer(_cause_text(exc))
-        if answered and isinstance(exc, ValueError):  # an event that is not JSON
-            return facts.malformed(_cause_text(exc))
+        if answered and isinstance(exc, ValueError):  # an event that is not JSON, or not the API's
+            what = "not JSON: " if isinstance(exc, json.JSONDecodeError) else ""
+            return facts.malformed(_cause_text(exc, what))
         return facts.unexpected(exc)
 
 
@@ -312,10 +314,10 @@ def _names_along_causes(exc: BaseException) -> set[str]:
     return {kind.__name__ for e in _causes(exc) for kind in type(e).__mro__}
 
 
-def _cause_text(exc: BaseException) -> str:
+def _cause_text(exc: BaseException, what: str = "") -> str:
     """`` (what the innermost cause says)``, or nothing when it says nothing."""
-    text = str(_causes(exc)[-1]).strip()
-    return f" ({text})" if text else ""
+    text = str(_causes(exc)[-1]).strip().rstrip(".")
+    return f" ({what}{text})" if text else ""
 
 
 class _TurnClock:

@@ -92,7 +92,7 @@ async def expires_at(when: float) -> AsyncIterator[None]:
                 yield
         except TimeoutError:
             if timer.expired():
-                raise Expired from None
+                raise Expired("the deadline passed") from None
             raise
     else:  # pragma: no cover - Python 3.10 has no asyncio.timeout_at
         async with _timeout_at_310(when):
@@ -116,7 +116,7 @@ async def _timeout_at_310(when: float) -> AsyncIterator[None]:
         yield
     except asyncio.CancelledError:
         if fired:
-            raise Expired from None
+            raise Expired("the deadline passed") from None
         raise
     finally:
         handle.cancel()
