@@ -1,5 +1,6 @@
 """Each model adapter as the contract suite sees it: how to make one against the local wire
-server, how its wire format says the same things, and where its requests carry them.
+server, how its wire format says the same things, and where its requests carry them; and the
+requests every adapter's tests send.
 
 A new adapter joins the contract suite (``test_contract.py``) with one class here and one
 fixture in ``conftest.py``.
@@ -16,10 +17,44 @@ import _anthropic_wire as ant
 import _wire as oai
 from _wire import OPENED, Reply, WireServer
 
+from loom_nb import Message, tool
+from loom_nb.models import Model, ModelRequest, ModelSettings, ToolDefinition
 from loom_nb.models._base import StreamingAdapter
 
 #: One tool call as a test scripts it: (call id, tool name, pieces of its JSON arguments).
 Call = tuple[str, str, tuple[str, ...]]
+
+# ---- what the tests ask every adapter --------------------------------------------------------
+
+
+def request(
+    prompt: str = "Hi",
+    *,
+    instructions: str | None = "Be brief.",
+    tools: list[ToolDefinition] | None = None,
+    settings: ModelSettings | None = None,
+    messages: list[Message] | None = None,
+) -> ModelRequest:
+    return ModelRequest(
+        instructions, messages or [Message.user(prompt)], tools or [], settings or ModelSettings()
+    )
+
+
+async def collect(model: Model, req: ModelRequest) -> list[Any]:
+    return [event async for event in model.stream(req)]
+
+
+WEATHER = ToolDefinition(
+    "get_weather",
+    "The weather in a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"Sunny in {city}, 21 C"
 
 
 class Case(ABC):

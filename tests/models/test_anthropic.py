@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import pytest
+from _adapters import WEATHER, collect, get_weather, request
 from _anthropic_wire import finish, message_start, stream, text, text_block, tool_block
 from _wire import OPENED, Reply, WireServer
 
@@ -19,9 +20,8 @@ from loom_nb import (
     ToolResult,
     Usage,
     define_agent,
-    tool,
 )
-from loom_nb.models import ModelRequest, ModelSettings, ToolDefinition, resolve_model
+from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.anthropic import AnthropicModel
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -33,36 +33,6 @@ def make_model(server: WireServer, **options: Any) -> AnthropicModel:
     model = AnthropicModel("claude-test", base_url=server.url, **options)
     OPENED.append(model)
     return model
-
-
-def request(
-    prompt: str = "Hi",
-    *,
-    instructions: str | None = "Be brief.",
-    tools: list[ToolDefinition] | None = None,
-    settings: ModelSettings | None = None,
-    messages: list[Message] | None = None,
-) -> ModelRequest:
-    return ModelRequest(
-        instructions, messages or [Message.user(prompt)], tools or [], settings or ModelSettings()
-    )
-
-
-async def collect(model: AnthropicModel, req: ModelRequest) -> list[Any]:
-    return [e async for e in model.stream(req)]
-
-
-WEATHER = ToolDefinition(
-    "get_weather",
-    "The weather in a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-
-
-@tool
-def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"Sunny in {city}, 21 C"
 
 
 # ---- the request -------------------------------------------------------------------------------

@@ -13,13 +13,12 @@ import time
 from typing import Any
 
 import pytest
-from _adapters import Case
+from _adapters import WEATHER, Case, collect, get_weather, request
 from _wire import Reply, closed_port_url, unanswered_connects
 
 from loom_nb import (
     AuthenticationFailed,
     ContextTooLong,
-    Message,
     MissingAPIKey,
     MissingExtra,
     ModelError,
@@ -33,12 +32,10 @@ from loom_nb import (
     UserError,
     define_agent,
     memory_store,
-    tool,
 )
 from loom_nb.models import (
     ModelRequest,
     ModelSettings,
-    ToolDefinition,
     allow_model_requests,
     resolve_model,
 )
@@ -52,21 +49,6 @@ def case(request: pytest.FixtureRequest) -> Case:
     return found
 
 
-def request(
-    prompt: str = "Hi",
-    *,
-    tools: list[ToolDefinition] | None = None,
-    settings: ModelSettings | None = None,
-) -> ModelRequest:
-    return ModelRequest(
-        "Be brief.", [Message.user(prompt)], tools or [], settings or ModelSettings()
-    )
-
-
-async def collect(model: Any, req: ModelRequest) -> list[Any]:
-    return [event async for event in model.stream(req)]
-
-
 async def until_failure(model: Any, req: ModelRequest) -> tuple[list[Any], Exception]:
     """The events that came before the model failed, and its error."""
     seen: list[Any] = []
@@ -76,19 +58,6 @@ async def until_failure(model: Any, req: ModelRequest) -> tuple[list[Any], Excep
     except Exception as exc:
         return seen, exc
     raise AssertionError(f"the stream ended without an error after {seen}")
-
-
-WEATHER = ToolDefinition(
-    "get_weather",
-    "The weather in a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-
-
-@tool
-def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"Sunny in {city}, 21 C"
 
 
 #: Deadlines short enough for tests, long enough for a loaded machine's loopback.

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from _adapters import WEATHER, collect, get_weather, request
 from _wire import (
     OPENED,
     Reply,
@@ -23,7 +24,6 @@ from _wire import (
 )
 
 from loom_nb import (
-    Message,
     ModelNotFound,
     ProviderError,
     ProviderUnreachable,
@@ -32,9 +32,8 @@ from loom_nb import (
     ToolCall,
     Usage,
     define_agent,
-    tool,
 )
-from loom_nb.models import ModelRequest, ModelSettings, ToolDefinition, resolve_model
+from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.openai import OpenAIModel, ollama
 
 # ---- the wire format -------------------------------------------------------------------------
@@ -66,34 +65,6 @@ def opened(model: Any) -> Any:
     """Close this model's connections when the test ends."""
     OPENED.append(model)
     return model
-
-
-def request(
-    prompt: str = "Hi",
-    *,
-    tools: list[ToolDefinition] | None = None,
-    settings: ModelSettings | None = None,
-) -> ModelRequest:
-    return ModelRequest(
-        "Be brief.", [Message.user(prompt)], tools or [], settings or ModelSettings()
-    )
-
-
-async def collect(model: OpenAIModel, req: ModelRequest) -> list[Any]:
-    return [event async for event in model.stream(req)]
-
-
-WEATHER = ToolDefinition(
-    "get_weather",
-    "The weather in a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-
-
-@tool
-def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"Sunny in {city}, 21 C"
 
 
 # ---- the request -------------------------------------------------------------------------------
