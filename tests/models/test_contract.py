@@ -486,13 +486,14 @@ async def test_a_stall_mid_answer(case: Case) -> None:
 async def test_a_stream_that_trickles_forever_is_cut_by_the_turn_deadline(case: Case) -> None:
     case.server.add(Reply(events=case.opening("Once"), trickle=case.piece(" more"), every=0.05))
     started = time.monotonic()
-    seen, error = await until_failure(case.model(), request(settings=QUICK))
+    settings = ModelSettings(idle_timeout=0.4, turn_timeout=0.8)
+    seen, error = await until_failure(case.model(), request(settings=settings))
 
     assert isinstance(error, ProviderUnreachable)
-    assert "did not finish its answer within turn_timeout=1.5 s" in str(error)
+    assert "did not finish its answer within turn_timeout=0.8 s" in str(error)
     assert "{'turn_timeout': <seconds>}" in str(error)
     assert seen[0] == TextDelta("Once") and len(seen) > 3
-    assert 1.5 <= time.monotonic() - started < 1.5 + SLACK
+    assert 0.8 <= time.monotonic() - started < 0.8 + SLACK
 
 
 async def test_the_turn_deadline_bounds_the_retries(case: Case) -> None:
