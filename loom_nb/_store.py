@@ -35,6 +35,8 @@ from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread
 
 @runtime_checkable
 class Store(Protocol):
+    """What the agent needs from a thread store: MemoryStore, SQLiteStore or your own."""
+
     def save_thread(self, thread: Thread) -> None:
         """Create or update the thread's record (not its messages): agent, user, title,
         timestamps, error and the pending calls as given. The agent calls it to create a
@@ -128,7 +130,7 @@ def info_of(thread: Thread) -> ThreadInfo:
     )
 
 
-class MemoryStore:
+class MemoryStore(Store):
     """Threads in this process's memory: fine for tests; lost when the process ends."""
 
     def __init__(self) -> None:

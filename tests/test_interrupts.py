@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 _CHILD = """
 import asyncio, json, sys, time
 from loom_nb import FunctionModel, ReplayModel, Reply, define_agent, memory_store, tool

@@ -4,6 +4,7 @@ does it across real processes)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -439,6 +440,7 @@ def agent_host() -> str:
     return socket.gethostname()
 
 
+@functools.cache
 def dead_pid() -> int:
     """The pid of a process that has ended (and was reaped)."""
     import subprocess

@@ -101,6 +101,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         return self._decide(True)
 
     def reject(self) -> concurrent.futures.Future[Any] | None:
+        """Reject this call (like a click); nothing is written. Returns the resume's future, or
+        None when the card was already decided."""
         return self._decide(False)
 
     def resolve(self, choice: Resolution) -> concurrent.futures.Future[Any] | None:
@@ -133,6 +135,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self._label(approve, note)
 
     def set_outcome(self, text: str, *, error: bool = False) -> None:
+        """Say what came of the decision (done, nothing written, the error)."""
         self.outcome = text
         if error:
             self.decision_label.add_class("loom-error")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Collection
 from typing import Any, TextIO
 
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
+from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
 from loom_nb.notebook._html import records_frame, shape_text, to_json
 
@@ -21,12 +22,14 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def format_frame(df: Any, rows: int) -> str:
+    """The frame's shape and its first ``rows`` rows, as text."""
     shown = df.head(max(rows, 0))
     note = f", first {len(shown)} shown" if len(shown) < len(df) else ""
     return f"[DataFrame {shape_text(df)}{note}]\n{shown.to_string(max_cols=20)}"
 
 
 def format_pending(p: PendingApproval, rows: int) -> str:
+    """A call waiting for a decision, what it would write (or ran with), and how to decide."""
     if p.state == "unknown":
         lines = [
             f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). The kernel "
@@ -78,10 +81,12 @@ class TextView:
         stream.flush()
 
     def show(self) -> None:
+        """Print the agent's name as a heading."""
         if self.title:
             self._write(f"── {self.title} ──\n")
 
     def render(self, thread: Thread, *, history: bool = True) -> None:
+        """Print ``thread``: its messages (unless ``history=False``), pending calls, error."""
         self.thread_id = thread.id
         if history:
             for m in thread.messages:
@@ -94,9 +99,11 @@ class TextView:
             self._usage(thread.usage, None)
 
     def begin(self) -> None:
+        """Nothing to print until the first event."""
         pass
 
     def on_event(self, event: RunEvent) -> None:
+        """Print streamed text as it comes, then each message and approval asked for."""
         with self._lock:
             if isinstance(event, TextDelta):
                 if not self._streaming:
@@ -110,6 +117,7 @@ class TextView:
                     self._write(format_pending(p, self.rows) + "\n")
 
     def finish(self, result: RunResult | None, error: BaseException | None) -> None:
+        """End the streamed line; print the token usage, or the error."""
         with self._lock:
             if self._streaming:
                 self._write("\n")
@@ -119,6 +127,11 @@ class TextView:
                 self._usage(result.thread.usage, result.usage)
             if error is not None:
                 self._write(f"⚠ error: {error or type(error).__name__}\n")
+
+    def mark_decided(
+        self, call_ids: Collection[str], approve: bool | Resolution, note: str
+    ) -> None:
+        """Nothing to do: printed cards have no buttons to take away."""
 
     def _message(self, m: Message) -> None:
         if m.role == "user":

@@ -22,6 +22,8 @@ import pytest
 from loom_nb import ReplayModel, Reply, define_agent, tool
 from loom_nb.sqlite import sqlite_store
 
+pytestmark = pytest.mark.slow
+
 # The agent every child defines (a "kernel"): a write that needs approval, whose side effect
 # is a line in a file, and a model with enough scripted replies for any number of runs.
 _AGENT = """
