@@ -258,10 +258,8 @@ class Run:
             await self.emit(MessageAdded(message, self.thread.id))
         again = [by_id[c] for c, choice in resolutions.items() if choice == "retry"]
         self._move(again, "approved", {"unknown"})  # the user chose to run it again
-        waiting = [p for p in self.thread.pending if p.state in ("pending", "unknown")]
-        if waiting:
-            await self.emit(ApprovalRequested(waiting, self.thread.id))
-            return False
+        if any(p.state in ("pending", "unknown") for p in self.thread.pending):
+            return False  # their cards are shown already; the result lists them
         await self._run_decided()
         await self._close_dangling_calls()
         return True

@@ -40,15 +40,16 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
-from loom_nb._store import Store, check_update, moved
+from loom_nb._store import Store
 from loom_nb.sqlite import _schema as schema
-from loom_nb.sqlite._rows import message_row, row_message
+from loom_nb.sqlite import _steps as steps
+from loom_nb.sqlite._rows import row_message
 
 __all__ = [
     "DEFAULT_PATH",
@@ -143,7 +144,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             thread.title,
             info["created_at"],
             info["updated_at"],
-            _sort_key(thread.updated_at),
+            steps.sort_key(thread.updated_at),
             pending,
             len(thread.pending),
             thread.error,
@@ -169,12 +170,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     def append(
         self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
     ) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            _append_row(conn, thread.id, thread.updated_at, message)
-            if pending is not None:
-                _write_pending(conn, thread.id, pending)
-
-        self._write(write)
+        self._write(lambda conn: steps.append(conn, thread.id, thread.updated_at, message, pending))
 
     def update_calls(
         self,
@@ -186,57 +182,19 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         holder: str | None = None,
         message: Message | None = None,
     ) -> None:
-        check_update(state, message)
-
-        def write(conn: sqlite3.Connection) -> None:
-            found = conn.execute(
-                "SELECT pending FROM loom_threads WHERE id = ?", (thread_id,)
-            ).fetchone()
-            if found is None:
-                raise KeyError(f"a thread that was never saved: {thread_id}")
-            # previews stay encoded: a transition never needs pandas to read them
-            items = json.loads(found[0])
-            raw = {p["call_id"]: p.pop("preview", None) for p in items}
-            saved = [PendingApproval.from_dict(p) for p in items]
-            pending = moved(saved, call_ids, state, expect, holder, message)
-            _write_pending(conn, thread_id, pending, raw)
-            if message is not None:
-                _append_row(conn, thread_id, message.created_at, message)
-
-        return self._write(write)
+        self._write(
+            lambda conn: steps.move_calls(conn, thread_id, call_ids, state, expect, holder, message)
+        )
 
     def acquire_lease(
         self, thread_id: str, holder: str, seconds: float, *, replacing: str | None = None
     ) -> Lease:
-        def write(conn: sqlite3.Connection) -> Lease:
-            now = _sort_key(datetime.now(timezone.utc))
-            until = now + round(seconds * 1_000_000)
-            conn.execute(
-                "UPDATE loom_threads SET lease_holder = ?, lease_until_us = ? WHERE id = ? AND "
-                "(lease_holder IS NULL OR lease_until_us <= ? OR lease_holder IN (?, ?))",
-                (holder, until, thread_id, now, holder, replacing),
-            )
-            found = conn.execute(
-                "SELECT lease_holder, lease_until_us FROM loom_threads WHERE id = ?", (thread_id,)
-            ).fetchone()
-            if found is None:
-                raise KeyError(f"a thread that was never saved: {thread_id}")
-            lease = _lease(found[0], found[1])
-            assert lease is not None
-            return lease
-
-        return self._write(write)
+        return self._write(
+            lambda conn: steps.take_lease(conn, thread_id, holder, seconds, replacing)
+        )
 
     def release_lease(self, thread_id: str, holder: str, *, error: str | None) -> bool:
-        def write(conn: sqlite3.Connection) -> bool:
-            freed = conn.execute(
-                "UPDATE loom_threads SET lease_holder = NULL, lease_until_us = NULL, error = ? "
-                "WHERE id = ? AND lease_holder = ?",
-                (error, thread_id, holder),
-            ).rowcount
-            return bool(freed)
-
-        return self._write(write)
+        return self._write(lambda conn: steps.free_lease(conn, thread_id, holder, error))
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
@@ -270,7 +228,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             },
             messages=messages,
         )
-        thread.lease = _lease(record[10], record[11])
+        thread.lease = steps.lease_of(record[10], record[11])
         return thread
 
     def list(
@@ -523,53 +481,6 @@ def _check_shared_threads(conn: sqlite3.Connection) -> None:
             "made it, but the agent saves from its own thread. Open it with "
             "sqlite3.connect(..., check_same_thread=False)"
         )
-
-
-def _append_row(
-    conn: sqlite3.Connection, thread_id: str, updated: datetime, message: Message
-) -> None:
-    """Add one message row and count it on its thread (inside the caller's transaction)."""
-    role, created_at, text, data, search = message_row(message)
-    found = conn.execute(
-        "UPDATE loom_threads SET message_count = message_count + 1, updated_at = ?, "
-        "updated_us = ? WHERE id = ? RETURNING message_count",
-        (updated.isoformat(), _sort_key(updated), thread_id),
-    ).fetchone()
-    if found is None:
-        raise KeyError(f"append to a thread that was never saved: {thread_id}")
-    conn.execute(
-        "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data, search) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (thread_id, found[0] - 1, role, created_at, text, data, search),
-    )
-
-
-def _write_pending(
-    conn: sqlite3.Connection,
-    thread_id: str,
-    pending: Sequence[PendingApproval],
-    previews: dict[str, Any] | None = None,
-) -> None:
-    """Save the pending list; ``previews`` are ones still encoded, by call id."""
-    items = [p.to_dict() for p in pending]
-    for item in items:
-        if previews and previews.get(item["call_id"]) is not None:
-            item["preview"] = previews[item["call_id"]]
-    text = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
-    conn.execute(
-        "UPDATE loom_threads SET pending = ?, pending_count = ? WHERE id = ?",
-        (text, len(pending), thread_id),
-    )
-
-
-def _lease(holder: str | None, until_us: int | None) -> Lease | None:
-    if holder is None or until_us is None:
-        return None
-    return Lease(holder, datetime.fromtimestamp(until_us / 1_000_000, timezone.utc))
-
-
-def _sort_key(moment: datetime) -> int:
-    return round(moment.timestamp() * 1_000_000)
 
 
 def _info(row: Any) -> ThreadInfo:
