@@ -102,25 +102,14 @@ class ThreadLease:
     async def acquire(cls, store: Store, thread_id: str) -> ThreadLease:
         """Take the thread, or raise :class:`ThreadBusy` naming who runs it."""
         holder = new_holder()
-        replacing: str | None = None
-        deadline = time.monotonic() + LOCAL_WAIT_SECONDS
-        while True:
-            lease = store.acquire_lease(thread_id, holder, LEASE_SECONDS, replacing=replacing)
-            if lease.holder == holder:
-                break
-            if _interrupted_here(lease.holder) and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)  # Ctrl-C stopped that run; it is saving its last step
-                continue
-            if lease.holder != replacing and holder_gone(lease):
-                replacing = lease.holder
-                continue
-            raise ThreadBusy(
-                f"thread {thread_id} is running in {where(lease.holder)}; wait for that run to "
-                "end, then reload the thread. If that kernel is gone, the thread is free again "
-                f"within {LEASE_SECONDS:.0f} s"
-            )
-        with _held_lock:
+        with _held_lock:  # ours before the store says so: this process never sees it as dead
             _held[holder] = _Local(thread_id, _loop_thread.interrupt())
+        try:
+            await _take(store, thread_id, holder)
+        except BaseException:
+            with _held_lock:
+                _held.pop(holder, None)
+            raise
         held = cls(store, thread_id, holder)
         _keeper.add(held)
         return held
@@ -135,6 +124,8 @@ class ThreadLease:
             )
 
     def renew(self) -> None:
+        if self.lost:  # never take back a thread another run took
+            return
         lease = self.store.acquire_lease(self.thread_id, self.holder, LEASE_SECONDS)
         self.lost = lease.holder != self.holder
 
@@ -150,6 +141,26 @@ class ThreadLease:
                 _held.pop(self.holder, None)
 
 
+async def _take(store: Store, thread_id: str, holder: str) -> None:
+    replacing: str | None = None
+    deadline = time.monotonic() + LOCAL_WAIT_SECONDS
+    while True:
+        lease = store.acquire_lease(thread_id, holder, LEASE_SECONDS, replacing=replacing)
+        if lease.holder == holder:
+            return
+        if _interrupted_here(lease.holder) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # Ctrl-C stopped that run; it is saving its last step
+            continue
+        if lease.holder != replacing and holder_gone(lease):
+            replacing = lease.holder
+            continue
+        raise ThreadBusy(
+            f"thread {thread_id} is running in {where(lease.holder)}; wait for that run to "
+            "end, then reload the thread. If that kernel is gone, the thread is free again "
+            f"within {LEASE_SECONDS:.0f} s"
+        )
+
+
 class _Keeper:
     """One daemon thread that renews every lease this process holds."""
 
@@ -157,10 +168,12 @@ class _Keeper:
         self._leases: set[ThreadLease] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
 
     def add(self, lease: ThreadLease) -> None:
         with self._lock:
             self._leases.add(lease)
+            self._wake.set()  # a new round starts now, on the current schedule
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._renew_forever, name="loom-nb-leases", daemon=True
@@ -173,7 +186,8 @@ class _Keeper:
 
     def _renew_forever(self) -> None:
         while True:
-            time.sleep(RENEW_SECONDS)
+            self._wake.wait(RENEW_SECONDS)
+            self._wake.clear()
             with self._lock:
                 leases = list(self._leases)
             for lease in leases:

@@ -24,6 +24,7 @@ from loom_nb import (
     PendingApproval,
     ReplayModel,
     Reply,
+    RunContext,
     Store,
     Thread,
     ThreadBusy,
@@ -255,6 +256,30 @@ def test_two_runs_of_one_thread_in_one_process_do_not_interleave(store: Store):
     first.join(5)
     thread = agent.thread(info.id)
     assert [m.role for m in thread.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_run_whose_lease_was_taken_over_stops_and_appends_nothing_more(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    from loom_nb import _lease
+
+    monkeypatch.setattr(_lease, "RENEW_SECONDS", 0.05)
+
+    @tool
+    def paused(ctx: RunContext) -> str:  # as if the kernel was suspended past the lease
+        mine = store.load(ctx.thread_id).lease
+        store.acquire_lease(ctx.thread_id, DEAD, 30, replacing=mine.holder)
+        time.sleep(0.5)  # the keeper's next renewal finds the thread taken
+        return "late"
+
+    model = ReplayModel([Reply("", [("paused", {})]), "never"])
+    agent = define_agent(name="a", model=model, tools=[paused], store=store)
+    with pytest.raises(ThreadBusy, match=r"another run took thread [\w-]+ over"):
+        agent.run_sync("go")
+    [info] = agent.threads()
+    thread = agent.thread(info.id)
+    assert [m.role for m in thread.messages] == ["user", "assistant"]
+    assert thread.lease.holder == DEAD  # the other run keeps it
 
 
 # ---- the agent: unknown outcomes -----------------------------------------------------------------
