@@ -256,12 +256,21 @@ def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[
     def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
-            raise ToolInputError(
-                "; ".join(f"{'/'.join(map(str, e.path)) or 'input'}: {e.message}" for e in errors)
-            )
+            raise ToolInputError("; ".join(_schema_messages(errors)))
         return [arguments], {}
 
     return schema, bind
+
+
+def _schema_messages(errors: list[Any]) -> list[str]:
+    """``path: message`` per error. An anyOf error alone says "not valid under any of the given
+    schemas"; the errors of the alternatives that take this kind of value say why instead."""
+    out = []
+    for e in errors:
+        why = [c for c in e.context if c.validator != "type" or c.relative_path]
+        for err in why or [e]:
+            out.append(f"{'/'.join(map(str, err.absolute_path)) or 'input'}: {err.message}")
+    return out
 
 
 def _schema_from_hints(

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._frames.aggregate import check_aggregate, compute_aggregate, parse_aggregate
+from loom_nb._frames.buckets import check_bucket
 from loom_nb._frames.filters import filter_mask
 from loom_nb._frames.tables import Tables
 from loom_nb._frames.values import category_list
@@ -93,10 +94,14 @@ def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
 def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
     q = parse_aggregate(args, tables.specs, tables.max_rows)
     aggregated = (a.column for a in q.aggregates if a.column is not None)
-    used = list(dict.fromkeys([*q.group_by, *aggregated]))  # each column once, in order
+    grouped = (k.column for k in q.group_by)
+    used = list(dict.fromkeys([*grouped, *aggregated]))  # each column once, in order
     with tables.locks[q.table]:
         df = tables.frames[q.table]
         tables.check_columns(q.table, [*used, *(f.column for f in q.filters)])
+        for k in q.group_by:
+            if k.bucket is not None:
+                check_bucket(q.table, df, k, tables.columns(q.table))
         for a in q.aggregates:
             if a.column is not None:
                 check_aggregate(q.table, df[a.column], a)
