@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from loom_nb._frames.buckets import bucket_starts, localize_starts
+from loom_nb._frames.buckets import bucket_keys, bucket_labels
 from loom_nb._frames.values import dtype_kind
 from loom_nb._query import (
     IDENTIFIER,
@@ -209,7 +209,7 @@ def compute_aggregate(sub: pd.DataFrame, q: AggregateQuery) -> pd.DataFrame:
         }
         return pd.DataFrame(row)
     keys = [
-        sub[k.column] if k.bucket is None else bucket_starts(sub[k.column], k.bucket)
+        sub[k.column] if k.bucket is None else bucket_keys(sub[k.column], k.bucket)
         for k in q.group_by
     ]
     grouped = sub.groupby(
@@ -225,5 +225,5 @@ def compute_aggregate(sub: pd.DataFrame, q: AggregateQuery) -> pd.DataFrame:
     out = pd.DataFrame(parts).reset_index()
     for k in q.group_by:
         if k.bucket is not None:
-            out[k.output] = localize_starts(out[k.output], getattr(sub[k.column].dtype, "tz", None))
+            out[k.output] = bucket_labels(out[k.output], sub[k.column], k.bucket)
     return out
