@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._render import frame_for_model
-from loom_nb.supabase import records_to_frame
+from loom_nb.supabase._responses import records_to_frame
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"

@@ -1,18 +1,12 @@
 """loom_nb: LLM agents inside Jupyter notebooks.
 
 ``import loom_nb`` stays light: pandas, IPython, ipywidgets, supabase and the model SDKs are
-imported only by the parts that need them.
+imported only by the parts that need them. The names defined in private modules carry
+``loom_nb`` as their ``__module__``: the path to import them from.
 """
 
-from loom_nb._agent import (
-    Agent,
-    ApprovalRequested,
-    Decision,
-    MessageAdded,
-    RunEvent,
-    RunResult,
-    define_agent,
-)
+from loom_nb import _public
+from loom_nb._agent import Agent, Decision, RunResult, define_agent
 from loom_nb._context import RunContext
 from loom_nb._errors import (
     AuthenticationFailed,
@@ -31,6 +25,7 @@ from loom_nb._errors import (
     ThreadNotFound,
     UserError,
 )
+from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
     Message,
     PendingApproval,
@@ -42,10 +37,11 @@ from loom_nb._messages import (
     Usage,
 )
 from loom_nb._store import MemoryStore, Store, memory_store
-from loom_nb._tools import Connector, Tool, ToolOutput, connector, tool
-from loom_nb.models import Model, TextDelta
+from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
+from loom_nb.models import Model, ModelRequest, TextDelta
 from loom_nb.models.testing import FunctionModel, ReplayModel, Reply
 
+#: The one place the version is written; pyproject.toml reads it from here (hatch).
 __version__ = "0.1.0"
 
 __all__ = [
@@ -66,6 +62,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelNotFound",
+    "ModelRequest",
     "PendingApproval",
     "ProviderError",
     "ProviderUnreachable",
@@ -85,6 +82,7 @@ __all__ = [
     "ThreadNotFound",
     "Tool",
     "ToolCall",
+    "ToolInputError",
     "ToolOutput",
     "ToolResult",
     "Usage",
@@ -102,3 +100,6 @@ def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
     from loom_nb.notebook import load_ipython_extension as load
 
     load(ipython)
+
+
+_public.publish(__name__, [globals()[name] for name in __all__])

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb import _runner
+from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import RunError, ThreadNotFound, UserError
-from loom_nb._loop import ApprovalRequested, EventHandler, MessageAdded, Run, RunEvent
+from loom_nb._events import EventHandler
 from loom_nb._messages import (
     Message,
     PendingApproval,
@@ -24,19 +24,13 @@ from loom_nb._messages import (
     Usage,
     new_thread_id,
 )
+from loom_nb._run import Run, RunDeps
 from loom_nb._store import MemoryStore, Store
 from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, resolve_model
+from loom_nb.models._deadlines import check_settings
 
-__all__ = [
-    "Agent",
-    "ApprovalRequested",
-    "Decision",
-    "MessageAdded",
-    "RunEvent",
-    "RunResult",
-    "define_agent",
-]
+__all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
 
 @dataclass
@@ -60,6 +54,7 @@ class RunResult:
 
     @property
     def thread_id(self) -> str:
+        """The id of the thread the run went on, to continue it later."""
         return self.thread.id
 
     @property
@@ -72,10 +67,12 @@ class RunResult:
 
     @property
     def pending(self) -> list[PendingApproval]:
+        """The calls waiting for approval (empty unless ``status == "awaiting_approval"``)."""
         return self.thread.pending
 
     @property
     def usage(self) -> Usage:
+        """Tokens and requests of this run's model turns, added up."""
         total = Usage()
         for m in self.new_messages:
             if m.usage is not None:
@@ -183,7 +180,7 @@ class Agent:
         on_event: EventHandler | None = None,
     ) -> RunResult:
         """:meth:`run` for scripts and notebook cells (works inside Jupyter's running loop)."""
-        return _runner.run_sync(
+        return _loop_thread.run_sync(
             self.run(prompt, thread_id=thread_id, context=context, on_event=on_event)
         )
 
@@ -196,7 +193,7 @@ class Agent:
         on_event: EventHandler | None = None,
     ) -> RunResult:
         """:meth:`resume` for scripts and notebook cells."""
-        return _runner.run_sync(
+        return _loop_thread.run_sync(
             self.resume(thread_id, decisions, context=context, on_event=on_event)
         )
 
@@ -217,9 +214,12 @@ class Agent:
     def search(
         self, text: str, *, context: Mapping[str, Any] | None = None, limit: int = 50
     ) -> list[ThreadInfo]:
+        """This agent's threads with a message containing ``text`` (case-insensitive), newest
+        first."""
         return self.store.search(text, agent=self.name, user_id=self._user_id(context), limit=limit)
 
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
+        """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""
         self._load(thread_id, self._user_id(context))  # same "not found" for foreign threads
         self.store.delete(thread_id, user_id=self._user_id(context))
 
@@ -235,6 +235,18 @@ class Agent:
                 "pass the signed-in user's details in context=..."
             )
         return str(user_id)
+
+    def _run_deps(self) -> RunDeps:
+        # Taken per run, so a run sees the agent as it is when the run starts.
+        return RunDeps(
+            agent_name=self.name,
+            model=self.model,
+            instructions=self.instructions,
+            tools=self.tools,
+            store=self.store,
+            settings=self.model_settings,
+            max_steps=self.max_steps,
+        )
 
     def _load(self, thread_id: str, user_id: str | None) -> Thread:
         thread = self.store.load(thread_id, user_id=user_id)
@@ -256,7 +268,7 @@ class Agent:
         if thread.id in self._running:
             raise UserError(f"thread {thread.id} is already running; wait for that run to end")
         self._running.add(thread.id)
-        run = Run(self, thread, context, on_event)
+        run = Run(self._run_deps(), thread, context, on_event)
         try:
             await run.execute(prompt)
         finally:
@@ -321,6 +333,8 @@ def define_agent(
         )
     if auth is not None and not callable(auth):
         raise UserError("auth must be a function auth(context) -> user id")
+    if model_settings is not None:
+        check_settings(model_settings)
     return Agent(
         name=name,
         model=resolve_model(model),

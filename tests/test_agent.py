@@ -27,6 +27,7 @@ from loom_nb import (
     tool,
 )
 from loom_nb._messages import ToolCall
+from loom_nb.sqlite import sqlite_store
 
 
 @tool
@@ -306,16 +307,16 @@ def test_auth_scopes_threads_to_their_user():
     assert [t.id for t in agent.threads(context={"user": "ann"})] == [ann.thread_id]
     assert agent.threads(context={"user": "bob"}) == []
     # another user's thread reads exactly like one that does not exist
-    with pytest.raises(ThreadNotFound) as foreign:
+    with pytest.raises(ThreadNotFound, match="no thread") as foreign:
         agent.thread(ann.thread_id, context={"user": "bob"})
-    with pytest.raises(ThreadNotFound) as unknown:
+    with pytest.raises(ThreadNotFound, match="no thread") as unknown:
         agent.thread("no-such-id", context={"user": "bob"})
     assert str(foreign.value).replace(ann.thread_id, "X") == str(unknown.value).replace(
         "no-such-id", "X"
     )
-    with pytest.raises(ThreadNotFound):
+    with pytest.raises(ThreadNotFound, match=f"no thread '{ann.thread_id}'"):
         agent.run_sync("hijack", thread_id=ann.thread_id, context={"user": "bob"})
-    with pytest.raises(ThreadNotFound):
+    with pytest.raises(ThreadNotFound, match=f"no thread '{ann.thread_id}'"):
         agent.delete_thread(ann.thread_id, context={"user": "bob"})
     with pytest.raises(UserError, match="returned no user"):
         agent.run_sync("anonymous")
@@ -422,12 +423,27 @@ def test_thread_of_another_agent_is_not_found():
     a = define_agent(name="a", model=ReplayModel(["x"]), store=store)
     b = define_agent(name="b", model=ReplayModel(["y"]), store=store)
     tid = a.run_sync("hi").thread_id
-    with pytest.raises(ThreadNotFound):
+    with pytest.raises(ThreadNotFound, match=f"no thread '{tid}' for agent 'b'"):
         b.run_sync("hi", thread_id=tid)
 
 
-def test_tool_call_without_json_object_is_kept_raw_in_the_thread():
+def test_tool_call_without_json_object_is_not_run_and_its_raw_text_is_saved(tmp_path):
+    ran: list[str] = []
+
+    @tool
+    def get_invoice(invoice_id: str) -> str:
+        ran.append(invoice_id)
+        return "never"
+
     model = ReplayModel([Reply("", [ToolCall("c1", "get_invoice", None, "[1, 2]")]), "ok"])
-    agent = define_agent(name="a", model=model, tools=[get_invoice])
-    thread = agent.run_sync("go").thread
-    assert thread.messages[1].tool_calls[0].raw_arguments == "[1, 2]"
+    store = sqlite_store(tmp_path / "loom.db")
+    agent = define_agent(name="a", model=model, tools=[get_invoice], store=store)
+    thread_id = agent.run_sync("go").thread_id
+    store.close()
+    assert ran == []
+    # After a restart, the saved thread still shows what the model sent, and the answer it got.
+    again = sqlite_store(tmp_path / "loom.db")
+    saved = define_agent(name="a", model=ReplayModel([]), store=again).thread(thread_id)
+    again.close()
+    assert saved.messages[1].tool_calls[0].raw_arguments == "[1, 2]"
+    assert "not a JSON object: '[1, 2]'" in error_of(saved.messages[2].tool_results[0])

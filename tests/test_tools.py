@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from pydantic import BaseModel
 
-from loom_nb import RunContext, Tool, ToolOutput, UserError, connector, tool
-from loom_nb._tools import ToolInputError
+from loom_nb import (
+    ReplayModel,
+    Reply,
+    RunContext,
+    Tool,
+    ToolInputError,
+    ToolOutput,
+    UserError,
+    connector,
+    define_agent,
+    tool,
+)
 
 
 def ctx() -> RunContext:
@@ -57,7 +68,7 @@ def test_seed_form_with_pydantic_input_and_async_run():
     t = tool(name="fetch", description="Fetch invoices.", input=Query, run=fetch)
     assert t.parameters["properties"]["limit"]["default"] == 10
     assert asyncio.run(t.call({"invoice_id": "7"}, ctx())).content == "7:10"
-    with pytest.raises(ToolInputError):
+    with pytest.raises(ToolInputError, match="limit: Input should be a valid integer"):
         t.validate({"limit": "many"})
 
 
@@ -74,7 +85,7 @@ def test_seed_form_with_json_schema_dict():
     assert asyncio.run(named.call({"city": "Oslo"}, ctx())).content == "sunny in Oslo"
     with pytest.raises(ToolInputError, match="city"):
         named.validate({})
-    with pytest.raises(ToolInputError):
+    with pytest.raises(ToolInputError, match="city: 3 is not of type 'string'"):
         named.validate({"city": 3})
 
 
@@ -93,20 +104,50 @@ def test_run_context_is_injected_by_annotation_or_name():
 
 
 def test_sync_tools_run_off_the_event_loop_so_they_can_run_together():
-    import threading
-
-    seen: list[str] = []
+    # Each tool waits until the other has started: one after the other, both would time out.
+    both_started = threading.Barrier(2, timeout=10)
 
     @tool
-    def where() -> str:
-        seen.append(threading.current_thread().name)
-        return "ok"
+    def left() -> str:
+        both_started.wait()
+        return "left done"
 
-    async def main() -> None:
-        await where.call({}, ctx())
+    @tool
+    def right() -> str:
+        both_started.wait()
+        return "right done"
 
-    asyncio.run(main())
-    assert seen and seen[0] != threading.main_thread().name
+    model = ReplayModel([Reply("", [("left", {}), ("right", {})]), "Both done."])
+    result = define_agent(name="a", model=model, tools=[left, right]).run_sync("go")
+    answers = result.thread.messages[2].tool_results
+    assert [(r.content, r.is_error) for r in answers] == [
+        ("left done", False),
+        ("right done", False),
+    ]
+
+
+def test_async_tools_of_one_turn_run_together():
+    pinged, ponged = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def ping() -> str:
+        pinged.set()
+        await asyncio.wait_for(ponged.wait(), 10)
+        return "ping done"
+
+    @tool
+    async def pong() -> str:
+        ponged.set()
+        await asyncio.wait_for(pinged.wait(), 10)
+        return "pong done"
+
+    model = ReplayModel([Reply("", [("ping", {}), ("pong", {})]), "Both done."])
+    result = define_agent(name="a", model=model, tools=[ping, pong]).run_sync("go")
+    answers = result.thread.messages[2].tool_results
+    assert [(r.content, r.is_error) for r in answers] == [
+        ("ping done", False),
+        ("pong done", False),
+    ]
 
 
 def test_tool_output_sets_text_and_data_apart():

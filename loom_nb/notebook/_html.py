@@ -16,14 +16,17 @@ ERROR_STYLE = (
 
 
 def esc(text: str) -> str:
+    """Text escaped for HTML, quotes included."""
     return html.escape(text, quote=True)
 
 
 def pre(text: str) -> str:
+    """Text as an escaped, wrapping ``<pre>`` block."""
     return f'<pre style="white-space:pre-wrap;margin:2px 0">{esc(text)}</pre>'
 
 
 def to_json(value: Any) -> str:
+    """``value`` as indented JSON (DataFrames and loom values encoded), else its repr."""
     try:
         return json.dumps(encode(value), indent=2, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
@@ -31,6 +34,7 @@ def to_json(value: Any) -> str:
 
 
 def shape_text(df: Any) -> str:
+    """``3 rows × 2 columns``."""
     rows, cols = df.shape
     return f"{rows} row{'s' if rows != 1 else ''} × {cols} column{'s' if cols != 1 else ''}"
 
@@ -107,6 +111,7 @@ USER_STYLE = "background:#f3f6fb;padding:4px 8px;border-radius:4px"
 
 
 def user_html(text: str) -> str:
+    """The user's message, escaped, in its box."""
     return (
         f'<div style="{USER_STYLE}"><b>You</b>'
         f'<div style="white-space:pre-wrap">{esc(text)}</div></div>'
@@ -114,10 +119,12 @@ def user_html(text: str) -> str:
 
 
 def failed_html(tool: str, message: str) -> str:
+    """A tool call that failed, with the error the model was given."""
     return f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> failed: {esc(message)}</div>'
 
 
 def rejected_html(tool: str) -> str:
+    """A call the user rejected: nothing was run or written."""
     return f"✘ <b>{esc(tool)}</b> rejected: nothing was run or written."
 
 

@@ -1,6 +1,6 @@
 """Approval cards: what exactly will be written, with Approve / Reject buttons.
 
-A click never blocks the kernel: it hands the decision to the private loop (``_runner``) and
+A click never blocks the kernel: it hands the decision to the private loop (``_loop_thread``) and
 returns. Clicks may arrive on any thread (a JupyterLab subshell with ipykernel 7.3), so the
 one-decision guard is a lock in code, not only disabled buttons.
 """
@@ -69,6 +69,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         return self._decide(True)
 
     def reject(self) -> concurrent.futures.Future[Any] | None:
+        """Reject this call (like a click); nothing is written. Returns the resume's future, or
+        None when the card was already decided."""
         return self._decide(False)
 
     def _decide(self, approve: bool) -> concurrent.futures.Future[Any] | None:
@@ -96,6 +98,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self._label(approve, note)
 
     def set_outcome(self, text: str, *, error: bool = False) -> None:
+        """Say what came of the decision (done, nothing written, the error)."""
         self.outcome = text
         if error:
             self.decision_label.add_class("loom-error")

@@ -25,6 +25,7 @@ from loom_nb.notebook._html import (
 
 
 def history_html(messages: Iterable[Message], rows: int) -> str:
+    """``messages`` as one block of HTML; tool results fold into their calls."""
     messages = list(messages)
     results = {r.call_id: r for m in messages for r in m.tool_results}
     parts: list[str] = []

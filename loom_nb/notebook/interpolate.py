@@ -17,6 +17,8 @@ _PATTERN = re.compile(r"\{\{(" + _NAME + r")\}\}|\{(" + _NAME + r")\}")
 
 
 def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
+    """``text`` with each ``{name}`` / ``{name.attr}`` found in ``namespace`` replaced."""
+
     def replace(match: re.Match[str]) -> str:
         if match.group(1) is not None:
             return "{" + match.group(1) + "}"

@@ -1,5 +1,7 @@
-"""``%%loom`` and ``%loom``: parse the line, then delegate to the session (jupysql style).
+"""``%%loom`` and ``%loom``: parse the line, then call the subcommand's handler (jupysql style).
 
+The handlers are in ``loom_nb.notebook.commands``, one module each; the forms, options and
+their help are tables in ``loom_nb.notebook._help``, from which the parsers here are built.
 Settings are traitlets, changed with ``%config LoomMagics.<name> = value`` (or in an IPython
 profile as ``c.LoomMagics.<name>``).
 """
@@ -14,46 +16,20 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, validate
+from traitlets.config import Configurable
 
-from loom_nb.notebook import commands
+from loom_nb.notebook import _help, commands
+from loom_nb.notebook._help import CELL_OPTIONS, SUBCOMMANDS, Subcommand
 from loom_nb.notebook.interpolate import interpolate
 from loom_nb.notebook.session import Binding, Session
 
-SUBCOMMANDS = (
-    "threads",
-    "resume",
-    "new",
-    "show",
-    "delete",
-    "approvals",
-    "approve",
-    "reject",
-    "help",
-)
-
-LINE_HELP = """%loom AGENT            chat widget on AGENT's current thread
-%loom threads [AGENT]  saved threads as a table (id, title, agent, updated, messages, pending)
-%loom resume ID        make thread ID current for its agent and show it whole
-%loom new [AGENT]      the next %%loom AGENT starts a new thread
-%loom show [ID]        show a thread whole (default: the current one), with pending cards
-%loom delete ID        delete a saved thread
-%loom approvals        calls waiting for approval, with Approve / Reject buttons
-%loom approve CALL_ID [CALL_ID ...]   approve and resume (terminal, scripts)
-%loom reject CALL_ID [CALL_ID ...]    reject and resume
-%%loom [AGENT] [--new | --thread ID] [-o NAME] [-O NAME] [--result NAME] [--raw]
-Settings: %config LoomMagics  (default_agent, rows, stream_interval, display, interpolate,
-          context)"""
-
-
-def _identifier(name: str | None, option: str) -> str | None:
-    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
-        raise UsageError(f"{option} {name!r}: give a Python variable name, e.g. {option} df")
-    return name
+_BY_NAME = {c.name: c for c in SUBCOMMANDS}
 
 
 @magics_class
-class LoomMagics(Magics):
-    """Talk to loom_nb agents from cells."""
+class LoomMagics(Magics, Configurable):
+    """Talk to loom_nb agents from cells: ``%%loom`` sends a cell, ``%loom help`` lists the
+    rest."""
 
     default_agent = Unicode("", help="Variable name of the agent used when %%loom names none.").tag(
         config=True
@@ -97,28 +73,10 @@ class LoomMagics(Magics):
         return value
 
     @cell_magic("loom")  # type: ignore[arg-type]
+    @_help.add_doc(_help.cell_doc())
     def loom_cell(self, line: str, cell: str) -> None:
-        """Send the cell to an agent and show the thread as it streams.
-
-        Continues the agent's current thread unless --new or --thread ID. ``{name}`` and
-        ``{name.attr}`` are replaced from the namespace when the name exists; other braces
-        (code, JSON) stay as written, and ``{{name}}`` keeps ``{name}``.
-
-        %%loom [AGENT] [--new | --thread ID] [-o NAME] [-O NAME] [--result NAME] [--raw]
-
-        AGENT          variable name of the agent (default: LoomMagics.default_agent, or
-                       the only agent defined)
-        --new          start a new thread (it becomes the agent's current thread)
-        --thread, -t   continue thread ID (it becomes current)
-        -o NAME        bind the last DataFrame this run fetched to NAME (None if none)
-        -O NAME        bind every DataFrame this run fetched, oldest first (a list)
-        --result NAME  bind the RunResult (.output, .thread, .frames, .status)
-        --raw          send the cell as written, without {name} interpolation
-        """
-        try:
-            args = CELL_PARSER.parse_args(shlex.split(line))
-        except ValueError as exc:
-            raise UsageError(f"%%loom: {exc}") from None
+        """Send the cell to an agent and show the thread as it streams."""
+        args = CELL_PARSER.parse_args(_split(line, "%%loom"))
         if args.new and args.thread:
             raise UsageError("use either --new or --thread ID, not both")
         binding = Binding(
@@ -126,91 +84,94 @@ class LoomMagics(Magics):
             _identifier(args.out_all, "-O"),
             _identifier(args.result, "--result"),
         )
-        ns = self.session.namespace
-        prompt = cell if args.raw or not self.interpolate else interpolate(cell, ns)
+        if args.raw or not self.interpolate:
+            prompt = cell
+        else:
+            prompt = interpolate(cell, self.session.namespace)
         if not prompt.strip():
             raise UsageError("the cell is empty: write the message for the agent below %%loom")
-        agent = self.session.agent(args.agent)
-        self.session.run_cell(
-            agent, prompt.strip("\n"), new=args.new, thread_id=args.thread, binding=binding
+        commands.cell.run(
+            self.session,
+            args.agent,
+            prompt.strip("\n"),
+            new=args.new,
+            thread_id=args.thread,
+            binding=binding,
         )
 
     @line_magic("loom")  # type: ignore[arg-type]
+    @_help.add_doc(_help.line_doc())
     def loom_line(self, line: str) -> Any:
-        """%loom AGENT opens the chat widget; the subcommands:
-
-        %loom AGENT            chat widget on AGENT's current thread
-        %loom threads [AGENT]  saved threads as a table
-        %loom resume ID        make thread ID current for its agent and show it whole
-        %loom new [AGENT]      the next %%loom AGENT starts a new thread
-        %loom show [ID]        show a thread whole (default: the current one)
-        %loom delete ID        delete a saved thread
-        %loom approvals        calls waiting for approval, with Approve / Reject buttons
-        %loom approve CALL_ID [CALL_ID ...]   approve and resume here
-        %loom reject CALL_ID [CALL_ID ...]    reject and resume here
-        """
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise UsageError(f"%loom: {exc}") from None
-        if not words:
-            commands.chat(self.session, None)
+        """``%loom AGENT`` opens the chat widget; the subcommands manage threads and approvals."""
+        words = _split(line, "%loom")
+        if not words or words[0] not in _BY_NAME:
+            if len(words) > 1:
+                names = ", ".join(_BY_NAME)
+                raise UsageError(f"unknown %loom command {words[0]!r}; commands: {names}")
+            commands.chat.run(self.session, words[0] if words else None)
             return None
-        command, rest = words[0], words[1:]
-        if command not in SUBCOMMANDS:
-            if rest:
-                raise UsageError(
-                    f"unknown %loom command {command!r}; commands: {', '.join(SUBCOMMANDS)}"
-                )
-            commands.chat(self.session, command)
-            return None
-        if command == "help":
-            print(LINE_HELP)
-            return None
-        if command in ("threads", "new"):
-            agent = _parse(command, rest, ("agent", "?"))
-            if command == "threads":
-                return self.session.threads_frame(agent)
-            commands.new(self.session, agent)
-        elif command in ("resume", "delete"):
-            thread_id = _parse(command, rest, ("id", None))
-            assert thread_id is not None
-            if command == "resume":
-                commands.resume(self.session, thread_id)
-            else:
-                commands.delete(self.session, thread_id)
-        elif command == "show":
-            commands.show(self.session, _parse(command, rest, ("id", "?")))
-        elif command == "approvals":
-            _parse(command, rest, None)
-            commands.approvals(self.session)
-        else:
-            parser = _parser(command)
-            parser.add_argument("call_ids", nargs="+", metavar="CALL_ID")
-            ids: list[str] = parser.parse_args(rest).call_ids
-            self.session.decide(list(dict.fromkeys(ids)), command == "approve")
+        name, value = words[0], _parse(_BY_NAME[words[0]], words[1:])
+        s = self.session
+        match name:
+            case "threads":
+                return commands.threads.run(s, value)
+            case "new":
+                commands.new.run(s, value)
+            case "resume":
+                commands.resume.run(s, value)
+            case "show":
+                commands.show.run(s, value)
+            case "delete":
+                commands.delete.run(s, value)
+            case "approvals":
+                commands.approvals.run(s)
+            case "approve" | "reject":
+                commands.decide.run(s, value, approve=name == "approve")
+            case "help":
+                commands.help.run(type(self))
+            case _:  # a form listed in _help.SUBCOMMANDS that has no handler here
+                raise AssertionError(f"%loom {name} has no handler")
         return None
 
 
-def _parser(command: str, prog: str = "%loom ") -> Any:
-    return MagicArgumentParser(prog=prog + command, add_help=False)  # type: ignore[no-untyped-call]
+def _split(line: str, magic: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"{magic}: {exc}") from None
 
 
-CELL_PARSER = _parser("%%loom", prog="")
-CELL_PARSER.add_argument("agent", nargs="?", help="variable name of the agent")
-CELL_PARSER.add_argument("--new", action="store_true", help="start a new thread")
-CELL_PARSER.add_argument("--thread", "-t", metavar="ID", help="continue thread ID")
-CELL_PARSER.add_argument("-o", "--out", metavar="NAME", help="bind the last DataFrame fetched")
-CELL_PARSER.add_argument("-O", "--out-all", metavar="NAME", help="bind all DataFrames (a list)")
-CELL_PARSER.add_argument("--result", metavar="NAME", help="bind the RunResult")
-CELL_PARSER.add_argument("--raw", action="store_true", help="no {name} interpolation")
+def _parser(prog: str) -> Any:
+    return MagicArgumentParser(prog=prog, add_help=False)  # type: ignore[no-untyped-call]
 
 
-def _parse(command: str, rest: list[str], positional: tuple[str, str | None] | None) -> Any:
-    parser = _parser(command)
-    if positional is not None:
-        name, nargs = positional
-        parser.add_argument(name, nargs=nargs, metavar=name.upper())
+def _parse(command: Subcommand, words: list[str]) -> Any:
+    """The command's argument (None, a string or a list); a mistake is a UsageError."""
+    parser = _parser(command.usage)
+    if command.metavar is None:
+        parser.parse_args(words)
+        return None
+    parser.add_argument("value", nargs=command.nargs, metavar=command.metavar)
     # "--": these commands take no options, so an id like "-AbC" (older stores) is an id
-    ns = parser.parse_args(["--", *rest] if positional is not None else rest)
-    return getattr(ns, positional[0]) if positional is not None else None
+    return parser.parse_args(["--", *words]).value
+
+
+def _cell_parser() -> Any:
+    parser = _parser("%%loom")
+    for option in CELL_OPTIONS:
+        if not option.flags[0].startswith("-"):
+            parser.add_argument(option.flags[0], nargs="?", help=option.summary)
+        elif option.metavar is None:
+            parser.add_argument(*option.flags, action="store_true", help=option.summary)
+        else:
+            parser.add_argument(*option.flags, metavar=option.metavar, help=option.summary)
+    return parser
+
+
+CELL_PARSER = _cell_parser()
+
+
+def _identifier(name: str | None, option: str) -> str | None:
+    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+        raise UsageError(f"{option} {name!r}: give a Python variable name, e.g. {option} df")
+    return name

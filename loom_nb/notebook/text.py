@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Collection
 from typing import Any, TextIO
 
-from loom_nb._agent import ApprovalRequested, MessageAdded, RunEvent, RunResult
+from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
+from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
 from loom_nb.notebook._html import records_frame, shape_text, to_json
@@ -20,12 +22,14 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def format_frame(df: Any, rows: int) -> str:
+    """The frame's shape and its first ``rows`` rows, as text."""
     shown = df.head(max(rows, 0))
     note = f", first {len(shown)} shown" if len(shown) < len(df) else ""
     return f"[DataFrame {shape_text(df)}{note}]\n{shown.to_string(max_cols=20)}"
 
 
 def format_pending(p: PendingApproval, rows: int) -> str:
+    """A call waiting for approval, what it would write, and how to decide it."""
     lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
     value = p.preview if p.preview is not None else p.arguments
     frame = records_frame(value)
@@ -59,10 +63,12 @@ class TextView:
         stream.flush()
 
     def show(self) -> None:
+        """Print the agent's name as a heading."""
         if self.title:
             self._write(f"── {self.title} ──\n")
 
     def render(self, thread: Thread, *, history: bool = True) -> None:
+        """Print ``thread``: its messages (unless ``history=False``), pending calls, error."""
         self.thread_id = thread.id
         if history:
             for m in thread.messages:
@@ -75,9 +81,11 @@ class TextView:
             self._usage(thread.usage, None)
 
     def begin(self) -> None:
+        """Nothing to print until the first event."""
         pass
 
     def on_event(self, event: RunEvent) -> None:
+        """Print streamed text as it comes, then each message and approval asked for."""
         with self._lock:
             if isinstance(event, TextDelta):
                 if not self._streaming:
@@ -91,6 +99,7 @@ class TextView:
                     self._write(format_pending(p, self.rows) + "\n")
 
     def finish(self, result: RunResult | None, error: BaseException | None) -> None:
+        """End the streamed line; print the token usage, or the error."""
         with self._lock:
             if self._streaming:
                 self._write("\n")
@@ -100,6 +109,9 @@ class TextView:
                 self._usage(result.thread.usage, result.usage)
             if error is not None:
                 self._write(f"⚠ error: {error or type(error).__name__}\n")
+
+    def mark_decided(self, call_ids: Collection[str], approve: bool, note: str) -> None:
+        """Nothing to do: printed cards have no buttons to take away."""
 
     def _message(self, m: Message) -> None:
         if m.role == "user":

@@ -1,6 +1,6 @@
 """The thread as ipywidgets: messages, collapsed tool calls, bounded tables, approval cards.
 
-Events arrive on the private loop's thread (``loom_nb._runner``). Streamed text is batched:
+Events arrive on the private loop's thread (``loom_nb._loop_thread``). Streamed text is batched:
 the assistant's message is re-sent at most once per ``interval`` seconds (leading and
 trailing edge), so a long reply costs a handful of comm messages, not one per token.
 """
@@ -11,13 +11,14 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb._agent import ApprovalRequested, MessageAdded, RunEvent, RunResult
+from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
+from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
 from loom_nb.notebook._html import (
@@ -103,26 +104,30 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     # ---- a live run ----------------------------------------------------------------------
 
     def show(self) -> None:
+        """Display the view in the cell's output."""
         from IPython.display import display
 
         display(self)  # type: ignore[no-untyped-call]
 
     def begin(self) -> None:
+        """Show "the agent is working…"."""
         self.running.layout.display = None
 
     def on_event(self, event: RunEvent) -> None:
+        """Follow the run: batched streamed text, messages, tool results, approval cards."""
         with self._lock:
-            thread_id = getattr(event, "thread_id", None)
-            if thread_id and thread_id != self.thread_id:
-                self._set_thread(thread_id)
             if isinstance(event, TextDelta):
                 self._delta(event.text)
-            elif isinstance(event, MessageAdded):
+                return
+            if event.thread_id and event.thread_id != self.thread_id:
+                self._set_thread(event.thread_id)
+            if isinstance(event, MessageAdded):
                 self._add_message(event.message)
             elif isinstance(event, ApprovalRequested):
                 self._add_cards(event.pending)
 
     def finish(self, result: RunResult | None, error: BaseException | None) -> None:
+        """Stop the stream; show the thread's id and usage, settle the cards, show an error."""
         with self._lock:
             self._flush()
             self._stream = None
@@ -139,6 +144,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 for card in self.cards:
                     if card.decision is not None and card.outcome is None:
                         card.set_outcome(f"the run failed: {message}", error=True)
+
+    def mark_decided(self, call_ids: Collection[str], approve: bool, note: str) -> None:
+        """Show on this view's cards that these calls were decided elsewhere."""
+        for card in self.cards:
+            if card.call_id in call_ids and card.decision is None:
+                card.mark(approve, note)
 
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the run started from this view (a click) ends; returns its result."""

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
-from loom_nb._query import BUCKETS
+from loom_nb._tables.grammar import BUCKETS
 from loom_nb._tools import Connector, to_output
 from loom_nb.frames import frame_tools
 

@@ -10,9 +10,9 @@ from _orders import flt, ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loom_nb._frames.filters import like_regex
-from loom_nb._query import OPERATORS
+from loom_nb._tables.grammar import OPERATORS
 from loom_nb.frames import frame_tools
+from loom_nb.frames._filters import like_regex
 
 # ---- select: every operator, on every dtype, and its negation ------------------------------------
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
-from loom_nb._frames.aggregate import AGGREGATE_FUNCTIONS
-from loom_nb._query import BUCKETS, OPERATORS
+from loom_nb._tables.grammar import BUCKETS, OPERATORS
 from loom_nb._tools import Connector, ToolInputError, ToolOutput, to_output
 from loom_nb.frames import frame_tools
+from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 
 COLUMNS = [*orders_frame().columns, "secret", "x y", "", "order"]
 scalars = st.one_of(

@@ -534,6 +534,7 @@ async def test_update_sends_filters_body_and_select_list(server, factory):
 
 
 async def test_an_update_that_matches_nothing_says_so(server, factory):
+    server.reply(Reply(200, []))  # PostgREST's answer when no row matched (or RLS hid them)
     conn = tools(factory, approve_writes=False)
     out = await call(
         conn,
@@ -544,7 +545,13 @@ async def test_an_update_that_matches_nothing_says_so(server, factory):
             "filters": [{"column": "id", "op": "eq", "value": 404}],
         },
     )
-    assert not out.is_error and "nothing was updated" in out.content
+    req = only(server)
+    assert (req.method, req.path) == ("PATCH", "/rest/v1/tickets")
+    assert req.json == {"state": "x"}
+    assert req.params == [("id", "eq.404"), ("select", "id,title,state,owner")]
+    assert not out.is_error
+    assert "No row of tickets matched the filters (id = 404)" in out.content
+    assert "nothing was updated" in out.content and out.data.empty
 
 
 def insert_call() -> tuple[str, dict[str, Any]]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from supabase import create_client
 
 from loom_nb import RunContext
-from loom_nb._query import IDENTIFIER, RESERVED
+from loom_nb._tables.options import IDENTIFIER, RESERVED
 from loom_nb._tools import Connector, ToolInputError
 from loom_nb.supabase import supabase_tools
 

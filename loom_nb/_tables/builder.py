@@ -1,0 +1,135 @@
+"""The one builder of a table connector's tools.
+
+A backend (Supabase, DataFrames, any later one) supplies its operations: what each tool runs,
+how a write is checked before the user is asked, and what the approval card shows. The builder
+gives every table connector the same tools: named under the connector's prefix, described with
+the shared grammar and the allowlist, with the schemas' enums, and one approval rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from loom_nb._tables.options import TableSpec
+from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
+from loom_nb._tools import Connector, Tool, ToolInputError, connector, tool
+
+#: A tool's run function, as ``tool(run=...)`` takes it: ``(arguments)`` or
+#: ``(arguments, ctx)``, sync or async.
+Run = Callable[..., Any]
+
+_NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class Read:
+    """A read tool's operation."""
+
+    run: Run
+    #: The backend's own rules, as sentences added to the shared description.
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Write:
+    """A write tool's operations."""
+
+    run: Run
+    #: Raises :class:`ToolInputError` when the arguments cannot work; runs before approval.
+    check: Callable[[dict[str, Any]], object]
+    #: What the user sees before approving.
+    preview: Callable[[dict[str, Any]], Any]
+    #: The backend's own rules, as sentences added to the shared description.
+    notes: str = ""
+
+
+def table_connector(
+    name: str,
+    tables: Mapping[str, TableSpec],
+    *,
+    max_rows: int,
+    approve_writes: bool,
+    list_tables: Read,
+    select: Read,
+    insert: Write,
+    update: Write,
+    insert_as: str = "insert",
+    more_reads: Mapping[str, Tool] | None = None,
+) -> Connector:
+    """``{name}_list_tables`` and ``{name}_select`` (then ``more_reads``, each named
+    ``{name}_{key}``); ``{name}_{insert_as}`` and ``{name}_update`` when some table is
+    writable."""
+    writable = [s for s in tables.values() if s.write]
+    tools: dict[str, Tool] = {
+        f"{name}_list_tables": tool(
+            description="List the tables you may use: each one's description, its columns, and "
+            f"whether you may write to it.{list_tables.notes}",
+            input=_NO_ARGUMENTS,
+            run=list_tables.run,
+        ),
+        f"{name}_select": tool(
+            description="Read rows of one table. Filters all must match: op is eq, neq, gt, gte, "
+            "lt, lte, like / ilike (SQL wildcards: % any text, _ one character; ilike ignores "
+            "case), in (a list of values) or is_null (no value); not=true negates one."
+            f"{select.notes} At most {max_rows} rows per call: page with offset; count=true "
+            "also returns the number of matching rows.\n"
+            f"Tables:\n{_tables_text(tables.values())}",
+            input=select_schema(tables, max_rows),
+            run=select.run,
+        ),
+    }
+    for suffix, read in (more_reads or {}).items():
+        tools[f"{name}_{suffix}"] = read
+    if writable:
+        approval = (
+            " The user approves each call before anything is written." if approve_writes else ""
+        )
+        returns = f" Returns the written rows.\nWritable tables:\n{_tables_text(writable)}"
+        tools[f"{name}_{insert_as}"] = tool(
+            description="Add rows to a writable table: rows is a list of {column: value}."
+            f"{insert.notes}{approval}{returns}",
+            input=insert_schema(tables),
+            run=insert.run,
+            needs_approval=_ask_when_it_can_work(approve_writes, insert.check),
+            preview=insert.preview,
+        )
+        tools[f"{name}_update"] = tool(
+            description="Set values on the rows of a writable table that match all filters "
+            f"(the filters of {name}_select; at least one is required).{update.notes}"
+            f"{approval}{returns}",
+            input=update_schema(tables),
+            run=update.run,
+            needs_approval=_ask_when_it_can_work(approve_writes, update.check),
+            preview=update.preview,
+        )
+    return connector(name, tools)
+
+
+def _ask_when_it_can_work(
+    approve_writes: bool, check: Callable[[dict[str, Any]], object]
+) -> Callable[[dict[str, Any]], bool]:
+    """A write waits for approval only when its arguments can work. The others are not shown to
+    the user: the call fails at once, before any request or change, and the model is told why."""
+
+    def rule(arguments: dict[str, Any]) -> bool:
+        if not approve_writes:
+            return False
+        try:
+            check(arguments)
+        except ToolInputError:
+            return False
+        return True
+
+    return rule
+
+
+def _tables_text(tables: Iterable[TableSpec]) -> str:
+    """One line a table, for the model: ``- orders — Customer orders (columns: id, total)``."""
+    lines = []
+    for s in tables:
+        columns = ", ".join(s.columns) if s.columns is not None else "all columns"
+        about = f" — {s.description}" if s.description else ""
+        lines.append(f"- {s.name}{about} (columns: {columns}{'; writable' if s.write else ''})")
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""What the model may ask a table connector for, checked against the user's allowlist.
+
+The model never writes query syntax. It fills a small JSON object: a table from an enum,
+plain column names, filters from a fixed operator set. ``parse_*`` checks that object against
+the allowlist and turns it into typed values; each backend maps those to its own calls.
+A refused input raises :class:`ToolInputError`, which reaches the model as an error result
+before any request is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loom_nb._tables.options import IDENTIFIER, RESERVED, TableSpec
+from loom_nb._tools import ToolInputError
+
+Operator = Literal["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is_null"]
+OPERATORS: tuple[str, ...] = (
+    "eq",
+    "neq",
+    "gt",
+    "gte",
+    "lt",
+    "lte",
+    "like",
+    "ilike",
+    "in",
+    "is_null",
+)
+
+Scalar = str | int | float | bool
+
+#: Time buckets a datetime column can be grouped by; weeks start on Monday (ISO 8601).
+BUCKETS: tuple[str, ...] = ("day", "week", "month", "quarter", "year")
+
+
+@dataclass(frozen=True)
+class Filter:
+    column: str
+    op: str
+    value: Any = None
+    negate: bool = False
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """One group_by entry: a column's values, or the time bucket of a datetime column."""
+
+    column: str
+    #: None: the values themselves; else one of :data:`BUCKETS`.
+    bucket: str | None = None
+
+    @property
+    def output(self) -> str:
+        """The result's column: the column's name, or ``week_created_at`` for a bucket."""
+        return self.column if self.bucket is None else f"{self.bucket}_{self.column}"
+
+
+@dataclass(frozen=True)
+class Select:
+    table: str
+    #: Columns to return; None means all (only when the table has no ``columns`` list).
+    columns: tuple[str, ...] | None
+    filters: tuple[Filter, ...] = ()
+    #: (column, descending) pairs.
+    order: tuple[tuple[str, bool], ...] = ()
+    limit: int = 50
+    offset: int = 0
+    count: bool = False
+
+
+@dataclass(frozen=True)
+class Insert:
+    table: str
+    rows: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Update:
+    table: str
+    values: dict[str, Any]
+    filters: tuple[Filter, ...] = field(default=())
+
+
+def lookup_table(tables: Mapping[str, TableSpec], name: Any, *, write: bool = False) -> TableSpec:
+    spec = tables.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ToolInputError(f"unknown table {name!r}; the tables are {sorted(tables)}")
+    if write and not spec.write:
+        writable = sorted(t for t, s in tables.items() if s.write)
+        raise ToolInputError(f"table {name!r} is read-only; writable tables: {writable}")
+    return spec
+
+
+def check_column(spec: TableSpec, name: Any) -> str:
+    if not isinstance(name, str) or not IDENTIFIER.match(name) or name.lower() in RESERVED:
+        raise ToolInputError(
+            f"{name!r} is not a plain column name (no relations, JSON paths, casts or aliases)"
+        )
+    if spec.columns is not None and name not in spec.columns:
+        raise ToolInputError(
+            f"column {name!r} is not available in {spec.name!r}; use one of {list(spec.columns)}"
+        )
+    return name
+
+
+def _scalar(value: Any, where: str) -> Scalar:
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    raise ToolInputError(f"{where}: expected a string, number or boolean, got {value!r}")
+
+
+def parse_filters(spec: TableSpec, raw: Any) -> tuple[Filter, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ToolInputError("filters must be a list of {column, op, value} objects")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise ToolInputError(f"filters[{i}] must be an object")
+        extra = set(item) - {"column", "op", "value", "not"}
+        if extra:
+            raise ToolInputError(f"filters[{i}] has unknown keys {sorted(extra)}")
+        column = check_column(spec, item.get("column"))
+        op = item.get("op")
+        if op not in OPERATORS:
+            raise ToolInputError(f"filters[{i}].op {op!r} is not one of {list(OPERATORS)}")
+        negate = item.get("not", False)
+        if not isinstance(negate, bool):
+            raise ToolInputError(f"filters[{i}].not must be true or false")
+        value = item.get("value")
+        if op == "is_null":
+            if value is not None:
+                raise ToolInputError(
+                    f"filters[{i}]: is_null takes no value (use not=true for NOT NULL)"
+                )
+        elif op == "in":
+            if not isinstance(value, list) or not value:
+                raise ToolInputError(f"filters[{i}]: 'in' takes a non-empty list of values")
+            value = tuple(_scalar(v, f"filters[{i}].value") for v in value)
+        elif op in ("like", "ilike"):
+            if not isinstance(value, str):
+                raise ToolInputError(
+                    f"filters[{i}]: {op} takes a string pattern (% and _ wildcards)"
+                )
+        else:
+            if value is None:
+                raise ToolInputError(
+                    f"filters[{i}]: {op} needs a value; to match NULL use op 'is_null'"
+                )
+            value = _scalar(value, f"filters[{i}].value")
+        out.append(Filter(column, op, value, negate))
+    return tuple(out)
+
+
+def parse_int(value: Any, name: str, default: int) -> int:
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ToolInputError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def parse_group_by(spec: TableSpec, raw: Any) -> tuple[GroupKey, ...]:
+    """``["status", {"column": "created_at", "bucket": "week"}]`` as group keys, each once."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ToolInputError(
+            'group_by must be a list of column names or {"column": C, "bucket": B} objects'
+        )
+    keys: list[GroupKey] = []
+    for i, item in enumerate(raw):
+        if isinstance(item, Mapping):
+            if set(item) != {"column", "bucket"}:
+                raise ToolInputError(
+                    f'group_by[{i}] must be a column name or {{"column": C, "bucket": B}}'
+                )
+            bucket = item["bucket"]
+            if bucket not in BUCKETS:
+                raise ToolInputError(
+                    f"group_by[{i}].bucket {bucket!r} is not one of {list(BUCKETS)}"
+                )
+            key = GroupKey(check_column(spec, item["column"]), bucket)
+        else:
+            key = GroupKey(check_column(spec, item))
+        if key.output in (k.output for k in keys if k != key):
+            raise ToolInputError(f"group_by[{i}] would be named {key.output!r} twice")
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
+
+
+def parse_select(args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_rows: int) -> Select:
+    spec = lookup_table(tables, args.get("table"))
+    raw_columns = args.get("columns")
+    if raw_columns is None or raw_columns == []:
+        columns = spec.columns  # None: every column; a list: expanded, so '*' is never sent
+    else:
+        if not isinstance(raw_columns, list):
+            raise ToolInputError("columns must be a list of column names")
+        columns = tuple(dict.fromkeys(check_column(spec, c) for c in raw_columns))
+    order = parse_order(args.get("order"), lambda i, name: check_column(spec, name))
+    limit = min(parse_int(args.get("limit"), "limit", max_rows), max_rows)
+    count = args.get("count", False)
+    if not isinstance(count, bool):
+        raise ToolInputError("count must be true or false")
+    return Select(
+        table=spec.name,
+        columns=columns,
+        filters=parse_filters(spec, args.get("filters")),
+        order=tuple(order),
+        limit=limit,
+        offset=parse_int(args.get("offset"), "offset", 0),
+        count=count,
+    )
+
+
+def parse_order(raw: Any, column: Callable[[int, Any], str]) -> tuple[tuple[str, bool], ...]:
+    """``[{column, desc}]`` as (column, descending) pairs; ``column(i, name)`` checks a name."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ToolInputError("order must be a list of {column, desc} objects")
+    order = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping) or set(item) - {"column", "desc"}:
+            raise ToolInputError(f"order[{i}] must be an object with 'column' and optional 'desc'")
+        desc = item.get("desc", False)
+        if not isinstance(desc, bool):
+            raise ToolInputError(f"order[{i}].desc must be true or false")
+        order.append((column(i, item.get("column")), desc))
+    return tuple(order)
+
+
+def _row(spec: TableSpec, row: Any, where: str) -> dict[str, Any]:
+    if not isinstance(row, Mapping) or not row:
+        raise ToolInputError(f"{where} must be a non-empty object of column: value")
+    return {check_column(spec, k): v for k, v in row.items()}
+
+
+def parse_insert(args: Mapping[str, Any], tables: Mapping[str, TableSpec]) -> Insert:
+    spec = lookup_table(tables, args.get("table"), write=True)
+    rows = args.get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise ToolInputError("rows must be a non-empty list of objects")
+    return Insert(spec.name, tuple(_row(spec, r, f"rows[{i}]") for i, r in enumerate(rows)))
+
+
+def parse_update(args: Mapping[str, Any], tables: Mapping[str, TableSpec]) -> Update:
+    spec = lookup_table(tables, args.get("table"), write=True)
+    filters = parse_filters(spec, args.get("filters"))
+    if not filters:
+        raise ToolInputError("an update needs at least one filter; updating every row is refused")
+    return Update(spec.name, _row(spec, args.get("values"), "values"), filters)

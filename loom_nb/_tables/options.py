@@ -1,0 +1,117 @@
+"""What the user configures for a table connector, checked when the connector is defined.
+
+``tables={...}`` becomes :class:`TableSpec` values; ``name``, ``max_rows`` and ``approve_writes``
+are checked alike by every table connector. A mistake raises :class:`UserError` at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loom_nb._errors import UserError
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+#: PostgREST reads these query names itself; as columns they would rewrite the query.
+RESERVED = frozenset({"select", "order", "limit", "offset", "columns", "on_conflict", "or", "and"})
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One allowlisted table, as the user configured it."""
+
+    name: str
+    description: str = ""
+    #: Allowed columns; None means every column of the table.
+    columns: tuple[str, ...] | None = None
+    write: bool = False
+
+
+def check_identifier(name: Any, what: str) -> str:
+    """Raise :class:`UserError` unless ``name`` is a plain identifier (configuration time)."""
+    if not isinstance(name, str) or not IDENTIFIER.match(name):
+        raise UserError(
+            f"{what} {name!r} is not a plain identifier: use letters, digits and '_', "
+            "starting with a letter or '_', at most 63 characters"
+        )
+    if name.lower() in RESERVED:
+        raise UserError(f"{what} {name!r} is a reserved query name and cannot be used")
+    return name
+
+
+def parse_tables(
+    tables: Mapping[str, Any],
+    *,
+    allowed_options: Sequence[str] = ("description", "columns", "write"),
+) -> dict[str, TableSpec]:
+    """Check the user's ``tables={...}`` at definition time."""
+    if not isinstance(tables, Mapping) or not tables:
+        raise UserError('tables must be a non-empty dict like {"orders": {"columns": ["id"]}}')
+    specs: dict[str, TableSpec] = {}
+    for name, options in tables.items():
+        check_identifier(name, "table name")
+        options = {} if options is None else options
+        if not isinstance(options, Mapping):
+            raise UserError(
+                f"tables[{name!r}] must be a dict of options, got {type(options).__name__}"
+            )
+        unknown = set(options) - set(allowed_options)
+        if unknown:
+            raise UserError(
+                f"tables[{name!r}] has unknown option(s) {sorted(unknown)}; "
+                f"known options: {list(allowed_options)}"
+            )
+        columns = options.get("columns")
+        if columns is not None:
+            if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
+                raise UserError(f"tables[{name!r}]['columns'] must be a non-empty list of names")
+            for c in columns:
+                check_identifier(c, f"column of {name!r}")
+            if len(set(columns)) != len(columns):
+                raise UserError(f"tables[{name!r}]['columns'] lists a column twice")
+            columns = tuple(columns)
+        description = options.get("description", "")
+        if not isinstance(description, str):
+            raise UserError(f"tables[{name!r}]['description'] must be a string")
+        write = options.get("write", False)
+        if not isinstance(write, bool):
+            raise UserError(f"tables[{name!r}]['write'] must be True or False")
+        specs[name] = TableSpec(name, description, columns, write)
+    return specs
+
+
+_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+
+
+def check_connector_options(name: Any, max_rows: Any, approve_writes: Any) -> int:
+    """The options every table connector shares; returns ``max_rows``."""
+    if not isinstance(name, str) or not _PREFIX.match(name):
+        raise UserError(
+            f"name={name!r} is not valid: it prefixes the tool names, so use letters, digits, "
+            "'_' and '-', starting with a letter, at most 40 characters"
+        )
+    if not isinstance(approve_writes, bool):
+        raise UserError(f"approve_writes must be True or False, got {approve_writes!r}")
+    return check_max_rows(max_rows)
+
+
+def check_max_rows(max_rows: Any) -> int:
+    if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
+        raise UserError(f"max_rows must be a positive int, got {max_rows!r}")
+    return max_rows
+
+
+def describe_tables(tables: Mapping[str, TableSpec]) -> list[dict[str, Any]]:
+    """What the list-tables tool returns."""
+    return [
+        {
+            "table": s.name,
+            "description": s.description,
+            "columns": list(s.columns) if s.columns is not None else "all columns",
+            "writable": s.write,
+        }
+        for s in tables.values()
+    ]

@@ -1,0 +1,146 @@
+"""The JSON schemas of the table tools: what the model is told it may send, with the
+allowlist's tables and columns as enums where the user listed them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from loom_nb._tables.grammar import BUCKETS, OPERATORS
+from loom_nb._tables.options import IDENTIFIER, TableSpec
+
+
+def _column_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+    if all(s.columns is not None for s in tables.values()):
+        names = sorted({c for s in tables.values() for c in s.columns or ()})
+        return {"type": "string", "enum": names}
+    return {"type": "string", "pattern": IDENTIFIER.pattern}
+
+
+def filters_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "description": "All filters must match (AND).",
+        "items": {
+            "type": "object",
+            "properties": {
+                "column": _column_schema(tables),
+                "op": {
+                    "type": "string",
+                    "enum": list(OPERATORS),
+                    "description": "like/ilike use % and _ wildcards; is_null takes no value.",
+                },
+                "value": {
+                    "description": "A string, number or boolean; a list for 'in'.",
+                    "anyOf": [
+                        {"type": ["string", "number", "boolean"]},
+                        {"type": "array", "items": {"type": ["string", "number", "boolean"]}},
+                    ],
+                },
+                "not": {"type": "boolean", "description": "Negate this filter."},
+            },
+            "required": ["column", "op"],
+            "additionalProperties": False,
+        },
+    }
+
+
+def group_by_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+    column = _column_schema(tables)
+    return {
+        "type": "array",
+        "items": {
+            "anyOf": [
+                column,
+                {
+                    "type": "object",
+                    "properties": {
+                        "column": {**column, "description": "A datetime column."},
+                        "bucket": {"type": "string", "enum": list(BUCKETS)},
+                    },
+                    "required": ["column", "bucket"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+        "description": (
+            "Columns to group by, or {column, bucket} to group a datetime column by day, week "
+            "(weeks start on Monday), month, quarter or year, in the column's time zone. A "
+            "bucket's output column is named bucket_column (like week_created_at) and holds "
+            "each bucket's start. Omit group_by for one summary row over all matches."
+        ),
+    }
+
+
+def select_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str, Any]:
+    column = _column_schema(tables)
+    return {
+        "type": "object",
+        "properties": {
+            "table": {"type": "string", "enum": sorted(tables)},
+            "columns": {
+                "type": "array",
+                "items": column,
+                "description": "Columns to return; omit for all allowed columns.",
+            },
+            "filters": filters_schema(tables),
+            "order": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"column": column, "desc": {"type": "boolean"}},
+                    "required": ["column"],
+                    "additionalProperties": False,
+                },
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 0,
+                "description": f"At most {max_rows} rows come back; a larger limit is cut to that.",
+            },
+            "offset": {"type": "integer", "minimum": 0},
+            "count": {
+                "type": "boolean",
+                "description": "Also return the exact number of matching rows.",
+            },
+        },
+        "required": ["table"],
+        "additionalProperties": False,
+    }
+
+
+def insert_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+    writable = {n: s for n, s in tables.items() if s.write}
+    return {
+        "type": "object",
+        "properties": {
+            "table": {"type": "string", "enum": sorted(writable)},
+            "rows": {"type": "array", "minItems": 1, "items": _values_schema(writable)},
+        },
+        "required": ["table", "rows"],
+        "additionalProperties": False,
+    }
+
+
+def update_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+    writable = {n: s for n, s in tables.items() if s.write}
+    return {
+        "type": "object",
+        "properties": {
+            "table": {"type": "string", "enum": sorted(writable)},
+            "values": _values_schema(writable),
+            "filters": {**filters_schema(writable), "minItems": 1},
+        },
+        "required": ["table", "values", "filters"],
+        "additionalProperties": False,
+    }
+
+
+def _values_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "minProperties": 1}
+    if tables and all(s.columns is not None for s in tables.values()):
+        names = sorted({c for s in tables.values() for c in s.columns or ()})
+        schema["propertyNames"] = {"enum": names}
+    else:
+        schema["propertyNames"] = {"pattern": IDENTIFIER.pattern}
+    return schema

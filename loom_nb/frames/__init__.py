@@ -1,0 +1,153 @@
+"""Let an agent explore the DataFrames already in your notebook, with the Supabase rules.
+
+::
+
+    from loom_nb.frames import frame_tools
+
+    data = frame_tools(
+        {
+            "orders": {"frame": orders, "description": "Customer orders", "write": True},
+            "customers": customers,                      # a DataFrame alone: read-only, all columns
+        },
+        max_rows=50, approve_writes=True, name="frames",
+    )
+    analyst = define_agent(name="analyst", model=..., connectors=[data])
+
+Tools (``frames`` is the ``name=`` prefix):
+
+``frames_list_tables()``
+    Each frame: name, description, row count, columns with dtypes (and the values of
+    categorical columns), writable or not.
+``frames_select(table, columns?, filters?, order?, limit?, offset?, count?)``
+    The arguments and checks of the Supabase select: filters ``{column, op, value, not}`` with
+    ``op`` one of eq, neq, gt, gte, lt, lte, like, ilike, in, is_null; ``order``
+    ``[{column, desc}]``; ``limit`` at most ``max_rows``; ``offset`` for paging; ``count`` for
+    the number of matching rows.
+``frames_aggregate(table, group_by?, aggregates?, filters?, order?, limit?, offset?)``
+    ``group_by`` lists columns and time buckets ``{"column": "created_at", "bucket": "week"}``
+    (day, week, month, quarter, year; datetime columns only). ``aggregates`` ``[{fn, column}]``
+    with ``fn`` one of count, count_distinct, sum, mean, median, min, max; output columns are
+    named ``fn_column`` (``count`` counts rows). At most ``max_rows`` groups come back;
+    ``order`` may name a group column or an output column.
+``frames_append(table, rows)`` and ``frames_update(table, values, filters)``
+    Only when a frame has ``write: True``. Each waits for Approve unless
+    ``approve_writes=False``. An update without a filter is refused.
+
+Rules, as the model meets them:
+
+- Only the named frames exist, and only their allowed columns (``columns=[...]``, else every
+  column of the frame as it is at call time). Names are plain identifiers.
+- Filter values are converted to the column's dtype: numbers from numeric strings, timestamps
+  from ISO 8601 strings (a time without an offset is read in a tz-aware column's time zone),
+  numbers to text for text columns. When that is impossible the model gets an error saying
+  why. Missing values (NaN, None, NaT, NA) match only ``is_null``, negated or not, as in SQL.
+- Groups follow SQL's ``GROUP BY``: missing values (NaT included) form their own group,
+  last; count_distinct and median ignore missing values. A time bucket is computed on the
+  column's own clock (a tz-aware column's time zone, summer time included): weeks start on
+  Monday (ISO 8601), and the output column (``week_created_at``) holds each bucket's start,
+  with the column's dtype. These are the groups of ``df.groupby(pd.Grouper(key="created_at",
+  freq="W-MON", closed="left", label="left"))`` (``"D"``, ``"MS"``, ``"QS"``, ``"YS"`` for
+  the others), except that only buckets holding rows come back and NaT rows are kept.
+- ``like``/``ilike`` use SQL wildcards (``%`` any text, ``_`` one character, ``\\`` escapes);
+  ``ilike`` ignores case. Sorting puts missing values last in both directions.
+- Results are new DataFrames (copies that keep your frame's index labels, so
+  ``orders.loc[result.index]`` finds the rows); the model sees a compact bounded rendering.
+
+Writes and "in place"
+---------------------
+
+The connector holds a reference to the very DataFrame object you passed. After Approve (and only
+then), that object is changed in place: any variable bound to it, like ``orders`` above, sees
+the new rows or values, and ``id(orders)`` does not change.
+
+- **append**: the rows are added at the end, with the frame's dtypes exactly (values are
+  converted as for filters; a value that does not fit, such as a missing value in an ``int64``
+  or ``bool`` column or a value outside a categorical's categories, is refused before anything
+  is written). New rows get the index labels after the largest one (``0, 1, ...`` for an empty
+  frame); a ``RangeIndex`` stays a ``RangeIndex``. Frames with any other index (strings,
+  timestamps, a MultiIndex) cannot be made writable: appended rows would have no label to use;
+  ``reset_index()`` first. pandas has no in-place append (and is deprecating ``inplace=``), so
+  the result is built with ``pd.concat`` and the object itself takes it over through public
+  operations that change it: its columns are taken out, its index grows by ``.loc``
+  enlargement (cheap with no columns), and the result's columns are put back. If a step fails,
+  the frame is put back as it was. Cost: about one copy of the frame, as with ``pd.concat``.
+- The frame is locked while a tool reads or writes it: calls of one turn run concurrently,
+  and an approved append and update never interleave.
+- **update**: ``frame.loc[matching_rows, column] = value`` for each value, all values converted
+  before the first is written, so a refused value changes nothing.
+- Not changed: objects that are not the one you passed. Rebinding your variable
+  (``orders = orders[orders.total > 0]``, ``orders = pd.concat(...)``) gives you a new object
+  that the agent does not see (build the connector again); frames derived earlier (slices,
+  ``orders.copy()``, the results in ``thread.frames``) keep their contents, as copy-on-write
+  pandas does.
+- The approval card shows the rows to append as a DataFrame, or the changes, the filter and the
+  number of rows matching now; the rows are matched again when the write runs.
+- Calls whose arguments cannot work (an unknown column, a value that does not fit) are answered
+  with an error at once instead of asking you to approve something that would fail; such a call
+  never writes.
+"""
+
+# The machinery, a concept a module: _values (what a JSON value means for a column's dtype),
+# _filters (filter masks, SQL LIKE), _aggregate, _allowlist (the usable frames, their allowed
+# columns and locks), _reads, _writes (checked before approval, done in place) and _connector
+# (these operations, handed to the table tools' builder in loom_nb._tables).
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from loom_nb._errors import UserError
+from loom_nb._tables.options import check_connector_options, parse_tables
+from loom_nb._tools import Connector
+from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
+from loom_nb.frames._allowlist import Tables, check_frame
+from loom_nb.frames._connector import frame_connector
+
+__all__ = ["AGGREGATE_FUNCTIONS", "frame_tools"]
+
+_OPTIONS = ("frame", "description", "columns", "write")
+
+
+def frame_tools(
+    frames: Mapping[str, Any],
+    *,
+    max_rows: int = 50,
+    approve_writes: bool = True,
+    name: str = "frames",
+) -> Connector:
+    """Tools over DataFrames in your notebook: list, select, aggregate, and optional writes.
+
+    ``frames`` maps a table name to a DataFrame, or to options ``{"frame": df, "description":
+    "...", "columns": [...], "write": True}``. Everything is checked here: names are plain
+    identifiers, options are known, listed columns exist, values are DataFrames, and writable
+    frames have an integer index. See the module documentation for the exact semantics.
+    """
+    max_rows = check_connector_options(name, max_rows, approve_writes)
+    if not isinstance(frames, Mapping) or not frames:
+        raise UserError('frames must be a non-empty dict like {"orders": orders_df}')
+    options: dict[str, Mapping[str, Any]] = {}
+    for table, value in frames.items():
+        if isinstance(value, pd.DataFrame):
+            options[table] = {"frame": value}
+        elif isinstance(value, Mapping):
+            options[table] = value
+        else:
+            raise UserError(
+                f"frames[{table!r}] must be a DataFrame or a dict of options with 'frame', "
+                f"got {type(value).__name__}"
+            )
+    # Names, unknown options, column lists, description and write flags: the shared rules.
+    specs = parse_tables(options, allowed_options=_OPTIONS)
+    data: dict[str, pd.DataFrame] = {}
+    for table, spec in specs.items():
+        frame = options[table].get("frame")
+        if not isinstance(frame, pd.DataFrame):
+            raise UserError(
+                f"frames[{table!r}]['frame'] must be a pandas DataFrame, got {type(frame).__name__}"
+            )
+        check_frame(table, spec, frame)
+        data[table] = frame
+    return frame_connector(Tables(specs, data, max_rows, name), approve_writes)

@@ -1,0 +1,114 @@
+"""The frames the agent may use: what makes a frame usable, its allowed columns, its lock."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from pandas.api import types as ptypes
+
+from loom_nb._errors import UserError
+from loom_nb._tables.options import IDENTIFIER, RESERVED, TableSpec
+from loom_nb._tools import ToolInputError
+from loom_nb.frames._values import holds_missing
+
+
+def check_frame(table: str, spec: TableSpec, frame: pd.DataFrame) -> None:
+    """Refuse, when ``frame_tools`` is called, a frame the agent could not use as configured."""
+    labels = list(frame.columns)
+    if len(set(map(str, labels))) != len(labels):
+        raise UserError(f"frame {table!r} has duplicate column names; make them unique first")
+    if spec.columns is not None:
+        missing = [c for c in spec.columns if c not in labels]
+        if missing:
+            raise UserError(
+                f"frames[{table!r}]['columns'] names {missing}, which the frame does not have; "
+                f"its columns are {[str(c) for c in labels]}"
+            )
+    else:
+        bad = [c for c in labels if not usable_name(c)]
+        if bad:
+            raise UserError(
+                f"frame {table!r} has columns the agent could not name: {bad}. Column names must "
+                "be plain identifiers (letters, digits, '_') and not one of "
+                f"{sorted(RESERVED)}. Rename them (df.rename(columns=..., inplace=True)) or "
+                f"list the usable ones in frames[{table!r}]['columns']"
+            )
+    if spec.write:
+        if not integer_index(frame.index):
+            raise UserError(
+                f"frame {table!r} is writable but has a {type(frame.index).__name__}: appended "
+                "rows would have no index label to take. Use an integer index "
+                "(df.reset_index() keeps the current index as a column) or write=False"
+            )
+        if spec.columns is not None:
+            for col in labels:
+                if col not in spec.columns and not holds_missing(frame[col].dtype):
+                    raise UserError(
+                        f"frame {table!r} is writable, but column {col!r} ({frame[col].dtype}) is "
+                        "not in 'columns', so appended rows would leave it empty, which its "
+                        f"dtype cannot hold. Add it to 'columns' or convert it "
+                        "(for example to 'Int64' or 'boolean')"
+                    )
+
+
+def usable_name(label: Any) -> bool:
+    """Can the agent name this column: a plain identifier, not a reserved word?"""
+    return (
+        isinstance(label, str) and bool(IDENTIFIER.match(label)) and label.lower() not in RESERVED
+    )
+
+
+def integer_index(index: pd.Index) -> bool:
+    """Does ``index`` give appended rows a label to take (the next integer)?"""
+    return not isinstance(index, pd.MultiIndex) and (
+        isinstance(index, pd.RangeIndex) or ptypes.is_integer_dtype(index.dtype)
+    )
+
+
+class Tables:
+    """The frames of one connector, by table name, with what the tools share about them."""
+
+    def __init__(
+        self,
+        specs: dict[str, TableSpec],
+        frames: dict[str, pd.DataFrame],
+        max_rows: int,
+        name: str,
+    ) -> None:
+        self.specs = specs
+        self.frames = frames
+        self.max_rows = max_rows
+        self.name = name
+        # Tool calls of one turn run concurrently on worker threads: one lock per frame.
+        self.locks = {t: threading.RLock() for t in frames}
+
+    def columns(self, table: str) -> list[str]:
+        """The columns the agent may use, as the frame is now."""
+        spec, df = self.specs[table], self.frames[table]
+        if spec.columns is not None:
+            return list(spec.columns)
+        return [c for c in df.columns if usable_name(c)]
+
+    def check_columns(self, table: str, names: Sequence[str]) -> None:
+        """Refuse names the frame no longer has (the user may have changed it since)."""
+        present = self.columns(table)
+        frame_columns = set(self.frames[table].columns)
+        for n in names:
+            if n not in present or n not in frame_columns:
+                raise ToolInputError(f"{table!r} has no column {n!r}; its columns are {present}")
+
+    def source(self, table: str) -> str:
+        """The name the model sees on a rendered result, like ``frames.orders``."""
+        return f"{self.name}.{table}"
+
+    def lock_for(self, args: dict[str, Any]) -> Any:
+        """The lock of the table ``args`` name, or none when they name no known table (the
+        call is then refused when its arguments are parsed)."""
+        table = args.get("table")
+        if isinstance(table, str) and table in self.specs:
+            return self.locks[table]
+        return contextlib.nullcontext()

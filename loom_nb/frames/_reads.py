@@ -1,0 +1,160 @@
+"""The read tools: list the tables, select rows, aggregate. Each reads under the frame's lock
+and returns a copy the user's frame does not share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from loom_nb._render import frame_for_model
+from loom_nb._tables.grammar import Select, parse_select
+from loom_nb._tools import ToolInputError, ToolOutput
+from loom_nb.frames._aggregate import check_aggregate, compute_aggregate, parse_aggregate
+from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._buckets import check_bucket
+from loom_nb.frames._filters import filter_mask
+from loom_nb.frames._values import category_list
+
+
+def list_tables(tables: Tables) -> ToolOutput:
+    entries: list[dict[str, Any]] = []
+    lines = [
+        f"{len(tables.specs)} table(s). Read with {tables.name}_select, summarize with "
+        f"{tables.name}_aggregate."
+    ]
+    for table, spec in tables.specs.items():
+        with tables.locks[table]:
+            df = tables.frames[table]
+            columns = []
+            for c in tables.columns(table):
+                if c not in df.columns:
+                    continue
+                entry: dict[str, Any] = {"name": c, "dtype": str(df[c].dtype)}
+                if isinstance(df[c].dtype, pd.CategoricalDtype):
+                    entry["categories"] = category_list(df[c])
+                columns.append(entry)
+            rows = len(df)
+        entries.append(
+            {
+                "table": table,
+                "description": spec.description,
+                "rows": rows,
+                "columns": columns,
+                "writable": spec.write,
+            }
+        )
+        head = f"- {table}: {rows:,} rows, {'writable' if spec.write else 'read-only'}"
+        lines.append(head + (f". {spec.description}" if spec.description else ""))
+        for entry in columns:
+            extra = f" [{entry['categories']}]" if "categories" in entry else ""
+            lines.append(f"    {entry['name']}: {entry['dtype']}{extra}")
+    return ToolOutput("\n".join(lines), entries)
+
+
+def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
+    q: Select = parse_select(args, tables.specs, tables.max_rows)
+    with tables.locks[q.table]:
+        df = tables.frames[q.table]
+        columns = list(q.columns) if q.columns is not None else tables.columns(q.table)
+        tables.check_columns(
+            q.table, [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
+        )
+        mask = filter_mask(df, q.table, q.filters)
+        matched = int(mask.sum())
+        view = df.loc[mask] if matched < len(df) else df
+        window = slice(q.offset, q.offset + q.limit)
+        if q.order:
+            # Sort only the key columns, then take the page's rows: the other columns of
+            # every matching row are never reordered.
+            desc: dict[str, bool] = {}
+            for column, descending in q.order:
+                desc.setdefault(column, descending)  # the first mention of a column decides
+            keys = list(desc)
+            try:
+                positions = (
+                    view[keys]
+                    .reset_index(drop=True)
+                    .sort_values(
+                        keys,
+                        ascending=[not desc[k] for k in keys],
+                        na_position="last",
+                        kind="stable",
+                    )
+                    .index.to_numpy()
+                )
+            except TypeError as exc:
+                raise ToolInputError(f"cannot sort {q.table} by {q.order}: {exc}") from None
+            page = view.iloc[positions[window]][columns].copy()
+        else:
+            page = view.iloc[window][columns].copy()
+    return ToolOutput(_page_text(tables, q.table, page, matched, q.offset, q.count), page)
+
+
+def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
+    q = parse_aggregate(args, tables.specs, tables.max_rows)
+    aggregated = (a.column for a in q.aggregates if a.column is not None)
+    grouped = (k.column for k in q.group_by)
+    used = list(dict.fromkeys([*grouped, *aggregated]))  # each column once, in order
+    with tables.locks[q.table]:
+        df = tables.frames[q.table]
+        tables.check_columns(q.table, [*used, *(f.column for f in q.filters)])
+        for k in q.group_by:
+            if k.bucket is not None:
+                check_bucket(q.table, df, k, tables.columns(q.table))
+        for a in q.aggregates:
+            if a.column is not None:
+                check_aggregate(q.table, df[a.column], a)
+        mask = filter_mask(df, q.table, q.filters)
+        sub = df.loc[mask, used] if mask.sum() < len(df) else df[used]
+        try:
+            out = compute_aggregate(sub, q)
+        except (TypeError, ValueError) as exc:
+            raise ToolInputError(f"cannot aggregate {q.table}: {exc}") from None
+    if q.order:
+        try:
+            out = out.sort_values(
+                [c for c, _ in q.order],
+                ascending=[not d for _, d in q.order],
+                na_position="last",
+                kind="stable",
+            )
+        except TypeError as exc:
+            raise ToolInputError(f"cannot sort the groups by {q.order}: {exc}") from None
+    groups = len(out)
+    page = out.iloc[q.offset : q.offset + q.limit].reset_index(drop=True)
+    return ToolOutput(
+        _page_text(tables, q.table, page, groups, q.offset, True, "group" if q.group_by else "row"),
+        page,
+    )
+
+
+def _page_text(
+    tables: Tables,
+    table: str,
+    page: pd.DataFrame,
+    matched: int,
+    offset: int,
+    count: bool,
+    what: str = "row",
+) -> str:
+    """The rendering of one page, after a line that says how to get the rest."""
+    last = offset + len(page)
+    notes = [f"{_plural(matched, what)} match."] if count else []
+    if len(page) and last < matched:
+        notes.append(f"More match: the next page starts at offset={last}.")
+    elif not len(page) and matched and offset >= matched:
+        notes.append(f"offset={offset} is past the last match.")
+    rendered = frame_for_model(
+        page,
+        source=tables.source(table),
+        max_rows=tables.max_rows,
+        total_rows=matched if count else None,
+        offset=offset,
+        limit_reached=not count and last < matched,
+    )
+    return (" ".join(notes) + "\n" if notes else "") + rendered
+
+
+def _plural(count: int, what: str) -> str:
+    return f"{count:,} {what}{'' if count == 1 else 's'}"

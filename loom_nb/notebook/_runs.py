@@ -1,0 +1,118 @@
+"""Runs shown in a view: opening the view, ending a run, resuming decided calls.
+
+Cells run an agent with ``_loop_thread.run_sync`` (the private loop on its daemon thread; the
+kernel stays unpatched). Buttons start work with ``Session.submit`` and return at once, from
+whatever thread delivers the click. Everything that touches one thread's pending calls runs
+under that thread's asyncio lock on the loop, so two quick clicks never resume twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from loom_nb._agent import Agent, Decision, RunResult
+from loom_nb._errors import RunError, UserError
+from loom_nb._messages import PendingApproval
+from loom_nb.notebook._view import View
+from loom_nb.notebook.session import Binding, Session
+
+
+def open_view(session: Session, agent: Agent, binding: Binding | None = None) -> View:
+    """A new view of one of ``agent``'s threads, widgets or text as the session displays.
+
+    A widget view's cards resume the run when clicked; that run assigns the names of
+    ``binding`` (the ``%%loom`` cell's ``-o`` / ``-O`` / ``--result``) again.
+    """
+    view: View
+    if session.widgets_mode():
+        from loom_nb.notebook.widgets import ThreadView
+
+        def resume_click(view: ThreadView, pending: PendingApproval, approve: bool) -> Any:
+            session.claim([pending.call_id])
+            if view.thread_id is None:
+                raise UsageError("this card has no thread yet; wait for the run to stop")
+            decisions = {pending.call_id: Decision(approve, pending.digest)}
+            context = session.context()  # read now: a mistake in it shows on the card
+            run = resume(session, agent, view, view.thread_id, decisions, context, binding)
+            return session.submit(run)
+
+        view = ThreadView(
+            agent_name=agent.name,
+            rows=session.settings.rows,
+            interval=session.settings.stream_interval,
+            resumer=resume_click,
+        )
+    else:
+        from loom_nb.notebook.text import TextView
+
+        view = TextView(title=agent.name, rows=session.settings.rows)
+    session.views.add(view)
+    session.last_view = view
+    return view
+
+
+def finish(
+    session: Session,
+    agent: Agent,
+    view: View,
+    result: RunResult | None,
+    error: BaseException | None,
+) -> None:
+    """End a new message's run in ``view``; its thread becomes the agent's current one."""
+    view.finish(result, error)
+    tid = result.thread.id if result is not None else view.thread_id
+    if tid is not None:
+        session.current[agent.name] = tid
+    if result is not None:
+        session.last_result = result
+
+
+def bind(
+    session: Session, binding: Binding, result: RunResult, *, continuation: bool = False
+) -> None:
+    """Assign the frames and the result to ``binding``'s names. A ``continuation`` (a resume
+    after approval) adds its frames to ``-O``'s list and leaves ``-o`` alone when it fetched none.
+    """
+    frames = result.frames
+    ns = session.namespace
+    if binding.out and frames:
+        ns[binding.out] = frames[-1]
+    elif binding.out and not continuation and result.status == "complete":
+        ns[binding.out] = None
+        print(f"-o {binding.out}: this run fetched no DataFrame; {binding.out} = None")
+    if binding.out_all:
+        earlier = ns.get(binding.out_all) if continuation else None
+        ns[binding.out_all] = (list(earlier) if isinstance(earlier, list) else []) + frames
+    if binding.result:
+        ns[binding.result] = result
+
+
+async def resume(
+    session: Session,
+    agent: Agent,
+    view: View,
+    thread_id: str,
+    decisions: Mapping[str, Decision],
+    context: Mapping[str, Any] | None,
+    binding: Binding | None = None,
+) -> RunResult:
+    """Resume ``thread_id`` with ``decisions`` (already claimed), shown in ``view``."""
+    async with session.thread_lock(thread_id):
+        view.begin()
+        try:
+            result = await agent.resume(
+                thread_id, decisions, context=context, on_event=view.on_event
+            )
+        except BaseException as exc:
+            view.finish(exc.result if isinstance(exc, RunError) else None, exc)
+            if isinstance(exc, UserError):  # e.g. the call was decided elsewhere
+                session.release(decisions)
+            raise
+        view.finish(result, None)
+        session.last_result = result
+        if binding is not None:
+            bind(session, binding, result, continuation=True)
+        return result

@@ -1,0 +1,32 @@
+"""What each ``%loom`` subcommand does, one module each; ``magics.py`` parses and calls them.
+
+Every module has one ``run(...)`` taking the parsed arguments: ``cell`` is the ``%%loom``
+cell, ``chat`` is ``%loom AGENT``, ``decide`` is both ``approve`` and ``reject``. What they
+show and say is listed once, in ``loom_nb.notebook._help``.
+"""
+
+from loom_nb.notebook.commands import (
+    approvals,
+    cell,
+    chat,
+    decide,
+    delete,
+    help,
+    new,
+    resume,
+    show,
+    threads,
+)
+
+__all__ = [
+    "approvals",
+    "cell",
+    "chat",
+    "decide",
+    "delete",
+    "help",
+    "new",
+    "resume",
+    "show",
+    "threads",
+]

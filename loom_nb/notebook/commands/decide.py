@@ -1,0 +1,42 @@
+"""``%loom approve CALL_ID...`` / ``%loom reject CALL_ID...``: decide, then resume in this cell.
+
+For terminal IPython and scripts, where there are no buttons, and for a card whose buttons
+are gone (an old output after a restart).
+"""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+
+from loom_nb import _loop_thread
+from loom_nb._agent import Decision, RunResult
+from loom_nb._errors import RunError
+from loom_nb.notebook import _runs
+from loom_nb.notebook.session import RunFailed, Session, usage_errors
+
+
+def run(session: Session, call_ids: list[str], *, approve: bool) -> RunResult:
+    """Approve (or reject) ``call_ids``, all of one thread, and show the resumed run."""
+    call_ids = list(dict.fromkeys(call_ids))
+    by_call = {p.call_id: (a, t, p) for a, t in session.pending() for p in t.pending}
+    missing = [c for c in call_ids if c not in by_call]
+    if missing:
+        known = " ".join(by_call) or "none"
+        raise UsageError(f"no call {missing[0]!r} waits for approval; waiting: {known}")
+    if len({by_call[c][1].id for c in call_ids}) > 1:
+        raise UsageError("these calls belong to different threads: decide one thread at a time")
+    agent, thread, _ = by_call[call_ids[0]]
+    session.claim(call_ids)
+    word = "approve" if approve else "reject"
+    for shown in list(session.views):
+        shown.mark_decided(call_ids, approve, f"decided with %loom {word}")
+    decisions = {c: Decision(approve, by_call[c][2].digest) for c in call_ids}
+    view = _runs.open_view(session, agent)
+    view.show()
+    view.thread_id = thread.id
+    resumed = _runs.resume(session, agent, view, thread.id, decisions, session.context())
+    try:
+        with usage_errors():
+            return _loop_thread.run_sync(resumed)
+    except RunError as exc:
+        raise RunFailed(f"{agent.name}: {exc}", result=exc.result) from None

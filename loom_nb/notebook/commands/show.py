@@ -1,0 +1,35 @@
+"""``%loom show [ID]``: a saved thread drawn whole, pending approval cards included."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+
+from loom_nb._agent import Agent
+from loom_nb._messages import Thread
+from loom_nb.notebook import _runs
+from loom_nb.notebook.session import Session, usage_errors
+
+
+def run(session: Session, thread_id: str | None) -> None:
+    """Show ``thread_id``, or the current thread of the agent used last."""
+    agent, thread = _thread_or_current(session, thread_id)
+    view = _runs.open_view(session, agent)
+    view.show()
+    view.render(thread)
+
+
+def _thread_or_current(session: Session, thread_id: str | None) -> tuple[Agent, Thread]:
+    if thread_id:
+        return session.find_thread(thread_id)
+    name = session.last_agent
+    agent = next((a for a in session.unique_agents() if a.name == name), None)
+    if agent is None:
+        agent = session.agent(None)
+    tid = session.current.get(agent.name)
+    if tid is None:
+        raise UsageError(
+            f"{agent.name} has no current thread: pass an id (%loom show ID; list them with "
+            "%loom threads)"
+        )
+    with usage_errors():
+        return agent, agent.thread(tid, context=session.context())

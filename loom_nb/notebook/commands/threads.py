@@ -1,0 +1,31 @@
+"""``%loom threads [AGENT]``: the saved threads as a DataFrame, newest first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loom_nb.notebook.session import Session
+
+COLUMNS = ["id", "title", "agent", "updated", "messages", "pending", "current"]
+
+
+def run(session: Session, agent_name: str | None) -> Any:
+    """The threads of ``agent_name`` (default: every agent here), one row each."""
+    import pandas as pd
+
+    agents = [session.agent(agent_name)] if agent_name else session.unique_agents()
+    rows = [
+        {
+            "id": i.id,
+            "title": i.title,
+            "agent": i.agent,
+            "updated": i.updated_at,
+            "messages": i.message_count,
+            "pending": i.pending_count,
+            "current": session.current.get(i.agent) == i.id,
+        }
+        for a in agents
+        for i in a.threads(context=session.context(), limit=1000)
+    ]
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.sort_values("updated", ascending=False, ignore_index=True)

@@ -1,0 +1,485 @@
+"""Threads in a SQLite file, with Python's built-in ``sqlite3``: nothing to install.
+
+.. code-block:: python
+
+    from loom_nb.sqlite import sqlite_store
+
+    agent = define_agent(..., store=sqlite_store())            # .loom/loom.db
+    store = sqlite_store(path="work/threads.db")               # any path; the folder is created
+    store = sqlite_store(database=sqlite3.connect("app.db", check_same_thread=False))
+    store.close()
+
+How it keeps what it is given:
+
+- Each completed message is one row, appended in one short transaction together with an update
+  of its thread's record; a thread is never rewritten, so appending costs the same at message
+  5,000 as at message 10.
+- The file is in WAL mode with ``synchronous=FULL``: a message is on disk when ``append``
+  returns, so a kernel crash (or a power cut) loses nothing that had completed.
+- Writes take the write lock up front (``BEGIN IMMEDIATE``) and wait for it (busy timeout, then
+  retries), so two kernels writing to one file at once lose nothing and never see
+  "database is locked".
+- One connection per store, guarded by a lock: the agent saves from its private event-loop
+  thread while the notebook lists threads from the main thread.
+- The schema is versioned by named migrations applied on open (see ``loom_nb.sqlite._schema``);
+  a file from a newer loom_nb is refused with a message saying to upgrade, never misread.
+- Text search is a case-insensitive (Unicode casefold) substring match over each message's text
+  and tool result contents, like ``memory_store()``, on a column kept for the purpose.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loom_nb._errors import UserError
+from loom_nb._messages import Message, Thread, ThreadInfo
+from loom_nb.sqlite import _schema as schema
+from loom_nb.sqlite._rows import message_row, row_message
+
+__all__ = [
+    "DEFAULT_PATH",
+    "NewerSchemaError",
+    "NotADatabaseError",
+    "SQLiteStore",
+    "SQLiteStoreError",
+    "StoreNotWritableError",
+    "sqlite_store",
+]
+
+DEFAULT_PATH = ".loom/loom.db"
+
+#: How long one operation waits for another process's write lock before giving up.
+BUSY_SECONDS = 60.0
+
+T = TypeVar("T")
+
+
+class SQLiteStoreError(UserError):
+    """The SQLite store cannot use its file; the message says what to do."""
+
+
+class StoreNotWritableError(SQLiteStoreError):
+    """The path cannot be created or written."""
+
+
+class NotADatabaseError(SQLiteStoreError):
+    """The file exists but is not a SQLite database."""
+
+
+class NewerSchemaError(SQLiteStoreError):
+    """The file was written by a newer loom_nb."""
+
+
+_THREAD_COLUMNS = (
+    "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
+    "pending_count"
+)
+
+
+class SQLiteStore:
+    """A :class:`loom_nb.Store` in a SQLite file. Make one with :func:`sqlite_store`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = DEFAULT_PATH,
+        database: sqlite3.Connection | None = None,
+    ) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+        if database is not None:
+            if not isinstance(database, sqlite3.Connection):
+                raise UserError(
+                    f"sqlite_store(database=...) takes a sqlite3.Connection, got "
+                    f"{type(database).__name__}; or pass a file path with path=..."
+                )
+            self._owns = False
+            self.path = _database_path(database)
+            self._conn = database
+            _check_shared_threads(database)
+        else:
+            self._owns = True
+            self.path = os.fspath(path)
+            self._conn = _connect(self.path)
+        try:
+            self._open()
+        except BaseException:
+            if self._owns:
+                self._conn.close()
+            raise
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<SQLiteStore {self.path!r}{state}>"
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the store contract -----------------------------------------------------------------
+
+    def save_thread(self, thread: Thread) -> None:
+        info = thread.info_dict()
+        pending = json.dumps(info["pending"], ensure_ascii=False, separators=(",", ":"))
+        row = (
+            thread.id,
+            thread.agent,
+            thread.user_id,
+            thread.title,
+            info["created_at"],
+            info["updated_at"],
+            _sort_key(thread.updated_at),
+            pending,
+            len(thread.pending),
+            thread.error,
+        )
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                """
+                INSERT INTO loom_threads (id, agent, user_id, title, created_at, updated_at,
+                    updated_us, pending, pending_count, error)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET
+                    agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
+                    created_at = excluded.created_at, updated_at = excluded.updated_at,
+                    updated_us = excluded.updated_us, pending = excluded.pending,
+                    pending_count = excluded.pending_count, error = excluded.error
+                """,
+                row,
+            )
+
+        self._write(write)
+
+    def append(self, thread: Thread, message: Message) -> None:
+        role, created_at, text, data, search = message_row(message)
+        updated = thread.updated_at
+        touch = (updated.isoformat(), _sort_key(updated), thread.id)
+
+        def write(conn: sqlite3.Connection) -> None:
+            found = conn.execute(
+                "UPDATE loom_threads SET message_count = message_count + 1, updated_at = ?, "
+                "updated_us = ? WHERE id = ? RETURNING message_count",
+                touch,
+            ).fetchone()
+            if found is None:
+                raise KeyError(f"append to a thread that was never saved: {thread.id}")
+            conn.execute(
+                "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data, search) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (thread.id, found[0] - 1, role, created_at, text, data, search),
+            )
+
+        self._write(write)
+
+    def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
+        def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
+            record = conn.execute(
+                f"SELECT {_THREAD_COLUMNS} FROM loom_threads WHERE id = ? AND user_id IS ?",
+                (thread_id, user_id),
+            ).fetchone()
+            if record is None:
+                return None
+            rows = conn.execute(
+                "SELECT json, data FROM loom_messages WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
+            ).fetchall()
+            return record, rows
+
+        found = self._read(read)
+        if found is None:
+            return None
+        record, rows = found
+        messages = [row_message(text, data) for text, data in rows]
+        return Thread.from_dict(
+            {
+                "id": record[0],
+                "agent": record[1],
+                "user_id": record[2],
+                "title": record[3],
+                "created_at": record[4],
+                "updated_at": record[5],
+                "pending": json.loads(record[6]),
+                "error": record[7],
+            },
+            messages=messages,
+        )
+
+    def list(
+        self,
+        *,
+        agent: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ThreadInfo]:
+        sql = f"SELECT {_THREAD_COLUMNS} FROM loom_threads WHERE user_id IS ?"
+        params: builtins.list[Any] = [user_id]
+        if agent is not None:
+            sql += " AND agent = ?"
+            params.append(agent)
+        sql += " ORDER BY updated_us DESC, rowid LIMIT ? OFFSET ?"
+        params += [max(int(limit), 0), max(int(offset), 0)]
+        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return [_info(r) for r in rows]
+
+    def search(
+        self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> builtins.list[ThreadInfo]:
+        sql = f"SELECT {_THREAD_COLUMNS} FROM loom_threads t WHERE user_id IS ?"
+        params: builtins.list[Any] = [user_id]
+        if agent is not None:
+            sql += " AND agent = ?"
+            params.append(agent)
+        sql += (
+            " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
+            " AND instr(m.search, ?) > 0)"
+            " ORDER BY updated_us DESC, rowid LIMIT ?"
+        )
+        params += [text.casefold(), max(int(limit), 0)]
+        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return [_info(r) for r in rows]
+
+    def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            gone = conn.execute(
+                "DELETE FROM loom_threads WHERE id = ? AND user_id IS ?", (thread_id, user_id)
+            ).rowcount
+            if gone:
+                conn.execute("DELETE FROM loom_messages WHERE thread_id = ?", (thread_id,))
+            return bool(gone)
+
+        return self._write(write)
+
+    def close(self) -> None:
+        """Close the file (a connection passed as ``database=`` is left open: it is yours)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owns:
+                self._conn.close()
+
+    # ---- extras -------------------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        """How many schema migrations the file has (this version writes ``len(MIGRATIONS)``)."""
+        return len(self._read(schema.applied_or_empty))
+
+    # ---- machinery ----------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        conn = self._conn
+        try:
+            if self._owns:
+                _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"), self.path)
+                conn.execute("PRAGMA synchronous = FULL")
+            done = self._read(schema.applied_or_empty)
+            newer = schema.unknown(done)
+            if newer:
+                raise self._newer(newer)
+            if len(done) < schema.VERSION:
+                self._write(self._migrate)
+        except sqlite3.DatabaseError as exc:
+            raise _translate(exc, self.path) from exc
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        done = schema.applied(conn)  # again, inside the write lock: another process may have won
+        newer = schema.unknown(done)
+        if newer:
+            raise self._newer(newer)
+        schema.migrate(conn, done)
+
+    def _newer(self, names: builtins.list[str]) -> NewerSchemaError:
+        return NewerSchemaError(
+            f"{self.path} was written by a newer loom_nb (its schema has {', '.join(names)}, "
+            f"which this version does not know). Upgrade with: pip install -U loom-nb "
+            "- or open another file with sqlite_store(path=...)"
+        )
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise UserError(
+                f"the SQLite store {self.path} is closed; open it again with sqlite_store()"
+            )
+        if self._conn.in_transaction and self._owns:  # left over from an interrupted call
+            self._conn.execute("ROLLBACK")
+        elif self._conn.in_transaction:
+            raise UserError(
+                "the sqlite3 connection passed as sqlite_store(database=...) is inside a "
+                "transaction; commit or roll it back before the store uses it"
+            )
+        return self._conn
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._transaction(fn, "BEGIN IMMEDIATE")
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._transaction(fn, "BEGIN")
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
+        with self._lock:
+            conn = self._connection()
+
+            def attempt() -> T:
+                conn.execute(begin)
+                try:
+                    result = fn(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+                return result
+
+            try:
+                return _retry(attempt, self.path)
+            except sqlite3.DatabaseError as exc:
+                raise _translate(exc, self.path) from exc
+
+
+def sqlite_store(
+    path: str | os.PathLike[str] = DEFAULT_PATH, database: sqlite3.Connection | None = None
+) -> SQLiteStore:
+    """Threads in a SQLite file (``.loom/loom.db`` by default); the folder is created.
+
+    ``database`` is your own ``sqlite3`` connection instead of a path; open it with
+    ``check_same_thread=False`` (the agent saves from its own thread). Its journal mode and
+    durability settings are yours; ``close()`` leaves it open.
+    """
+    return SQLiteStore(path, database)
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    if path != ":memory:" and not path.startswith("file:"):
+        target = Path(path).expanduser()
+        if target.is_dir():
+            raise StoreNotWritableError(
+                f"{path} is a folder, not a database file; pass a file path such as "
+                f"sqlite_store(path={os.path.join(path, 'loom.db')!r})"
+            )
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreNotWritableError(
+                f"cannot create the folder {str(target.parent)!r} for the thread store "
+                f"({exc.strerror or exc}); pass a path you can write to: sqlite_store(path=...)"
+            ) from exc
+        path = str(target)
+    try:
+        return sqlite3.connect(
+            path,
+            timeout=BUSY_SECONDS,
+            check_same_thread=False,
+            isolation_level=None,
+            uri=path.startswith("file:"),
+        )
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from exc
+
+
+def _retry(fn: Callable[[], T], path: str) -> T:
+    """Run ``fn``, again while SQLite reports the file busy or locked (the busy timeout
+    covers most waits; a few lock states return at once, e.g. during WAL recovery)."""
+    deadline = time.monotonic() + BUSY_SECONDS
+    delay = 0.001
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            message = str(exc).lower()
+            if ("locked" not in message and "busy" not in message) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def _translate(exc: sqlite3.Error, path: str) -> Exception:
+    message = str(exc)
+    lowered = message.lower()
+    if isinstance(exc, SQLiteStoreError):
+        return exc
+    if "not a database" in lowered or "malformed" in lowered or "encrypted" in lowered:
+        return NotADatabaseError(
+            f"{path} is not a SQLite database loom_nb can read ({message}). Move it away, or "
+            "keep threads in another file: sqlite_store(path=...)"
+        )
+    if (
+        "readonly" in lowered
+        or "unable to open" in lowered
+        or "read-only" in lowered
+        or ("disk i/o" in lowered)
+    ):
+        return StoreNotWritableError(
+            f"cannot write the thread store {path} ({message}). Check that the file and its "
+            "folder are writable (SQLite also writes -wal and -shm files next to it), or pass "
+            "another path: sqlite_store(path=...)"
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return SQLiteStoreError(
+            f"{path} stayed locked by another process for {BUSY_SECONDS:.0f} s ({message}); "
+            "close the other kernel or program that holds it, then try again"
+        )
+    return exc
+
+
+def _database_path(conn: sqlite3.Connection) -> str:
+    try:
+        row = conn.execute("PRAGMA database_list").fetchone()
+    except sqlite3.ProgrammingError as exc:
+        raise UserError(f"sqlite_store(database=...) got an unusable connection: {exc}") from exc
+    return str(row[2]) if row and row[2] else ":memory:"
+
+
+def _check_shared_threads(conn: sqlite3.Connection) -> None:
+    """The agent saves from its own thread: a connection bound to one thread cannot serve it."""
+    failure: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            conn.execute("SELECT 1")
+        except sqlite3.ProgrammingError as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=probe)
+    worker.start()
+    worker.join()
+    if failure:
+        raise UserError(
+            "the connection passed as sqlite_store(database=...) works only in the thread that "
+            "made it, but the agent saves from its own thread. Open it with "
+            "sqlite3.connect(..., check_same_thread=False)"
+        )
+
+
+def _sort_key(moment: datetime) -> int:
+    return round(moment.timestamp() * 1_000_000)
+
+
+def _info(row: Any) -> ThreadInfo:
+    return ThreadInfo(
+        id=row[0],
+        agent=row[1],
+        user_id=row[2],
+        title=row[3],
+        created_at=datetime.fromisoformat(row[4]),
+        updated_at=datetime.fromisoformat(row[5]),
+        message_count=row[8],
+        pending_count=row[9],
+    )

@@ -1,0 +1,107 @@
+"""Supabase tables as agent tools: allowlisted, bounded, approval-gated, returned as DataFrames.
+
+::
+
+    from loom_nb.supabase import supabase_tools
+    from supabase import create_client
+
+    supabase_tools(
+        client=lambda ctx: create_client(URL, ANON_KEY, options=user_session_options),
+        tables={
+            "orders":   {"description": "Customer orders", "columns": ["id", "status", "total"]},
+            "products": {"columns": ["id", "name", "price"]},
+            "tickets":  {"write": True},
+        },
+        max_rows=50, approve_writes=True, name="supabase",
+    )
+
+The tools, named after ``name`` (default ``"supabase"``):
+
+==========================  ===================================================================
+tool                        arguments
+==========================  ===================================================================
+``{name}_list_tables``      none. Returns each table's description, columns and whether it is
+                            writable.
+``{name}_select``           ``table``; ``columns`` (list, default: every allowed column);
+                            ``filters`` (list of ``{column, op, value, not}``, all must match;
+                            ``op`` is one of eq, neq, gt, gte, lt, lte, like, ilike, in,
+                            is_null; ``not: true`` negates); ``order`` (list of
+                            ``{column, desc}``); ``limit`` (int, at most ``max_rows``);
+                            ``offset`` (int, for paging); ``count`` (bool: also report the
+                            exact number of matching rows). Returns a DataFrame.
+``{name}_insert``           ``table`` (a writable one); ``rows`` (list of ``{column: value}``).
+                            Waits for approval. Returns the inserted rows as a DataFrame.
+``{name}_update``           ``table`` (a writable one); ``values`` (``{column: new value}``);
+                            ``filters`` (as for select, at least one). Waits for approval.
+                            Returns the updated rows as a DataFrame.
+==========================  ===================================================================
+
+``{name}_insert`` and ``{name}_update`` exist only when some table has ``"write": True``.
+
+How the rules are kept:
+
+* The client factory runs once per run (cached in ``ctx.state``) with the run's context; it
+  may be sync or async and return supabase-py's ``Client`` or ``AsyncClient``. loom_nb never
+  creates a client and never touches auth.
+* Every request is built from checked pieces: the table from the allowlist, select lists and
+  ``order`` from plain identifiers (the allowed columns are listed, ``*`` is sent only for a
+  table without a ``columns`` list), filters through the client's named methods (``eq``,
+  ``neq``, ``gt``, ``gte``, ``lt``, ``lte``, ``like``, ``ilike``, ``in_``, ``is_(col, None)``,
+  ``not_``), never ``or_`` or ``filter``; ``limit`` an int clamped to ``max_rows``; the rows
+  are cut again after the response. A refused input sends no request at all.
+* Filter values cannot change a query's shape: PostgREST reads a single value verbatim after
+  ``op.``, and supabase-py quotes ``in`` list items that hold ``,:()"\\``. The one place where
+  PostgREST trims (spaces before the first ``in`` item) is avoided by ordering the items.
+* supabase-py retries a GET on 503/520 and on connection failures, sleeping 1, 2 and 4 s.
+  Tools send each request with ``.retry(False)``: the model gets the error at once and can
+  try again, instead of a cell hanging silently for 7 s.
+* PostgREST errors (``APIError``: RLS refusals, constraint errors) and network errors
+  (``httpx.HTTPError``: refused connections, timeouts) reach the model as
+  ``{"error": {"code", "message", "hint", "details"}}``; the run goes on.
+"""
+
+from __future__ import annotations
+
+try:
+    import supabase as _supabase  # noqa: F401  (the extra this module needs)
+except ImportError:
+    from loom_nb._errors import MissingExtra
+
+    raise MissingExtra("supabase", "supabase", "loom_nb.supabase") from None
+
+from collections.abc import Mapping
+from typing import Any
+
+from loom_nb._errors import UserError
+from loom_nb._tables.options import check_connector_options, parse_tables
+from loom_nb._tools import Connector
+from loom_nb.supabase._connector import ClientFactory, SupabaseConnector
+
+__all__ = ["ClientFactory", "supabase_tools"]
+
+
+def supabase_tools(
+    *,
+    client: ClientFactory,
+    tables: Mapping[str, Mapping[str, Any] | None],
+    max_rows: int = 50,
+    approve_writes: bool = True,
+    name: str = "supabase",
+) -> Connector:
+    """Give an agent the Supabase tables you list, as tools (see the module docs for the table
+    of tools and their arguments).
+
+    ``client(ctx)`` builds the client for one run, with the signed-in user's session, so
+    row level security applies. ``tables`` maps each allowed table to its options:
+    ``description``, ``columns`` (the allowed columns; all when omitted) and ``write``.
+    Every configuration mistake raises :class:`~loom_nb.UserError` here.
+    """
+    if not callable(client):
+        raise UserError(
+            "supabase_tools(client=...) takes a function ctx -> supabase Client, called once per "
+            f"run; got {type(client).__name__}. Wrap a client you already have: "
+            "client=lambda ctx: my_client"
+        )
+    max_rows = check_connector_options(name, max_rows, approve_writes)
+    specs = parse_tables(tables)
+    return SupabaseConnector(client, specs, max_rows, approve_writes, name).connector()

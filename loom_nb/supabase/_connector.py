@@ -1,0 +1,213 @@
+"""The Supabase backend of the table tools: each call checks its arguments, then sends one
+request with the run's client (see ``loom_nb.supabase`` for the rules it keeps)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from loom_nb._context import RunContext
+from loom_nb._render import frame_for_model
+from loom_nb._tables.builder import Read, Write, table_connector
+from loom_nb._tables.filter_text import filter_dict, where_text
+from loom_nb._tables.grammar import Insert, Select, Update, parse_insert, parse_select, parse_update
+from loom_nb._tables.options import TableSpec, describe_tables
+from loom_nb._tools import Connector, ToolOutput
+from loom_nb.supabase._query import (
+    build_insert,
+    build_select,
+    build_update,
+    check_json_values,
+    sendable_filters,
+)
+from loom_nb.supabase._responses import error_output, records_to_frame, rows_of, send
+
+#: ``client=`` takes ``factory(ctx) -> Client | AsyncClient`` (or an awaitable of one).
+ClientFactory = Callable[[RunContext], Any]
+
+
+class SupabaseConnector:
+    """The tools over one allowlist: each call checks its arguments, then sends one request
+    with the run's client."""
+
+    def __init__(
+        self,
+        factory: ClientFactory,
+        tables: dict[str, TableSpec],
+        max_rows: int,
+        approve_writes: bool,
+        name: str,
+    ) -> None:
+        self.factory = factory
+        self.tables = tables
+        self.max_rows = max_rows
+        self.approve_writes = approve_writes
+        self.name = name
+        self._state_key = f"loom_nb.supabase:{name}:{id(self)}"
+
+    # ---- the tools ------------------------------------------------------------------------
+
+    def connector(self) -> Connector:
+        return table_connector(
+            self.name,
+            self.tables,
+            max_rows=self.max_rows,
+            approve_writes=self.approve_writes,
+            list_tables=Read(self.list_tables),
+            select=Read(self.select),
+            insert=Write(self.insert, check=self._parse_insert, preview=self.preview_insert),
+            update=Write(self.update, check=self._parse_update, preview=self.preview_update),
+        )
+
+    async def list_tables(self, arguments: dict[str, Any]) -> ToolOutput:
+        described = describe_tables(self.tables)
+        return ToolOutput(json.dumps({"tables": described}), described)
+
+    async def select(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_select(arguments)
+        fetched = await self._fetch(ctx, query.table, lambda client: build_select(client, query))
+        if isinstance(fetched, ToolOutput):
+            return fetched
+        rows, response = fetched
+        count = getattr(response, "count", None)
+        frame = records_to_frame(rows, query.columns)
+        received = len(frame)
+        data = frame.head(query.limit)
+        content = frame_for_model(
+            frame,
+            source=f"{self.name}.{query.table}",
+            max_rows=query.limit,
+            total_rows=count if isinstance(count, int) else None,
+            offset=query.offset,
+            limit_reached=query.limit > 0 and received >= query.limit and count is None,
+        )
+        return ToolOutput(content, data)
+
+    async def insert(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_insert(arguments)
+        spec = self.tables[query.table]
+        frame = await self._written(ctx, spec, lambda client: build_insert(client, query, spec))
+        if isinstance(frame, ToolOutput):
+            return frame
+        text = frame_for_model(frame, source=f"{self.name}.{query.table}", max_rows=self.max_rows)
+        return ToolOutput(f"Inserted {len(frame)} row(s) into {query.table}.\n{text}", frame)
+
+    async def update(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_update(arguments)
+        spec = self.tables[query.table]
+        frame = await self._written(ctx, spec, lambda client: build_update(client, query, spec))
+        if isinstance(frame, ToolOutput):
+            return frame
+        if frame.empty:
+            return ToolOutput(
+                f"No row of {query.table} matched the filters ({where_text(query.filters)}), or "
+                "row level security hid them: nothing was updated.",
+                frame,
+            )
+        text = frame_for_model(frame, source=f"{self.name}.{query.table}", max_rows=self.max_rows)
+        return ToolOutput(f"Updated {len(frame)} row(s) of {query.table}.\n{text}", frame)
+
+    # ---- the model's arguments, checked ---------------------------------------------------
+
+    def _parse_select(self, arguments: dict[str, Any]) -> Select:
+        query = parse_select(arguments, self.tables, self.max_rows)
+        return dataclasses.replace(query, filters=sendable_filters(query.filters))
+
+    def _parse_insert(self, arguments: dict[str, Any]) -> Insert:
+        query = parse_insert(arguments, self.tables)
+        check_json_values(arguments)
+        return query
+
+    def _parse_update(self, arguments: dict[str, Any]) -> Update:
+        query = parse_update(arguments, self.tables)
+        check_json_values(arguments)
+        return dataclasses.replace(query, filters=sendable_filters(query.filters))
+
+    # ---- what the user sees before approving ----------------------------------------------
+
+    def preview_insert(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        query = self._parse_insert(arguments)
+        columns: dict[str, None] = {}
+        for row in query.rows:
+            columns.update(dict.fromkeys(row))
+        rows = pd.DataFrame([dict(r) for r in query.rows], columns=list(columns))
+        return {"table": query.table, "rows": rows}
+
+    def preview_update(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        query = self._parse_update(arguments)
+        return {
+            "table": query.table,
+            "changes": dict(query.values),
+            "filters": [filter_dict(f) for f in query.filters],
+            "where": where_text(query.filters),
+        }
+
+    # ---- client and requests --------------------------------------------------------------
+
+    async def _client(self, ctx: RunContext) -> Any:
+        """The run's client: the factory runs once per run, even for concurrent calls."""
+        task = ctx.state.get(self._state_key)
+        if task is None:
+            task = asyncio.ensure_future(self._make_client(ctx))
+            ctx.state[self._state_key] = task
+        try:
+            return await asyncio.shield(task)
+        except _FactoryError as exc:
+            if ctx.state.get(self._state_key) is task:
+                del ctx.state[self._state_key]  # the next call tries the factory again
+            return error_output(
+                "client_factory_failed",
+                str(exc),
+                hint="The notebook's client=... function failed; tell the user, who can fix it.",
+            )
+
+    async def _make_client(self, ctx: RunContext) -> Any:
+        try:
+            made = self.factory(ctx)
+            if inspect.isawaitable(made):
+                made = await made
+        except Exception as exc:
+            raise _FactoryError(
+                f"the Supabase client factory failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not callable(getattr(made, "table", None)):
+            raise _FactoryError(
+                "the Supabase client factory returned "
+                f"{type(made).__name__}, not a supabase Client or AsyncClient"
+            )
+        return made
+
+    async def _fetch(
+        self, ctx: RunContext, table: str, build: Callable[[Any], Any]
+    ) -> tuple[list[dict[str, Any]], Any] | ToolOutput:
+        """Send ``build(client)`` with the run's client: the rows (in the table's allowed
+        columns) and the response, or the error result the model gets instead."""
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        response = await send(build(client))
+        if isinstance(response, ToolOutput):
+            return response
+        rows = rows_of(response, self.tables[table])
+        if isinstance(rows, ToolOutput):
+            return rows
+        return rows, response
+
+    async def _written(
+        self, ctx: RunContext, spec: TableSpec, build: Callable[[Any], Any]
+    ) -> pd.DataFrame | ToolOutput:
+        """Send a write; the rows it returned (allowed columns only) as a DataFrame."""
+        fetched = await self._fetch(ctx, spec.name, build)
+        if isinstance(fetched, ToolOutput):
+            return fetched
+        return records_to_frame(fetched[0], spec.columns)
+
+
+class _FactoryError(Exception):
+    """The user's client factory failed; the model gets the message, the run goes on."""

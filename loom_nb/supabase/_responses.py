@@ -1,0 +1,131 @@
+"""What comes back from Supabase: one request sent with its failures mapped to an error result
+for the model, and rows turned into DataFrames with the dtypes a pandas user expects."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import pandas as pd
+from postgrest.exceptions import APIError
+
+from loom_nb._tables.options import TableSpec
+from loom_nb._tools import ToolOutput
+
+_TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
+)
+_HAS_ZONE = re.compile(r"(?:Z|[+-]\d{2}(?::?\d{2})?)$")
+
+
+async def send(builder: Any) -> Any:
+    """Run one request; PostgREST and network errors become an error result."""
+    if callable(getattr(builder, "retry", None)):
+        builder = builder.retry(False)
+    try:
+        if inspect.iscoroutinefunction(builder.execute):
+            return await builder.execute()
+        return await asyncio.to_thread(builder.execute)
+    except APIError as exc:
+        return error_output(
+            exc.code or "api_error",
+            exc.message or str(exc),
+            hint=exc.hint,
+            details=exc.details,
+        )
+    except httpx.TimeoutException as exc:
+        return error_output(
+            "timeout",
+            f"the database did not answer in time ({type(exc).__name__})",
+            hint="Try again, or ask for fewer rows or a narrower filter.",
+        )
+    except httpx.HTTPError as exc:
+        return error_output(
+            "network_error",
+            f"the database could not be reached: {type(exc).__name__}: {exc}",
+            hint="The Supabase server is unreachable from this kernel; tell the user.",
+        )
+
+
+def rows_of(response: Any, spec: TableSpec) -> list[dict[str, Any]] | ToolOutput:
+    """The response's rows, cut to the table's allowed columns, or an error result."""
+    data = getattr(response, "data", None)
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        return error_output(
+            "unexpected_response",
+            f"the server answered with {type(data).__name__}, not a list of rows",
+            hint="Is the client pointed at a Supabase / PostgREST URL?",
+        )
+    if spec.columns is not None:
+        allowed = spec.columns
+        data = [{k: r[k] for k in allowed if k in r} for r in data]
+    return data
+
+
+def error_output(
+    code: str, message: str, *, hint: str | None = None, details: Any = None
+) -> ToolOutput:
+    """What the model gets for a failed request: ``{"error": {code, message, hint, details}}``."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if hint:
+        error["hint"] = hint
+    if details:
+        error["details"] = details
+    return ToolOutput(json.dumps({"error": error}, default=str), {"error": error}, is_error=True)
+
+
+def records_to_frame(records: list[dict[str, Any]], columns: Sequence[str] | None) -> pd.DataFrame:
+    """PostgREST's JSON rows as a DataFrame, with dtypes a pandas user expects.
+
+    Numbers stay numeric (integer columns with NULLs become ``Int64``, not float), and text
+    columns whose every value is an ISO 8601 timestamp become ``datetime64`` (UTC when the
+    values carry an offset, as ``timestamptz`` does).
+    """
+    if columns is None:
+        names: dict[str, None] = {}
+        for r in records[:1] or ():
+            names.update(dict.fromkeys(r))
+        for r in records[1:]:
+            if len(r) != len(names) or any(k not in names for k in r):
+                names.update(dict.fromkeys(r))
+        columns = list(names)
+    frame = (
+        pd.DataFrame.from_records(records, columns=list(columns))
+        if records
+        else pd.DataFrame(columns=list(columns))
+    )
+    for name in frame.columns:
+        col = frame[name]
+        kind = col.dtype.kind
+        if kind == "f" and col.isna().any():
+            values = [r.get(name) for r in records]
+            if all(type(v) is int for v in values if v is not None):
+                frame[name] = pd.array(values, dtype="Int64")
+        elif kind == "O" or pd.api.types.is_string_dtype(col.dtype):
+            frame[name] = _maybe_timestamps(col)
+    return frame
+
+
+def _maybe_timestamps(col: pd.Series) -> pd.Series:
+    zoned = naive = 0
+    for v in col.tolist():
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if not isinstance(v, str) or not _TIMESTAMP.fullmatch(v):
+            return col
+        if _HAS_ZONE.search(v):
+            zoned += 1
+        else:
+            naive += 1
+    if (not zoned and not naive) or (zoned and naive):
+        return col  # empty, or a mix of local and zoned times: leave the text as it is
+    try:
+        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned))
+    except (ValueError, TypeError, OverflowError):
+        return col
