@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import copy
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from loom_nb._messages import ToolResult
 
 
 @dataclass
@@ -21,6 +24,14 @@ class RunContext(Mapping[str, Any]):
     user_id: str | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: Reads the thread's tool results; the run gives it (:meth:`tool_results` is the way in).
+    _results: Callable[[], Iterable[ToolResult]] = field(default=tuple, repr=False)
+
+    def tool_results(self) -> list[ToolResult]:
+        """This thread's tool results so far, oldest first, as copies: what a tool may refer
+        to by call id (the ``chart`` tool draws one). The calls of the model turn being run
+        have no result yet."""
+        return [copy.copy(r) for r in self._results()]
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]

@@ -66,7 +66,13 @@ class Run:
         self.thread = thread
         self.store = deps.store
         self.on_event = on_event
-        self.ctx = RunContext(deps.agent_name, thread.id, thread.user_id, dict(context or {}))
+        self.ctx = RunContext(
+            deps.agent_name,
+            thread.id,
+            thread.user_id,
+            dict(context or {}),
+            _results=thread.tool_results,
+        )
         self.new_messages: list[Message] = []
         self.failure: RunError | None = None
 
@@ -239,7 +245,9 @@ class Run:
         content = output.content or ""
         if output.is_error and not content.startswith("{"):
             content = json.dumps({"error": content})
-        return ToolResult(call.id, call.name, content, output.data, output.is_error, approval)
+        return ToolResult(
+            call.id, call.name, content, output.data, output.is_error, approval, output.chart
+        )
 
     async def _finish_approvals(self) -> None:
         pending = self.thread.pending

@@ -8,6 +8,7 @@ set of tools; ``define_agent`` refuses two tools with one name.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import json
@@ -34,6 +35,8 @@ class ToolOutput:
     content: str | None = None
     data: Any = None
     is_error: bool = False
+    #: A chart's JSON spec, saved in the thread's tool result (``loom_nb.charts`` makes them).
+    chart: dict[str, Any] | None = None
 
 
 @dataclass
@@ -92,7 +95,7 @@ class Tool:
 def to_output(value: Any) -> ToolOutput:
     if isinstance(value, ToolOutput):
         if value.content is None:
-            return ToolOutput(to_output(value.data).content, value.data, value.is_error)
+            return dataclasses.replace(value, content=to_output(value.data).content)
         return value
     if _codec.is_dataframe(value):
         return ToolOutput(frame_for_model(value), value)

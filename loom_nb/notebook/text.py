@@ -139,6 +139,10 @@ class TextView:
             self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
         elif r.is_error:
             self._write(f"  ⚠ {r.name}{badge} failed: {_short(r.error or '')}\n")
+        elif r.chart is not None:
+            from loom_nb.charts import Chart
+
+            self._write(f"  ← {r.name}{badge}: [chart: {Chart(r.chart).caption}]\n")
         elif is_dataframe(r.data):
             text = format_frame(r.data, self.rows)
             self._write(
