@@ -12,6 +12,7 @@ BENCHES = [
     "bench_supabase",
     "bench_frames",
     "bench_buckets",
+    "bench_charts",
     "bench_widget",
 ]
 

@@ -31,8 +31,9 @@ The tool ``chart(result, kind, x, y?, color?, title?)``:
 
 ``result.charts`` and ``thread.charts`` give :class:`Chart` objects: ``.figure()`` (a new
 matplotlib ``Figure``), ``.png()`` (bytes), ``.data`` (the rows plotted); displaying one in a
-notebook shows the PNG. The thread view shows each chart as a static PNG image, so it
-appears offline, in a saved notebook on GitHub or nbviewer, and in an untrusted notebook.
+notebook makes an ``image/png`` output, which every frontend, GitHub, nbviewer and an
+untrusted notebook show without JavaScript or network. The thread view shows each chart as a
+PNG embedded in its HTML (a data URI), the text view as ``[chart: ...]``.
 
 Drawing uses matplotlib (``pip install 'loom-nb[charts]'``) with a ``Figure`` of its own and
 the Agg canvas: pyplot is never used and your backend is left as it is. matplotlib is imported
