@@ -30,6 +30,7 @@ class Chart:
 
     @property
     def title(self) -> str:
+        """The title drawn above the chart (the model's, or ``y by x``)."""
         return self._plot.title
 
     @property

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from _chart_data import PNG, draw, orders, results, weekly
 
 from loom_nb import MissingExtra
 from loom_nb.charts import Chart
+from tests.charts._chart_data import PNG, draw, orders, results, weekly
 
 WEEK = results(("call_week", "frames_aggregate", weekly()))
 ROWS = results(("call_rows", "frames_select", orders()))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from _chart_data import PNG
 
 from loom_nb import (
     Agent,
@@ -28,6 +27,7 @@ from loom_nb.frames import frame_tools
 from loom_nb.notebook.history import history_html
 from loom_nb.notebook.text import TextView
 from loom_nb.sqlite import sqlite_store
+from tests.charts._chart_data import PNG
 
 QUESTION = "Which orders above 100 are still open? Plot them by week."
 WEEKLY = {

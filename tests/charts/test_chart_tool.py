@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from _chart_data import draw, orders, results, weekly
 
 from loom_nb import MissingExtra, ToolInputError, UserError
 from loom_nb.charts import KINDS, Chart, chart_tools
+from tests.charts._chart_data import draw, orders, results, weekly
 
 AGGREGATE = results(("call_week", "frames_aggregate", weekly()))
 SELECT = results(("call_rows", "frames_select", orders()))

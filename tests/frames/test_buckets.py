@@ -3,12 +3,12 @@ zone, with missing timestamps as their own group; and what is refused."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from _orders import call, refused
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
@@ -16,6 +16,7 @@ from pandas.testing import assert_frame_equal
 from loom_nb._tables.grammar import BUCKETS
 from loom_nb._tools import Connector, to_output
 from loom_nb.frames import frame_tools
+from tests.frames._orders import call, refused
 
 #: The pandas frequency each bucket equals, with bins closed and labelled on the left.
 FREQ = {"day": "D", "week": "W-MON", "month": "MS", "quarter": "QS", "year": "YS"}
@@ -264,17 +265,19 @@ def test_the_schema_tells_the_model_the_bucket_form(sessions):
     ],
 )
 async def test_bad_buckets_say_how_to_fix_them(sessions, group_by, message):
-    refusal = await refused(
-        sessions, "frames_aggregate", {"table": "sessions", "group_by": group_by}
+    await refused(
+        sessions,
+        "frames_aggregate",
+        {"table": "sessions", "group_by": group_by},
+        re.escape(message),
     )
-    assert message in refusal
 
 
 async def test_a_frame_without_datetimes_says_so():
     conn = frame_tools({"prices": pd.DataFrame({"sku": ["a"], "price": np.array([1.5])})})
-    refusal = await refused(
+    await refused(
         conn,
         "frames_aggregate",
         {"table": "prices", "group_by": [{"column": "price", "bucket": "year"}]},
+        "'prices' has no datetime column",
     )
-    assert "'prices' has no datetime column" in refusal

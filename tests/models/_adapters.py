@@ -13,13 +13,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import _anthropic_wire as ant
-import _wire as oai
-from _wire import OPENED, Reply, WireServer
-
+import tests.models._anthropic_wire as ant
+import tests.models._wire as oai
 from loom_nb import Message, tool
 from loom_nb.models import Model, ModelRequest, ModelSettings, ToolDefinition
 from loom_nb.models._base import StreamingAdapter
+from tests.models._wire import OPENED, Reply, WireServer
 
 #: One tool call as a test scripts it: (call id, tool name, pieces of its JSON arguments).
 Call = tuple[str, str, tuple[str, ...]]

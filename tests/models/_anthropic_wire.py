@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _wire import Reply, event
+from tests.models._wire import Reply, event
 
 
 def message_start(input_tokens: int = 25, cache_read: int = 0) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from _adapters import AnthropicCase, OpenAICase
-from _wire import OPENED, WireServer
 
 from loom_nb.models import allow_model_requests
+from tests.models._adapters import AnthropicCase, OpenAICase
+from tests.models._wire import OPENED, WireServer
 
 #: Variables the SDKs and adapters read; a developer's own settings must not leak into tests.
 PROVIDER_ENV = (

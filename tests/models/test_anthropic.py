@@ -8,9 +8,6 @@ import os
 from typing import Any
 
 import pytest
-from _adapters import WEATHER, collect, get_weather, request
-from _anthropic_wire import finish, message_start, stream, text, text_block, tool_block
-from _wire import OPENED, Reply, WireServer
 
 from loom_nb import (
     Message,
@@ -23,6 +20,9 @@ from loom_nb import (
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.anthropic import AnthropicModel
+from tests.models._adapters import WEATHER, collect, get_weather, request
+from tests.models._anthropic_wire import finish, message_start, stream, text, text_block, tool_block
+from tests.models._wire import OPENED, Reply, WireServer
 
 # ---- helpers -----------------------------------------------------------------------------------
 
@@ -211,9 +211,8 @@ async def test_live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     name = os.environ.get("LOOM_LIVE_ANTHROPIC_MODEL")
     if not name or not os.environ.get("ANTHROPIC_API_KEY"):
         pytest.skip("set LOOM_LIVE_ANTHROPIC_MODEL and ANTHROPIC_API_KEY")
-    from _wire import allow_network
-
     from loom_nb.models import allow_model_requests
+    from tests.models._wire import allow_network
 
     allow_network(monkeypatch)
     agent = define_agent(

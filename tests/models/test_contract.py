@@ -13,8 +13,6 @@ import time
 from typing import Any
 
 import pytest
-from _adapters import WEATHER, Case, collect, get_weather, request
-from _wire import Reply, closed_port_url, unanswered_connects
 
 from loom_nb import (
     AuthenticationFailed,
@@ -39,6 +37,8 @@ from loom_nb.models import (
     allow_model_requests,
     resolve_model,
 )
+from tests.models._adapters import WEATHER, Case, collect, get_weather, request
+from tests.models._wire import Reply, closed_port_url, unanswered_connects
 
 ADAPTERS = ["openai_case", "anthropic_case"]
 

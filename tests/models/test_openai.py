@@ -9,19 +9,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from _adapters import WEATHER, collect, get_weather, request
-from _wire import (
-    OPENED,
-    Reply,
-    WireServer,
-    call_args,
-    call_start,
-    chunk,
-    closed_port_url,
-    data,
-    stream,
-    text,
-)
 
 from loom_nb import (
     ModelNotFound,
@@ -35,6 +22,19 @@ from loom_nb import (
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.openai import OpenAIModel, ollama
+from tests.models._adapters import WEATHER, collect, get_weather, request
+from tests.models._wire import (
+    OPENED,
+    Reply,
+    WireServer,
+    call_args,
+    call_start,
+    chunk,
+    closed_port_url,
+    data,
+    stream,
+    text,
+)
 
 # ---- the wire format -------------------------------------------------------------------------
 
@@ -372,9 +372,8 @@ async def test_live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     name = os.environ.get("LOOM_LIVE_OPENAI_MODEL")
     if not name or not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
         pytest.skip("set LOOM_LIVE_OPENAI_MODEL and OPENAI_API_KEY (or OPENAI_BASE_URL)")
-    from _wire import allow_network
-
     from loom_nb.models import allow_model_requests
+    from tests.models._wire import allow_network
 
     allow_network(monkeypatch)
     agent = define_agent(

@@ -12,11 +12,11 @@ import re
 from pathlib import Path
 
 import pytest
-from nb_kernels import execute, text_of, with_class
 
 from tests.conftest import require
+from tests.notebook.nb_kernels import execute, text_of, with_class
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
