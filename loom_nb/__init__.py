@@ -28,6 +28,7 @@ from loom_nb._errors import (
     RateLimited,
     RunError,
     StepLimitExceeded,
+    StoreError,
     ThreadNotFound,
     UserError,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "RunResult",
     "StepLimitExceeded",
     "Store",
+    "StoreError",
     "TextDelta",
     "TextPart",
     "Thread",

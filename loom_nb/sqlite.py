@@ -121,6 +121,10 @@ class SQLiteStore:
         state = " closed" if self._closed else ""
         return f"<SQLiteStore {self.path!r}{state}>"
 
+    def describe(self) -> str:
+        """Which file this store reads, for ``%loom threads``."""
+        return f"SQLite file {self.path}"
+
     def __enter__(self) -> SQLiteStore:
         return self
 
