@@ -16,12 +16,10 @@ from loom_nb.sqlite import sqlite_store
 
 
 class Backend:
-    """How the suite opens a store of one kind, again on the same data, and at the schema
-    version before this one."""
+    """How the suite opens a store of one kind, again on the same data (memory: the same
+    store), and at the schema version before this one."""
 
     name = ""
-    #: Data outlives the store object (a new store on the same database sees it).
-    persistent = True
 
     def open(self) -> Store:
         raise NotImplementedError
@@ -34,7 +32,6 @@ class Backend:
 
 class MemoryBackend(Backend):
     name = "memory"
-    persistent = False
 
     def __init__(self) -> None:
         self.store = memory_store()
@@ -151,16 +148,28 @@ def _rows_of_version_1(thread: Thread) -> tuple[tuple[Any, ...], list[tuple[Any,
     return record, messages
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    if request.param == "memory":
+_POSTGRES = pytest.param("postgres", marks=pytest.mark.postgres)
+
+
+def _open_backend(kind: str, request: pytest.FixtureRequest, folder: Path) -> Backend:
+    if kind == "memory":
         return MemoryBackend()
-    if request.param == "sqlite":
-        return SQLiteBackend(tmp_path)
+    if kind == "sqlite":
+        return SQLiteBackend(folder)
     database = request.getfixturevalue("loom_database")
     return PostgresBackend(database, request.getfixturevalue("postgres_schema"))
+
+
+@pytest.fixture(params=["memory", "sqlite", _POSTGRES])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """Every store."""
+    return _open_backend(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", _POSTGRES])
+def persistent_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """Every store that keeps threads beyond its process (and so has a schema)."""
+    return _open_backend(request.param, request, tmp_path)
 
 
 @pytest.fixture

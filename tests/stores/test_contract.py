@@ -298,9 +298,8 @@ def test_delete_removes_the_thread_and_its_messages(store: Store):
 # ---- schema versions -------------------------------------------------------------------------
 
 
-def test_the_previous_schema_version_opens_and_is_upgraded(backend: Backend):
-    if not backend.persistent:
-        pytest.skip(f"the {backend.name} store has no schema")
+def test_the_previous_schema_version_opens_and_is_upgraded(persistent_backend: Backend):
+    backend = persistent_backend
     thread = Thread(id="old", agent="analyst", title="March", created_at=T0, updated_at=T0)
     thread.messages.append(Message("user", [TextPart("Find the Überweisung from March")], T0))
     store = backend.open_previous_version(thread)
@@ -328,10 +327,8 @@ def _migrations(backend: Backend) -> list:
     return _schema.MIGRATIONS
 
 
-def test_a_closed_store_says_so(backend: Backend):
-    if not backend.persistent:
-        pytest.skip("memory_store().close() only forgets")
-    store = backend.open()
+def test_a_closed_store_says_so(persistent_backend: Backend):
+    store = persistent_backend.open()
     store.close()
     with pytest.raises(UserError, match="closed"):
         store.list()
