@@ -8,7 +8,17 @@ import sys
 
 import loom_nb
 
-HEAVY = ["pandas", "IPython", "ipywidgets", "supabase", "openai", "anthropic", "numpy"]
+HEAVY = [
+    "pandas",
+    "IPython",
+    "ipywidgets",
+    "supabase",
+    "openai",
+    "anthropic",
+    "numpy",
+    "psycopg",
+    "psycopg_pool",
+]
 
 
 def test_import_loom_nb_imports_no_heavy_package():

@@ -78,7 +78,7 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     for key, value in CONNECT_DEFAULTS.items():
         params.setdefault(key, value)
     try:
-        return psycopg.connect(**params, autocommit=True)
+        return psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True)
     except psycopg.OperationalError as exc:
         raise _connect_error(exc, params) from None
 

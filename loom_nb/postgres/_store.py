@@ -67,9 +67,7 @@ class _Queries:
             SELECT %s, message_count - 1, %s, %s, %s, %s, %s FROM touched
             RETURNING seq"""
         self.thread = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE id = %(id)s AND "
-        self.messages = (
-            f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
-        )
+        self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
         self.listing = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE "
         self.order = " ORDER BY updated_us DESC, made"
         # Candidates from the word index (each word of the text a word of the message, the
@@ -390,9 +388,9 @@ class PostgresStore:
             )
         if opening:
             fix = (
-                f"the schema's owner creates and upgrades it: run postgres_store(...) once "
-                f"connected as that owner (or a role that may CREATE in the database); then "
-                f"give this role what it needs with the SQL of loom_nb.postgres.grants_sql(...)"
+                "the schema's owner creates and upgrades it: run postgres_store(...) once "
+                "connected as that owner (or a role that may CREATE in the database); then "
+                "give this role what it needs with the SQL of loom_nb.postgres.grants_sql(...)"
             )
         else:
             fix = "grant this role what it needs with the SQL of loom_nb.postgres.grants_sql(...)"

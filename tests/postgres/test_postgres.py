@@ -23,7 +23,6 @@ from loom_nb import (
     ReplayModel,
     Reply,
     StoreError,
-    TextPart,
     Thread,
     UserError,
     define_agent,
@@ -100,7 +99,7 @@ def test_the_store_runs_as_a_role_that_owns_nothing_and_may_create_nothing(
             "DELETE FROM {}.migrations",
             "UPDATE {}.messages SET json = '{{}}'",
         ):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="denied|owner"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match=r"denied|owner"):
                 conn.execute(sql.SQL(statement).format(sql.Identifier(postgres_schema)))
 
 
@@ -216,7 +215,9 @@ def test_row_level_security_keeps_each_users_threads_to_that_user(
     # Raw queries as the same role see only what the setting allows.
     s = sql.Identifier(postgres_schema)
     with psycopg.connect(loom_database.dsn(), autocommit=True) as conn:
-        count = sql.SQL("SELECT (SELECT count(*) FROM {}.threads), (SELECT count(*) FROM {}.messages)")
+        count = sql.SQL(
+            "SELECT (SELECT count(*) FROM {}.threads), (SELECT count(*) FROM {}.messages)"
+        )
         assert conn.execute(count.format(s, s)).fetchone() == (0, 0)
         conn.execute("SELECT set_config('loom.user_id', 'bob', false)")
         assert conn.execute(count.format(s, s)).fetchone() == (1, 1)
@@ -304,9 +305,7 @@ def test_search_uses_the_word_index(store: PostgresStore, loom_database: LoomDat
             conn.execute(sql.SQL("VACUUM ANALYZE {}.{}").format(*names))
     query = f"{store._q.listing}user_id IS NULL AND {store._q.found}{store._q.order} LIMIT 5"
     with psycopg.connect(loom_database.dsn(), autocommit=True) as conn:
-        plan = "\n".join(
-            row[0] for row in conn.execute("EXPLAIN " + query, {"needle": "4242"})
-        )
+        plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + query, {"needle": "4242"}))
     assert "Bitmap Index Scan on messages_words" in plan, plan
     assert [t.id for t in store.search("number 4242")] == ["t42"]
 

@@ -56,7 +56,9 @@ class SQLiteBackend(Backend):
         schema.applied(conn)
         for migration in schema.MIGRATIONS[:-1]:
             migration(conn)
-            conn.execute(f"INSERT INTO {schema.MIGRATIONS_TABLE} (name) VALUES (?)", (migration.__name__,))
+            conn.execute(
+                f"INSERT INTO {schema.MIGRATIONS_TABLE} (name) VALUES (?)", (migration.__name__,)
+            )
         record, messages = _rows_of_version_1(thread)
         conn.execute(
             "INSERT INTO loom_threads (id, agent, user_id, title, created_at, updated_at, "

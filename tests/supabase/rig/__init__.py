@@ -23,6 +23,7 @@ import jwt
 import psycopg
 
 from tests.postgres_server import Postgres, find_bin_dir, missing_reason
+
 from .shim import Seen, Shim
 
 __all__ = ["USER_A", "USER_B", "Rig", "RigUser", "Seen", "Shim", "missing_reason"]
