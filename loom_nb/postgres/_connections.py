@@ -9,8 +9,8 @@ Three sources, one shape (``borrow()`` a connection, ``discard()`` it after a fa
 - ``pool=``: a ``psycopg_pool.ConnectionPool``; a connection is borrowed for each operation.
 
 A connection the server closed while it sat idle (a restart, an idle timeout) has the server's
-goodbye, or the end of the stream, waiting on its socket; :func:`alive` looks for that without
-a round trip, so the next call reconnects instead of failing.
+goodbye waiting on its socket; :func:`alive` looks for that without a round trip, so the next
+call reconnects instead of failing.
 """
 
 from __future__ import annotations
@@ -35,14 +35,22 @@ class PostgresStoreError(UserError):
 CONNECT_DEFAULTS = {"connect_timeout": "10", "application_name": "loom_nb"}
 
 
-def alive(conn: psycopg.Connection[Any]) -> bool:
-    """False when the server has closed this idle connection (checked without a round trip)."""
+def alive(conn: psycopg.Connection[Any], *, replaceable: bool = True) -> bool:
+    """False when the server has closed this idle connection (checked without a round trip).
+
+    An idle connection has nothing to read unless the server said goodbye (PostgreSQL sends
+    "terminating connection" as it shuts down, then closes). A connection the store can
+    replace is given up at any sign of that; yours is read first (a LISTEN notification
+    looks the same), and given up only if the read shows it closed.
+    """
     if conn.closed or conn.broken:
         return False
     pgconn = conn.pgconn
     try:
         readable, _, _ = select.select([pgconn.socket], [], [], 0)
-        if readable:  # an idle connection has nothing to read unless the server said goodbye
+        if readable:
+            if replaceable:
+                return False
             pgconn.consume_input()
     except (OSError, ValueError, psycopg.Error):
         return False
@@ -135,7 +143,12 @@ class OwnedConnection:
     @contextlib.contextmanager
     def borrow(self) -> Iterator[psycopg.Connection[Any]]:
         with self._lock:
-            if self._conn is None or not alive(self._conn):
+            if (
+                self._conn is None
+                or not alive(self._conn)
+                # left inside a transaction by an interrupted call (Ctrl-C): start afresh
+                or self._conn.info.transaction_status != pq.TransactionStatus.IDLE
+            ):
                 self.discard()
                 try:
                     self._conn = connect(self._dsn)
@@ -174,7 +187,7 @@ class GivenConnection:
     @contextlib.contextmanager
     def borrow(self) -> Iterator[psycopg.Connection[Any]]:
         with self._lock:
-            if not alive(self._conn):
+            if not alive(self._conn, replaceable=False):
                 raise StoreError(
                     f"the connection to the PostgreSQL server {self.where} passed as "
                     "postgres_store(connection=...) is closed; pass a new one, or a connection "

@@ -1,14 +1,16 @@
 """The PostgreSQL store: the store contract over psycopg 3, mirroring the SQLite store.
 
-- A message is one row, appended by one statement (in one transaction) that also touches its
-  thread's record and takes the next ``seq`` from it: O(1) at any length, atomic, and safe
-  with many kernels appending to one thread (the thread row's lock orders them).
-- Every operation is one transaction. Its ``BEGIN`` is the first round trip, so a connection
-  that died before anything was sent is replaced and the operation run again; a failure after
-  that is a :class:`~loom_nb.StoreError` naming the server, and nothing is half-written.
-- Reads of one thread see one snapshot (``REPEATABLE READ``), as in SQLite.
-- Scoping: ``user_id`` is matched exactly; each transaction also sets ``loom.user_id`` (local
-  to it), which the optional row level security policies read (see ``_sql``).
+- A message is one row, appended by one statement that also touches its thread's record and
+  takes the next ``seq`` from it: O(1) at any length, atomic (nothing is ever half-written),
+  and safe with many kernels appending to one thread (the thread row's lock orders them).
+- Each operation is one statement, or one transaction when it needs several (a thread's
+  record and messages are read in one ``REPEATABLE READ`` snapshot, as in SQLite). A
+  connection the server closed while idle is replaced before use (see ``_connections``); a
+  read that still meets a dead one runs again; a write that fails raises
+  :class:`~loom_nb.StoreError` naming the server and saying whether anything was saved.
+- Scoping: ``user_id`` is matched exactly; with a user, the statement runs in a transaction
+  that sets ``loom.user_id`` (local to it), which the optional row level security policies
+  read (see ``_sql``).
 - Search: see :meth:`PostgresStore.search`.
 """
 
@@ -165,6 +167,7 @@ class PostgresStore:
             user_id=thread.user_id,
             write=True,
             doing=f"saving thread {thread.id}",
+            single=True,
         )
 
     def append(self, thread: Thread, message: Message) -> None:
@@ -187,7 +190,11 @@ class PostgresStore:
                 raise KeyError(f"append to a thread that was never saved: {thread.id}")
 
         self._run(
-            write, user_id=thread.user_id, write=True, doing=f"saving a message to {thread.id}"
+            write,
+            user_id=thread.user_id,
+            write=True,
+            doing=f"saving a message to {thread.id}",
+            single=True,
         )
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
@@ -235,6 +242,7 @@ class PostgresStore:
             user_id=user_id,
             write=False,
             doing="listing threads",
+            single=True,
         )
         return [_info(r) for r in rows]
 
@@ -259,6 +267,7 @@ class PostgresStore:
             user_id=user_id,
             write=False,
             doing="searching threads",
+            single=True,
         )
         return [_info(r) for r in rows]
 
@@ -269,6 +278,7 @@ class PostgresStore:
             user_id=user_id,
             write=True,
             doing=f"deleting thread {thread_id}",
+            single=True,
         )
 
     def close(self) -> None:
@@ -330,9 +340,13 @@ class PostgresStore:
         user_id: str | None,
         write: bool,
         doing: str,
+        single: bool = False,
         opening: bool = False,
         snapshot: bool = False,
     ) -> T:
+        """Run ``fn`` in one transaction, on a live connection; a read that met a dead one
+        runs again on a new one. ``single``: ``fn`` runs one statement, which then runs on its
+        own (one round trip) when there is no user to set for row level security."""
         if self._closed:
             raise UserError(
                 f"the PostgreSQL store {self.describe()} is closed; open it again with "
@@ -340,22 +354,23 @@ class PostgresStore:
             )
         for attempt in (1, 2):
             with self._source.borrow() as conn:
-                begun = committing = False
+                sent = False  # whether the server may have run a write of this call
                 try:
+                    if single and user_id is None and conn.autocommit:
+                        sent = True
+                        return fn(conn)
                     with conn.transaction():  # BEGIN: a connection found dead here ran nothing
-                        begun = True
+                        sent = True
                         if snapshot:  # one consistent view for the statements of a read
                             conn.execute(self._q.snapshot)
                         if user_id is not None:
                             conn.execute(self._q.set_user, (user_id,))
-                        result = fn(conn)
-                        committing = True
-                    return result
+                        return fn(conn)
                 except psycopg.OperationalError as exc:
                     self._source.discard()
-                    if attempt == 1 and (not begun or not write):
+                    if attempt == 1 and (not sent or not write):
                         continue
-                    raise self._failed(exc, doing, committing and write) from None
+                    raise self._failed(exc, doing, write) from None
                 except psycopg.errors.InsufficientPrivilege as exc:
                     raise self._not_allowed(exc, opening) from None
                 except psycopg.Error as exc:
@@ -365,14 +380,13 @@ class PostgresStore:
                     ) from exc
         raise AssertionError("unreachable")
 
-    def _failed(self, exc: Exception, doing: str, maybe_saved: bool) -> StoreError:
-        outcome = (
-            "it went away during the commit, so this may or may not have been saved"
-            if maybe_saved
-            else "nothing was saved by this call"
-            if doing.startswith(("saving", "deleting", "creating"))
-            else "nothing was changed"
-        )
+    def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreError:
+        if not write:
+            outcome = "nothing was changed"
+        elif exc.sqlstate is not None:  # the server answered with the error: it rolled back
+            outcome = "nothing was saved by this call"
+        else:  # the connection broke before any answer, perhaps during the commit
+            outcome = "the connection broke before the server answered, so it may have been saved"
         return StoreError(
             f"the PostgreSQL server {self._source.where} went away while {doing} "
             f"({_first_line(exc)}); {outcome}. The next call reconnects once the server is back"
