@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -36,6 +37,9 @@ from loom_nb.postgres._connections import (
 )
 
 T = TypeVar("T")
+
+#: Text the word index finds exactly: one ASCII word or number, its own lexeme.
+_ONE_WORD = re.compile(r"[a-z0-9]+")
 
 _THREAD_COLUMNS = (
     "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
@@ -72,21 +76,18 @@ class _Queries:
         self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
         self.listing = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE "
         self.order = " ORDER BY updated_us DESC, made"
-        # Candidates from the word index (each word of the text a word of the message, the
-        # last one possibly its beginning), then the exact casefolded substring on those rows;
-        # messages too long for the index, and text with no word at all, by the substring.
+        # Candidates from the word index (every word of the text is a word of the message),
+        # then the exact casefolded text on those rows, unless the text is one plain word,
+        # which a word of the message already contains; messages too long for the index, and
+        # text without a word at all, by the text alone. One condition, so the planner may
+        # also walk threads newest first and stop at ``limit`` (a very common word).
         words = "plainto_tsquery('simple'::regconfig, %(needle)s)"
-        prefix = f"regexp_replace({words}::text, '''$', ''':*')::tsquery"
         self.found = f"""
             id IN (
                 SELECT thread_id FROM {s}.messages
-                WHERE words @@ {prefix} AND strpos(search, %(needle)s) > 0
-                UNION ALL
-                SELECT thread_id FROM {s}.messages
-                WHERE words IS NULL AND strpos(search, %(needle)s) > 0
-                UNION ALL
-                SELECT thread_id FROM {s}.messages
-                WHERE numnode({words}) = 0 AND strpos(search, %(needle)s) > 0
+                WHERE (words @@ {words} AND (%(one_word)s OR strpos(search, %(needle)s) > 0))
+                    OR ((words IS NULL OR numnode({words}) = 0)
+                        AND strpos(search, %(needle)s) > 0)
             )"""
         self.delete = f"DELETE FROM {s}.threads WHERE id = %(id)s AND "
 
@@ -253,13 +254,14 @@ class PostgresStore:
 
         Case-insensitive like the SQLite store (Unicode casefold), and found through the word
         index: a message matches when it contains the text exactly *and* every word of the
-        text is one of its words (as PostgreSQL's parser splits them), the last word possibly
-        only the beginning of one. So ``revenue``, ``total revenue`` and ``total rev`` find
-        "Total revenue"; ``venue`` (a piece from inside a word) finds it in the SQLite and
-        memory stores only.
+        text is a whole word of the message (as PostgreSQL's parser splits words). So
+        ``revenue`` and ``total revenue`` find "Total revenue"; ``venue`` or ``total rev``
+        (pieces of words) find it in the SQLite and memory stores only.
         """
         where, params = _owner(user_id, agent=agent)
-        params.update(needle=text.casefold().replace("\x00", ""), limit=max(int(limit), 0))
+        needle = text.casefold().replace("\x00", "")
+        params.update(needle=needle, one_word=_ONE_WORD.fullmatch(needle) is not None)
+        params["limit"] = max(int(limit), 0)
         query = self._q.listing + where + " AND " + self._q.found + self._q.order
         query += " LIMIT %(limit)s"
         rows = self._run(
