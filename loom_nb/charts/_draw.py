@@ -107,8 +107,9 @@ def _bars(
     right = left + width
     zeros = np.zeros_like(y)
     corners = np.stack([left, zeros, left, y, right, y, right, zeros], axis=1)
+    polygons: Any = corners.reshape(-1, 4, 2)  # one (4, 2) array of corners per bar
     bars = mpl.PolyCollection(
-        corners.reshape(-1, 4, 2),
+        polygons,
         facecolors=colour,
         edgecolors=edge,
         linewidths=0.5,
