@@ -97,7 +97,13 @@ class ToolResult:
             data = json.loads(self.content)
         except ValueError:
             return self.content
-        return str(data.get("error", self.content)) if isinstance(data, dict) else self.content
+        if not isinstance(data, dict):
+            return self.content
+        error = data.get("error", self.content)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            hint = error.get("hint")  # a connector's structured error: what a person reads
+            return error["message"] + (f" {hint}" if isinstance(hint, str) and hint else "")
+        return str(error)
 
 
 Part = TextPart | ToolCall | ToolResult

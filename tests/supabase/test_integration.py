@@ -350,7 +350,8 @@ def test_rejected_writes_do_not_land(rig: Rig) -> None:
 
     assert done.status == "complete"
     assert all(r.approval == "rejected" and r.is_error for r in results(done))
-    assert rig.shim.log == []
+    # the update's card counted and showed its rows (reads); nothing was written
+    assert [s.method for s in rig.shim.log] == ["GET"]
     assert superuser_rows(rig, "SELECT id, subject, status FROM tickets ORDER BY id") == [
         (1, "Where is my parcel?", "open"),
         (2, "Refund please", "pending"),
@@ -436,7 +437,7 @@ HOSTILE_VALUES = [
         "table": "orders",
         "filters": [{"column": "status", "op": "in", "value": ["x)", "y,or=(id.eq.4", '"z"']}],
     },
-    {"table": "orders", "filters": [{"column": "status", "op": "like", "value": "*),or(id.gt.0"}]},
+    {"table": "orders", "filters": [{"column": "status", "op": "like", "value": "%),or(id.gt.0"}]},
 ]
 
 
