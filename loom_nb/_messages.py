@@ -100,9 +100,10 @@ class ToolResult:
         if not isinstance(data, dict):
             return self.content
         error = data.get("error", self.content)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            hint = error.get("hint")  # a connector's structured error: what a person reads
-            return error["message"] + (f" {hint}" if isinstance(hint, str) and hint else "")
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):  # a connector's structured error: what a person reads
+            hint = error.get("hint")
+            return message + (f" {hint}" if isinstance(hint, str) and hint else "")
         return str(error)
 
 
