@@ -155,6 +155,9 @@ def meaning(expr: OpExpr) -> Meaning:
     ``= ANY('{}')``, the empty list; other ``in`` items go through ``pgBuildArrayLiteral``,
     which cuts each at its first NUL (``trimNullChars``). Single values are sent as they are
     (``unknownLiteral``): PostgreSQL refuses a NUL in them."""
+    if expr.op == "is":
+        assert isinstance(expr.value, str)
+        return Meaning(expr.negate, "is", (expr.value,))
     if expr.op == "in":
         items = expr.value
         assert isinstance(items, tuple)

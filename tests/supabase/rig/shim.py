@@ -162,7 +162,8 @@ def _filter(table: str, column: str, raw: str, params: list[Any]) -> sql.Composa
             "supported: eq neq gt gte lt lte like ilike in is, not.",
         ) from None
     if meant.op == "is":
-        clause = sql.SQL("{} IS {}").format(ident, sql.SQL(IS_SQL[meant.values[0]]))  # type: ignore[index]
+        assert meant.values is not None
+        clause = sql.SQL("{} IS {}").format(ident, sql.SQL(IS_SQL[meant.values[0]]))
     elif meant.op == "in" and meant.values is None:
         clause = sql.SQL("{} = ANY('{{}}')").format(ident)  # pgFmtFilter: In [""]
     elif meant.op == "in":
