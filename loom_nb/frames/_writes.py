@@ -184,9 +184,9 @@ class Writes:
     def update(self, args: dict[str, Any], ctx: RunContext | None = None) -> ToolOutput:
         """After approval, the update runs only on the very rows its card matched: the user
         keeps working while a card waits, and a changed frame changes nothing."""
-        card = ctx.approved_preview if ctx is not None and self.approve_writes else None
-        if not self.approve_writes:
+        if not self.approve_writes:  # no card to hold it to
             return self._write(args, self.plan_update, self._do_update)
+        card = ctx.approved_preview if ctx is not None else None
 
         def checked(plan: Plan) -> ToolOutput:
             assert plan.mask is not None
