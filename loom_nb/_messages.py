@@ -103,7 +103,14 @@ class ToolResult:
             data = json.loads(self.content)
         except ValueError:
             return self.content
-        return str(data.get("error", self.content)) if isinstance(data, dict) else self.content
+        if not isinstance(data, dict):
+            return self.content
+        error = data.get("error", self.content)
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):  # a connector's structured error: what a person reads
+            hint = error.get("hint")
+            return message + (f" {hint}" if isinstance(hint, str) and hint else "")
+        return str(error)
 
 
 Part = TextPart | ToolCall | ToolResult

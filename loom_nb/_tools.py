@@ -48,8 +48,10 @@ class Tool:
     parameters: dict[str, Any]
     function: Callable[..., Any]
     needs_approval: ApprovalRule = False
-    #: Builds what the user sees before approving (rows to write, ...). Gets the arguments.
-    preview: Callable[[dict[str, Any]], Any] | None = None
+    #: Builds what the user sees before approving (rows to write, ...). Gets the arguments (and
+    #: the run context when it takes a second parameter); may be async. An error result
+    #: (``ToolOutput(is_error=True)``) answers the call at once instead of asking the user.
+    preview: Callable[..., Any] | None = None
     _bind: Callable[[dict[str, Any]], tuple[list[Any], dict[str, Any]]] = field(
         default=lambda a: ([], a), repr=False
     )
@@ -75,6 +77,20 @@ class Tool:
         """Whether a call with these arguments waits for the user's approval."""
         rule = self.needs_approval
         return bool(rule(arguments)) if callable(rule) else bool(rule)
+
+    async def make_preview(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
+        """What the approval card shows (None without a preview). A preview that fails gives
+        ``{"error": ...}``, so the call is still shown to the user."""
+        if self.preview is None:
+            return None
+        try:
+            takes_ctx = len(inspect.signature(self.preview).parameters) >= 2
+            value = self.preview(arguments, ctx) if takes_ctx else self.preview(arguments)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:  # a broken preview must not hide the call from the user
+            return {"error": f"no preview: {exc}"}
+        return value
 
     def validate(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Check ``arguments`` against the schema; raises :class:`ToolInputError`."""
@@ -120,7 +136,7 @@ def tool(
     input: Any = None,
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
-    preview: Callable[[dict[str, Any]], Any] | None = None,
+    preview: Callable[..., Any] | None = None,
 ) -> Any: ...
 
 
@@ -133,7 +149,7 @@ def tool(
     input: Any = None,
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
-    preview: Callable[[dict[str, Any]], Any] | None = None,
+    preview: Callable[..., Any] | None = None,
 ) -> Any:
     """Make a tool, in any of three forms::
 
@@ -167,7 +183,7 @@ def _make(
     description: str | None,
     input: Any,
     needs_approval: ApprovalRule,
-    preview: Callable[[dict[str, Any]], Any] | None,
+    preview: Callable[..., Any] | None,
 ) -> Tool:
     if not callable(fn):
         raise UserError(f"tool(run=...) must be a function, got {type(fn).__name__}")

@@ -80,8 +80,11 @@ the new rows or values, and ``id(orders)`` does not change.
   that the agent does not see (build the connector again); frames derived earlier (slices,
   ``orders.copy()``, the results in ``thread.frames``) keep their contents, as copy-on-write
   pandas does.
-- The approval card shows the rows to append as a DataFrame, or the changes, the filter and the
-  number of rows matching now; the rows are matched again when the write runs.
+- The approval card shows the rows to append as a DataFrame, or the changes, the filter, the
+  number of rows matching now and the first of them with the new values beside the old. The
+  rows are matched again when the write runs: if they are not the rows the card counted (you
+  changed the frame while the card waited), nothing is changed and the model and the card say
+  so.
 - Calls whose arguments cannot work (an unknown column, a value that does not fit) are answered
   with an error at once instead of asking you to approve something that would fail; such a call
   never writes.

@@ -89,6 +89,8 @@ def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
     if isinstance(value, dict):
         parts = []
         for key, item in value.items():
+            if str(key).startswith("_"):  # the tool's own bookkeeping, not for the reader
+                continue
             item_frame = records_frame(item)
             if item_frame is not None:
                 parts.append(frame_html(item_frame, rows, str(key)))

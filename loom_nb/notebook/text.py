@@ -35,6 +35,8 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     frame = records_frame(value)
     if frame is None and isinstance(value, dict):
         for key, item in value.items():
+            if str(key).startswith("_"):  # the tool's own bookkeeping, not for the reader
+                continue
             sub = records_frame(item)
             lines.append(f"  {key}:")
             text = format_frame(sub, rows) if sub is not None else to_json(item)
