@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
@@ -32,10 +32,13 @@ from loom_nb._messages import (
     new_thread_id,
 )
 from loom_nb._run import Run, RunDeps
-from loom_nb._store import MemoryStore, Store
+from loom_nb._store import Store, store_from_env
 from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, resolve_model
 from loom_nb.models._deadlines import check_settings
+
+if TYPE_CHECKING:
+    from loom_nb.charts._chart import Chart
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -90,6 +93,14 @@ class RunResult:
     def frames(self) -> list[Any]:
         """DataFrames fetched in this run, oldest first (``thread.frames`` has all)."""
         return [r.data for m in self.new_messages for r in m.tool_results if is_dataframe(r.data)]
+
+    @property
+    def charts(self) -> list[Chart]:
+        """Charts drawn in this run, oldest first (``thread.charts`` has all)."""
+        from loom_nb.charts import Chart
+
+        results = (r for m in self.new_messages for r in m.tool_results)
+        return [Chart(r.chart) for r in results if r.chart is not None]
 
 
 AuthHook = Callable[[Mapping[str, Any]], str | None]
@@ -193,7 +204,9 @@ class Agent:
             ids = [c for c, a in approvals.items() if a is approve]
             if ids:
                 state: Any = "approved" if approve else "rejected"
-                self.store.update_calls(thread.id, ids, state, expect={"pending"})
+                self.store.update_calls(
+                    thread.id, ids, state, expect={"pending"}, user_id=thread.user_id
+                )
         if not resolutions:
             thread = self._load(thread_id, user_id)
             if any(p.state == "pending" for p in thread.pending):
@@ -304,7 +317,7 @@ class Agent:
         prompt: str | None = None,
         resolutions: Mapping[str, Resolution] | None = None,
     ) -> RunResult:
-        lease = await ThreadLease.acquire(self.store, thread_id)
+        lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
         thread: Thread | None = None
         try:
             # again, now that no other run can change it
@@ -395,10 +408,11 @@ def define_agent(
 ) -> Agent:
     """Define an agent. Every configuration mistake raises here, before any run.
 
-    ``store`` defaults to an in-memory store; pass ``loom_nb.sqlite.sqlite_store()`` to keep
-    threads across kernel restarts. ``auth(context) -> user_id`` scopes threads to users.
-    ``interrupt_wait``: seconds Ctrl-C waits for an approved write that is running to finish,
-    so that its result is saved; after that its outcome is recorded as unknown.
+    ``store`` defaults to the one named by ``LOOM_STORE`` (a SQLite path or a ``postgresql://``
+    URL), else ``sqlite_store()`` at ``.loom/loom.db``: threads survive a kernel restart.
+    ``auth(context) -> user_id`` scopes threads to users. ``interrupt_wait``: seconds Ctrl-C
+    waits for an approved write that is running to finish, so that its result is saved; after
+    that its outcome is recorded as unknown.
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError("define_agent(name=...) needs a non-empty name")
@@ -425,7 +439,7 @@ def define_agent(
             all_tools[tool_name] = t
             origin[tool_name] = where
     if store is None:
-        store = MemoryStore()
+        store = store_from_env()
     elif not isinstance(store, Store):
         raise UserError(
             f"store={store!r} is not a store: use memory_store() or loom_nb.sqlite.sqlite_store()"

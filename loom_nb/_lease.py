@@ -53,9 +53,8 @@ def new_holder() -> str:
 
 
 def holder_gone(lease: Lease) -> bool:
-    """True when nobody renews ``lease`` any more."""
-    if lease.expires_at <= datetime.now(timezone.utc):
-        return True
+    """True when ``lease``'s holder is known to be gone: a process of this machine that ended
+    (or a run of this one that is over). Expiry is the store's to judge, by its clock."""
     host, pid = _where(lease.holder)
     if host != _HOST or pid is None:
         return False  # another machine: only expiry tells
@@ -79,9 +78,13 @@ def settle(thread: Thread) -> Thread:
     """Show calls left ``running`` by a run that is gone as ``unknown`` (in ``thread`` only;
     the run that takes the thread over saves it)."""
     lease = thread.lease
+    now = datetime.now(timezone.utc)
     for p in thread.pending:
         if p.state == "running" and (
-            lease is None or lease.holder != p.holder or holder_gone(lease)
+            lease is None
+            or lease.holder != p.holder
+            or lease.expires_at <= now
+            or holder_gone(lease)
         ):
             p.state = "unknown"
     return thread
@@ -90,27 +93,28 @@ def settle(thread: Thread) -> Thread:
 class ThreadLease:
     """The lease of one run on one thread. ``acquire`` it, ``release`` it at the run's end."""
 
-    def __init__(self, store: Store, thread_id: str, holder: str) -> None:
+    def __init__(self, store: Store, thread_id: str, user_id: str | None, holder: str) -> None:
         self.store = store
         self.thread_id = thread_id
+        self.user_id = user_id
         self.holder = holder
         #: Set by the keeper when another run took the thread (this one stopped renewing in
         #: time: a suspended process).
         self.lost = False
 
     @classmethod
-    async def acquire(cls, store: Store, thread_id: str) -> ThreadLease:
+    async def acquire(cls, store: Store, thread_id: str, user_id: str | None) -> ThreadLease:
         """Take the thread, or raise :class:`ThreadBusy` naming who runs it."""
         holder = new_holder()
         with _held_lock:  # ours before the store says so: this process never sees it as dead
             _held[holder] = _Local(thread_id, _loop_thread.interrupt())
         try:
-            await _take(store, thread_id, holder)
+            await _take(store, thread_id, user_id, holder)
         except BaseException:
             with _held_lock:
                 _held.pop(holder, None)
             raise
-        held = cls(store, thread_id, holder)
+        held = cls(store, thread_id, user_id, holder)
         _keeper.add(held)
         return held
 
@@ -126,7 +130,9 @@ class ThreadLease:
     def renew(self) -> None:
         if self.lost:  # never take back a thread another run took
             return
-        lease = self.store.acquire_lease(self.thread_id, self.holder, LEASE_SECONDS)
+        lease = self.store.acquire_lease(
+            self.thread_id, self.holder, LEASE_SECONDS, user_id=self.user_id
+        )
         self.lost = lease.holder != self.holder
 
     def release(self, *, error: str | None) -> None:
@@ -135,17 +141,21 @@ class ThreadLease:
         _keeper.discard(self)
         try:
             with contextlib.suppress(Exception):
-                self.store.release_lease(self.thread_id, self.holder, error=error)
+                self.store.release_lease(
+                    self.thread_id, self.holder, error=error, user_id=self.user_id
+                )
         finally:
             with _held_lock:
                 _held.pop(self.holder, None)
 
 
-async def _take(store: Store, thread_id: str, holder: str) -> None:
+async def _take(store: Store, thread_id: str, user_id: str | None, holder: str) -> None:
     replacing: str | None = None
     deadline = time.monotonic() + LOCAL_WAIT_SECONDS
     while True:
-        lease = store.acquire_lease(thread_id, holder, LEASE_SECONDS, replacing=replacing)
+        lease = store.acquire_lease(
+            thread_id, holder, LEASE_SECONDS, replacing=replacing, user_id=user_id
+        )
         if lease.holder == holder:
             return
         if _interrupted_here(lease.holder) and time.monotonic() < deadline:

@@ -39,7 +39,15 @@ from loom_nb._messages import (
 )
 from loom_nb._store import Store
 from loom_nb._tools import Tool
-from loom_nb._turn import REJECTED, check_call, error_result, invoke, model_turn, rejected
+from loom_nb._turn import (
+    REJECTED,
+    check_call,
+    error_result,
+    invoke,
+    model_turn,
+    pending_of,
+    rejected,
+)
 from loom_nb.models import Model, ModelSettings
 
 __all__ = ["INTERRUPTED", "REJECTED", "Run", "RunDeps"]
@@ -85,7 +93,13 @@ class Run:
         self.store = deps.store
         self.on_event = on_event
         self.lease = lease
-        self.ctx = RunContext(deps.agent_name, thread.id, thread.user_id, dict(context or {}))
+        self.ctx = RunContext(
+            deps.agent_name,
+            thread.id,
+            thread.user_id,
+            dict(context or {}),
+            _results=thread.tool_results,
+        )
         self.new_messages: list[Message] = []
         self.failure: RunError | None = None
 
@@ -164,7 +178,13 @@ class Run:
         holder = None if any_holder else self.lease.holder
         ids = [p.call_id for p in calls]
         self.store.update_calls(
-            self.thread.id, ids, state, expect=expect, holder=holder, message=message
+            self.thread.id,
+            ids,
+            state,
+            expect=expect,
+            holder=holder,
+            message=message,
+            user_id=self.thread.user_id,
         )
         for p in calls:
             p.state = state
@@ -203,16 +223,19 @@ class Run:
         calls = message.tool_calls
         results: dict[str, ToolResult] = {}
         runnable: list[tuple[ToolCall, Tool]] = []
-        asking: list[tuple[ToolCall, Tool]] = []
+        pending: list[PendingApproval] = []
         for call in calls:
             checked = check_call(call, self.deps.tools)
             if isinstance(checked, ToolResult):
                 results[call.id] = checked
             elif checked.requires_approval(call.arguments or {}):
-                asking.append((call, checked))
+                waiting = await pending_of(call, checked, self.ctx)  # one preview at a time
+                if isinstance(waiting, ToolResult):  # its preview found it cannot work
+                    results[call.id] = waiting
+                else:
+                    pending.append(waiting)
             else:
                 runnable.append((call, checked))
-        pending = await asyncio.gather(*(_pending(c, t) for c, t in asking))
         await self._add(message, pending=pending)
         outcomes = await asyncio.gather(*(invoke(c, t, self.ctx) for c, t in runnable))
         results.update({r.call_id: r for r in outcomes})
@@ -273,7 +296,9 @@ class Run:
         claimed = [p for p in calls if p.state == "approved" and p.tool in tools]
         self._move(claimed, "running", {"approved"})
         tasks = {
-            p.call_id: asyncio.ensure_future(invoke(_call(p), tools[p.tool], self.ctx, "approved"))
+            p.call_id: asyncio.ensure_future(
+                invoke(_call(p), tools[p.tool], self.ctx, "approved", p.preview)
+            )
             for p in claimed
         }
         ready: dict[str, ToolResult] = {}
@@ -321,6 +346,7 @@ class Run:
                             "unknown",
                             expect={"running"},
                             holder=self.lease.holder,
+                            user_id=self.thread.user_id,
                         )
 
         return give_up
@@ -345,16 +371,6 @@ class Run:
             self._move(finished, "done", {"running", "approved", "rejected"}, message=message)
         with contextlib.suppress(Exception):
             self._move([p for p in calls if p.call_id not in ready], "unknown", {"running"})
-
-
-async def _pending(call: ToolCall, tool: Tool) -> PendingApproval:
-    preview = None
-    if tool.preview is not None:
-        try:  # user code, on a worker thread: a preview may import pandas, query, ...
-            preview = await _loop_thread.in_thread(tool.preview, call.arguments or {})
-        except Exception as exc:  # a broken preview must not hide the call from the user
-            preview = {"error": f"no preview: {exc}"}
-    return PendingApproval(call.id, call.name, call.arguments or {}, preview)
 
 
 def _call(p: PendingApproval) -> ToolCall:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import os
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
@@ -61,6 +62,7 @@ class Store(Protocol):
         expect: Collection[CallState],
         holder: str | None = None,
         message: Message | None = None,
+        user_id: str | None = None,
     ) -> None:
         """Move pending calls to ``state``, compare-and-set, in one transaction.
 
@@ -74,19 +76,31 @@ class Store(Protocol):
         Moving to ``running`` records ``holder`` on the calls. ``state="done"`` needs
         ``message``, the tool message with their results: it is appended (as ``append``
         does) and the calls leave the pending list, in the same transaction.
+
+        ``user_id`` scopes like ``load``'s (and these methods' below): another user's thread is
+        one that does not exist (``KeyError``, as for a thread never saved).
         """
 
     def acquire_lease(
-        self, thread_id: str, holder: str, seconds: float, *, replacing: str | None = None
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
     ) -> Lease:
         """Hold the thread for ``seconds`` from now, compare-and-set, in one transaction.
 
-        It succeeds when nobody holds the thread, the lease has expired, ``holder`` holds it
-        (a renewal), or ``replacing`` holds it (a holder found dead). Returns the thread's
-        lease after the attempt: ``holder``'s when it succeeded, else the one in the way.
+        It succeeds when nobody holds the thread, the lease has expired (by the store's clock:
+        one clock for every kernel), ``holder`` holds it (a renewal), or ``replacing`` holds it
+        (a holder found dead). Returns the thread's lease after the attempt: ``holder``'s when
+        it succeeded, else the one in the way.
         """
 
-    def release_lease(self, thread_id: str, holder: str, *, error: str | None) -> bool:
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
         """End a run: if ``holder`` holds the thread, free it and record ``error`` (None: the
         run ended well) as the thread's error, in one transaction. False when it did not
         hold it (its lease lapsed and another run took the thread: nothing is written)."""
@@ -150,7 +164,7 @@ class MemoryStore(Store):
         self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
     ) -> None:
         with self._lock:
-            saved = self._saved(thread.id)
+            saved = self._saved(thread.id, any_user=True)  # the thread says whose it is
             saved.messages.append(message)
             saved.updated_at = thread.updated_at
             if pending is not None:
@@ -165,30 +179,41 @@ class MemoryStore(Store):
         expect: Collection[CallState],
         holder: str | None = None,
         message: Message | None = None,
+        user_id: str | None = None,
     ) -> None:
         check_update(state, message)
         with self._lock:
-            saved = self._saved(thread_id)
+            saved = self._saved(thread_id, user_id)
             saved.pending = moved(saved.pending, call_ids, state, expect, holder, message)
             if message is not None:
                 saved.messages.append(message)
                 saved.updated_at = message.created_at
 
     def acquire_lease(
-        self, thread_id: str, holder: str, seconds: float, *, replacing: str | None = None
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
     ) -> Lease:
         with self._lock:
-            saved = self._saved(thread_id)
+            saved = self._saved(thread_id, user_id)
             now = datetime.now(timezone.utc)
             lease = saved.lease
             if lease is None or lease.expires_at <= now or lease.holder in (holder, replacing):
                 lease = saved.lease = Lease(holder, now + timedelta(seconds=seconds))
             return lease
 
-    def release_lease(self, thread_id: str, holder: str, *, error: str | None) -> bool:
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
         with self._lock:
             saved = self._threads.get(thread_id)
-            if saved is None or saved.lease is None or saved.lease.holder != holder:
+            if saved is None or saved.user_id != user_id:
+                return False
+            if saved.lease is None or saved.lease.holder != holder:
                 return False
             saved.lease = None
             saved.error = error
@@ -243,9 +268,15 @@ class MemoryStore(Store):
     def close(self) -> None:
         self._threads.clear()
 
-    def _saved(self, thread_id: str) -> Thread:
+    def describe(self) -> str:
+        """Where this store keeps threads, for ``%loom threads``."""
+        return "memory (lost when the kernel stops)"
+
+    def _saved(
+        self, thread_id: str, user_id: str | None = None, *, any_user: bool = False
+    ) -> Thread:
         saved = self._threads.get(thread_id)
-        if saved is None:
+        if saved is None or (saved.user_id != user_id and not any_user):
             raise KeyError(f"a thread that was never saved: {thread_id}")
         return saved
 
@@ -299,3 +330,65 @@ def _searchable(message: Message) -> str:
 def memory_store() -> MemoryStore:
     """A store that keeps threads in memory (for tests and throwaway sessions)."""
     return MemoryStore()
+
+
+# ---- the default store --------------------------------------------------------------------------
+
+#: The environment variable naming the store agents use when ``define_agent`` gets no ``store=``.
+STORE_VARIABLE = "LOOM_STORE"
+
+_defaults: dict[str, Store] = {}
+_defaults_lock = threading.Lock()
+
+
+def store_from_env() -> Store:
+    """The store named by ``LOOM_STORE``, else ``sqlite_store()`` (``.loom/loom.db`` beside the
+    notebook, which is the kernel's working folder).
+
+    ``LOOM_STORE`` is a SQLite file path, a ``sqlite:///relative/path`` or
+    ``sqlite:////absolute/path`` URL, or a ``postgresql://`` URL (so a hub admin sets it once
+    for every user). Agents defined with the same setting share one store (one connection).
+    """
+    spec = os.environ.get(STORE_VARIABLE, "").strip()
+    kind, target = _parse_store_spec(spec)
+    key = f"{kind}:{os.path.abspath(target) if kind == 'sqlite' else target}"
+    with _defaults_lock:
+        found = _defaults.get(key)
+        if found is not None and not getattr(found, "_closed", False):
+            return found
+        if kind == "postgresql":
+            from loom_nb.postgres import postgres_store
+
+            store: Store = postgres_store(target)
+        else:
+            from loom_nb.sqlite import sqlite_store
+
+            store = sqlite_store(target)
+        _defaults[key] = store
+        return store
+
+
+def _parse_store_spec(spec: str) -> tuple[str, str]:
+    from loom_nb._errors import UserError
+
+    if not spec:
+        from loom_nb.sqlite import DEFAULT_PATH
+
+        return "sqlite", DEFAULT_PATH
+    scheme, sep, rest = spec.partition("://")
+    if not sep:
+        return "sqlite", os.path.expanduser(spec)
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql", spec
+    if scheme == "sqlite" and rest.startswith("/") and len(rest) > 1:
+        return "sqlite", rest[1:]  # sqlite:///a.db is a.db; sqlite:////abs/a.db is /abs/a.db
+    raise UserError(
+        f"{STORE_VARIABLE}={spec!r} names no store loom_nb knows; set it to a SQLite file path "
+        "(or sqlite:///path/to/loom.db) or a postgresql://USER:PASSWORD@HOST/DATABASE URL"
+    )
+
+
+def describe(store: Store) -> str:
+    """A short line saying where ``store`` keeps threads (its ``describe()``, when it has one)."""
+    described = getattr(store, "describe", None)
+    return str(described()) if callable(described) else type(store).__name__

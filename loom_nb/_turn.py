@@ -7,14 +7,16 @@ saving.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
 from loom_nb._context import RunContext
 from loom_nb._errors import LoomError, ModelError
-from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
-from loom_nb._tools import Tool, ToolInputError
+from loom_nb._messages import Message, PendingApproval, TextPart, ToolCall, ToolResult, Usage
+from loom_nb._tools import Tool, ToolInputError, ToolOutput
 from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
 
 REJECTED = "The user rejected this call; nothing was run or written."
@@ -45,7 +47,7 @@ async def model_turn(
                 text.append(event.text)
                 await on_delta(event)
             elif isinstance(event, ToolCall):
-                calls.append(event)
+                calls.append(bounded_call(event))  # too large: answered with an error
             elif isinstance(event, Usage):
                 usage = usage + event
     except (LoomError, asyncio.CancelledError):
@@ -70,11 +72,7 @@ def check_call(call: ToolCall, tools: Mapping[str, Tool]) -> Tool | ToolResult:
             f"{', '.join(sorted(tools)) or 'none'}.",
         )
     if call.arguments is None:
-        return error_result(
-            call,
-            f"The arguments for {call.name!r} are not a JSON object: "
-            f"{(call.raw_arguments or '')[:200]!r}. Send a JSON object.",
-        )
+        return error_result(call, unusable_arguments(call))
     try:
         tool.validate(call.arguments)
     except ToolInputError as exc:
@@ -82,18 +80,38 @@ def check_call(call: ToolCall, tools: Mapping[str, Tool]) -> Tool | ToolResult:
     return tool
 
 
-async def invoke(call: ToolCall, tool: Tool, ctx: RunContext, approval: Any = None) -> ToolResult:
+async def pending_of(call: ToolCall, tool: Tool, ctx: RunContext) -> PendingApproval | ToolResult:
+    """The call as it waits for approval, its preview computed; or the error result the model
+    gets when the preview found the call cannot work."""
+    preview = await tool.make_preview(call.arguments or {}, ctx)
+    if isinstance(preview, ToolOutput) and preview.is_error:
+        return result_of(call, preview)
+    return PendingApproval(call.id, call.name, call.arguments or {}, preview)
+
+
+async def invoke(
+    call: ToolCall, tool: Tool, ctx: RunContext, approval: Any = None, preview: Any = None
+) -> ToolResult:
     """Run ``call``; a failing tool becomes an error result the model reads."""
+    if approval is not None:  # an approved call sees its card: it may refuse to do more
+        ctx = dataclasses.replace(ctx, approved_preview=preview)
     try:
         output = await tool.call(call.arguments or {}, ctx)
     except ToolInputError as exc:
         return error_result(call, f"Invalid arguments for {call.name!r}: {exc}")
     except Exception as exc:
         return error_result(call, f"{type(exc).__name__}: {exc}")
+    return result_of(call, output, approval)
+
+
+def result_of(call: ToolCall, output: ToolOutput, approval: Any = None) -> ToolResult:
     content = output.content or ""
     if output.is_error and not content.startswith("{"):
         content = json.dumps({"error": content})
-    return ToolResult(call.id, call.name, content, output.data, output.is_error, approval)
+    data = output.data
+    if isinstance(data, (dict, list, tuple)) and size_problem(data, depth_only=True):
+        data = None  # the model got the content; data this deep could not be saved
+    return ToolResult(call.id, call.name, content, data, output.is_error, approval, output.chart)
 
 
 def error_result(call: ToolCall, message: str, approval: Any = None) -> ToolResult:

@@ -45,11 +45,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
+from loom_nb._message_rows import lease_of, row_message
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 from loom_nb._store import Store
+from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
 from loom_nb.sqlite import _steps as steps
-from loom_nb.sqlite._rows import row_message
 
 __all__ = [
     "DEFAULT_PATH",
@@ -108,9 +109,9 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                     f"{type(database).__name__}; or pass a file path with path=..."
                 )
             self._owns = False
-            self.path = _database_path(database)
+            self.path = given.database_path(database)
             self._conn = database
-            _check_shared_threads(database)
+            given.check_shared_threads(database)
         else:
             self._owns = True
             self.path = os.fspath(path)
@@ -125,6 +126,10 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<SQLiteStore {self.path!r}{state}>"
+
+    def describe(self) -> str:
+        """Which file this store reads, for ``%loom threads``."""
+        return f"SQLite file {self.path}"
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -181,20 +186,31 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         expect: Collection[CallState],
         holder: str | None = None,
         message: Message | None = None,
+        user_id: str | None = None,
     ) -> None:
         self._write(
-            lambda conn: steps.move_calls(conn, thread_id, call_ids, state, expect, holder, message)
+            lambda conn: steps.move_calls(
+                conn, (thread_id, user_id), call_ids, state, expect, holder, message
+            )
         )
 
     def acquire_lease(
-        self, thread_id: str, holder: str, seconds: float, *, replacing: str | None = None
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
     ) -> Lease:
         return self._write(
-            lambda conn: steps.take_lease(conn, thread_id, holder, seconds, replacing)
+            lambda conn: steps.take_lease(conn, (thread_id, user_id), holder, seconds, replacing)
         )
 
-    def release_lease(self, thread_id: str, holder: str, *, error: str | None) -> bool:
-        return self._write(lambda conn: steps.free_lease(conn, thread_id, holder, error))
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
+        return self._write(lambda conn: steps.free_lease(conn, (thread_id, user_id), holder, error))
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
@@ -228,7 +244,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             },
             messages=messages,
         )
-        thread.lease = steps.lease_of(record[10], record[11])
+        thread.lease = lease_of(record[10], record[11])
         return thread
 
     def list(
@@ -452,35 +468,6 @@ def _translate(exc: sqlite3.Error, path: str) -> Exception:
             "close the other kernel or program that holds it, then try again"
         )
     return exc
-
-
-def _database_path(conn: sqlite3.Connection) -> str:
-    try:
-        row = conn.execute("PRAGMA database_list").fetchone()
-    except sqlite3.ProgrammingError as exc:
-        raise UserError(f"sqlite_store(database=...) got an unusable connection: {exc}") from exc
-    return str(row[2]) if row and row[2] else ":memory:"
-
-
-def _check_shared_threads(conn: sqlite3.Connection) -> None:
-    """The agent saves from its own thread: a connection bound to one thread cannot serve it."""
-    failure: list[BaseException] = []
-
-    def probe() -> None:
-        try:
-            conn.execute("SELECT 1")
-        except sqlite3.ProgrammingError as exc:
-            failure.append(exc)
-
-    worker = threading.Thread(target=probe)
-    worker.start()
-    worker.join()
-    if failure:
-        raise UserError(
-            "the connection passed as sqlite_store(database=...) works only in the thread that "
-            "made it, but the agent saves from its own thread. Open it with "
-            "sqlite3.connect(..., check_same_thread=False)"
-        )
 
 
 def _info(row: Any) -> ThreadInfo:

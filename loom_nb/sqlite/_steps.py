@@ -3,19 +3,21 @@ calls through their lifecycle, taking and freeing a thread's lease.
 
 Each function runs inside the caller's ``BEGIN IMMEDIATE`` transaction: SQLite's write lock
 makes its read and its write one step, so a compare-and-set here is one for every process.
+A ``Scope`` is (thread id, user id): another user's thread is one that does not exist.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
-from typing import Any
 
+from loom_nb._message_rows import lease_of, message_row, moved_pending, pending_text
 from loom_nb._messages import CallState, Lease, Message, PendingApproval
-from loom_nb._store import check_update, moved
-from loom_nb.sqlite._rows import message_row
+from loom_nb._store import check_update
+
+Scope = tuple[str, str | None]
+_SCOPED = "WHERE id = ? AND user_id IS ?"
 
 
 def append(
@@ -28,7 +30,7 @@ def append(
     """``Store.append``: the message, and with ``pending`` the thread's pending calls."""
     append_row(conn, thread_id, updated, message)
     if pending is not None:
-        write_pending(conn, thread_id, pending)
+        write_pending(conn, thread_id, pending_text(pending), len(pending))
 
 
 def append_row(
@@ -50,27 +52,17 @@ def append_row(
     )
 
 
-def write_pending(
-    conn: sqlite3.Connection,
-    thread_id: str,
-    pending: Sequence[PendingApproval],
-    previews: dict[str, Any] | None = None,
-) -> None:
-    """Save the thread's pending list; ``previews`` are ones still encoded, by call id."""
-    items = [p.to_dict() for p in pending]
-    for item in items:
-        if previews and previews.get(item["call_id"]) is not None:
-            item["preview"] = previews[item["call_id"]]
-    text = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+def write_pending(conn: sqlite3.Connection, thread_id: str, text: str, count: int) -> None:
+    """Save the thread's pending list (its JSON text)."""
     conn.execute(
         "UPDATE loom_threads SET pending = ?, pending_count = ? WHERE id = ?",
-        (text, len(pending), thread_id),
+        (text, count, thread_id),
     )
 
 
 def move_calls(
     conn: sqlite3.Connection,
-    thread_id: str,
+    scope: Scope,
     call_ids: Sequence[str],
     state: CallState,
     expect: Collection[CallState],
@@ -79,56 +71,46 @@ def move_calls(
 ) -> None:
     """``Store.update_calls``: check, move, and append the results, all or nothing."""
     check_update(state, message)
-    found = conn.execute("SELECT pending FROM loom_threads WHERE id = ?", (thread_id,)).fetchone()
+    thread_id = scope[0]
+    found = conn.execute(f"SELECT pending FROM loom_threads {_SCOPED}", scope).fetchone()
     if found is None:
         raise KeyError(f"a thread that was never saved: {thread_id}")
-    items = json.loads(found[0])
-    # previews stay encoded: a step never needs pandas to read them
-    previews = {p["call_id"]: p.pop("preview", None) for p in items}
-    pending = moved(
-        [PendingApproval.from_dict(p) for p in items], call_ids, state, expect, holder, message
+    write_pending(
+        conn, thread_id, *moved_pending(found[0], call_ids, state, expect, holder, message)
     )
-    write_pending(conn, thread_id, pending, previews)
     if message is not None:
         append_row(conn, thread_id, message.created_at, message)
 
 
 def take_lease(
-    conn: sqlite3.Connection, thread_id: str, holder: str, seconds: float, replacing: str | None
+    conn: sqlite3.Connection, scope: Scope, holder: str, seconds: float, replacing: str | None
 ) -> Lease:
     """``Store.acquire_lease``: the thread's lease after the attempt."""
     now = sort_key(datetime.now(timezone.utc))
     conn.execute(
-        "UPDATE loom_threads SET lease_holder = ?, lease_until_us = ? WHERE id = ? AND "
+        f"UPDATE loom_threads SET lease_holder = ?, lease_until_us = ? {_SCOPED} AND "
         "(lease_holder IS NULL OR lease_until_us <= ? OR lease_holder IN (?, ?))",
-        (holder, now + round(seconds * 1_000_000), thread_id, now, holder, replacing),
+        (holder, now + round(seconds * 1_000_000), *scope, now, holder, replacing),
     )
     found = conn.execute(
-        "SELECT lease_holder, lease_until_us FROM loom_threads WHERE id = ?", (thread_id,)
+        f"SELECT lease_holder, lease_until_us FROM loom_threads {_SCOPED}", scope
     ).fetchone()
     if found is None:
-        raise KeyError(f"a thread that was never saved: {thread_id}")
+        raise KeyError(f"a thread that was never saved: {scope[0]}")
     lease = lease_of(found[0], found[1])
     assert lease is not None  # the update above set one, or one stood in its way
     return lease
 
 
-def free_lease(conn: sqlite3.Connection, thread_id: str, holder: str, error: str | None) -> bool:
+def free_lease(conn: sqlite3.Connection, scope: Scope, holder: str, error: str | None) -> bool:
     """``Store.release_lease``: True when ``holder`` held the thread."""
     return bool(
         conn.execute(
             "UPDATE loom_threads SET lease_holder = NULL, lease_until_us = NULL, error = ? "
-            "WHERE id = ? AND lease_holder = ?",
-            (error, thread_id, holder),
+            f"{_SCOPED} AND lease_holder = ?",
+            (error, *scope, holder),
         ).rowcount
     )
-
-
-def lease_of(holder: str | None, until_us: int | None) -> Lease | None:
-    """The lease kept in a thread's two columns, if any."""
-    if holder is None or until_us is None:
-        return None
-    return Lease(holder, datetime.fromtimestamp(until_us / 1_000_000, timezone.utc))
 
 
 def sort_key(moment: datetime) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import ReplayModel, Reply, define_agent, tool
+from loom_nb import ReplayModel, Reply, Store, define_agent, tool
 from loom_nb.sqlite import sqlite_store
 
 pytestmark = pytest.mark.slow
@@ -32,6 +32,13 @@ from loom_nb import CallAlreadyDecided, ReplayModel, Reply, ThreadBusy, define_a
 from loom_nb.sqlite import sqlite_store
 
 path, side = sys.argv[1], sys.argv[2]
+
+def open_store():  # a SQLite file, or "postgresql://...#schema"
+    if path.startswith("postgresql"):
+        from loom_nb.postgres import postgres_store
+        dsn, schema = path.split("#")
+        return postgres_store(dsn, schema=schema)
+    return sqlite_store(path)
 
 def note(line):
     with open(side, "a") as f:  # O_APPEND: whole lines, whichever process writes
@@ -48,7 +55,7 @@ def write_ticket(key: str, pause: float = 0.0) -> str:
 
 def agent(replies=()):
     return define_agent(name="support", model=ReplayModel(["Filed."] * 500 + list(replies)),
-                        tools=[write_ticket], store=sqlite_store(path))
+                        tools=[write_ticket], store=open_store())
 """
 
 
@@ -164,8 +171,18 @@ def side_lines(side: Path) -> Counter[str]:
     return Counter(side.read_text().splitlines()) if side.exists() else Counter()
 
 
+def open_store(path: Path | str) -> Store:
+    """The store a child opens from its first argument (see ``_AGENT``)."""
+    if str(path).startswith("postgresql"):
+        from loom_nb.postgres import postgres_store
+
+        dsn, schema = str(path).split("#")
+        return postgres_store(dsn, schema=schema)
+    return sqlite_store(path)
+
+
 def waiting_threads(
-    path: Path, side: Path, count: int, pause: float = 0.0
+    path: Path | str, side: Path, count: int, pause: float = 0.0
 ) -> list[tuple[str, str]]:
     """``count`` threads, each stopped at one pending write_ticket call: (thread id, call id)."""
 
@@ -177,7 +194,7 @@ def waiting_threads(
     replies = [
         Reply("", [("write_ticket", {"key": f"k{i}", "pause": pause})]) for i in range(count)
     ]
-    store = sqlite_store(path)
+    store = open_store(path)
     agent = define_agent(
         name="support", model=ReplayModel(replies), tools=[write_ticket], store=store
     )
@@ -208,9 +225,18 @@ for line in sys.stdin:  # one trial per line, sent to every resumer
 """
 
 
-@pytest.mark.parametrize("kernels", [2, 4])
-def test_of_n_kernels_resuming_one_call_exactly_one_runs_it(tmp_path: Path, kernels: int):
-    path, side, trials = tmp_path / "loom.db", tmp_path / "side.log", 50
+@pytest.mark.parametrize(
+    ("kind", "kernels"),
+    [("sqlite", 2), ("sqlite", 4), pytest.param("postgres", 4, marks=pytest.mark.postgres)],
+)
+def test_of_n_kernels_resuming_one_call_exactly_one_runs_it(
+    tmp_path: Path, kind: str, kernels: int, request: pytest.FixtureRequest
+):
+    path: Path | str = tmp_path / "loom.db"
+    if kind == "postgres":
+        database = request.getfixturevalue("loom_database")
+        path = f"{database.dsn()}#{request.getfixturevalue('postgres_schema')}"
+    side, trials = tmp_path / "side.log", 50
     calls = waiting_threads(path, side, trials)
     resumers = [child(_RESUMER, str(path), str(side)) for _ in range(kernels)]
     outcomes: list[list[str]] = []
@@ -232,7 +258,7 @@ def test_of_n_kernels_resuming_one_call_exactly_one_runs_it(tmp_path: Path, kern
     seen_as = Counter(o.split("(it is ")[-1].split(" now")[0] for o in losers)
     effects = Counter(v for k, v in writes.items() if k.startswith("effect"))
     print(
-        f"\n{kernels} kernels x {trials} trials: runs per call {dict(Counter(winners))}, "
+        f"\n{kind}, {kernels} kernels x {trials} trials: runs per call {dict(Counter(winners))}, "
         f"effects per call {dict(effects)}, {len(losers)} losers told 'already decided' "
         f"(the call was {dict(seen_as)} when they tried)"
     )
@@ -243,7 +269,7 @@ def test_of_n_kernels_resuming_one_call_exactly_one_runs_it(tmp_path: Path, kern
     assert {k: v for k, v in writes.items() if k.startswith("effect")} == {
         f"effect k{i}": 1 for i in range(trials)
     }
-    store = sqlite_store(path)
+    store = open_store(path)
     for thread_id, call_id in calls:
         thread = store.load(thread_id)
         assert thread.status == "complete" and thread.pending == []
