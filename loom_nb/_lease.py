@@ -98,9 +98,12 @@ class ThreadLease:
         self.thread_id = thread_id
         self.user_id = user_id
         self.holder = holder
-        #: Set by the keeper when another run took the thread (this one stopped renewing in
-        #: time: a suspended process).
+        #: Set by the keeper when another run may have taken the thread (this one did not
+        #: renew in time: a suspended process).
         self.lost = False
+        self._released = False
+        self._renewed_at = time.time()  # the wall clock: a suspended machine's sleep counts
+        self._lock = threading.Lock()
 
     @classmethod
     async def acquire(cls, store: Store, thread_id: str, user_id: str | None) -> ThreadLease:
@@ -128,16 +131,25 @@ class ThreadLease:
             )
 
     def renew(self) -> None:
-        if self.lost:  # never take back a thread another run took
-            return
-        lease = self.store.acquire_lease(
-            self.thread_id, self.holder, LEASE_SECONDS, user_id=self.user_id
-        )
-        self.lost = lease.holder != self.holder
+        """Extend the lease (the keeper thread calls this). Never takes a thread back: not
+        after the run freed it, nor once it lapsed, when another run may have had it since."""
+        with self._lock:
+            if self.lost or self._released:
+                return
+            if time.time() - self._renewed_at > LEASE_SECONDS:
+                self.lost = True
+                return
+            lease = self.store.acquire_lease(
+                self.thread_id, self.holder, LEASE_SECONDS, user_id=self.user_id
+            )
+            self.lost = lease.holder != self.holder
+            self._renewed_at = time.time()
 
     def release(self, *, error: str | None) -> None:
         """Free the thread and record how the run ended (a store failure is not raised: the
         lease then lapses on its own)."""
+        with self._lock:  # after this, no renewal can take the thread again
+            self._released = True
         _keeper.discard(self)
         try:
             with contextlib.suppress(Exception):

@@ -318,9 +318,9 @@ print(json.dumps(report))
 
 def test_sigkill_during_an_approved_write_never_runs_it_twice_unasked(tmp_path: Path):
     path, side = tmp_path / "loom.db", tmp_path / "side.log"
-    calls = waiting_threads(path, side, 160, pause=0.015)
+    calls = waiting_threads(path, side, 180, pause=0.015)
     rng = random.Random(12)
-    delays = [rng.uniform(0.0, 0.08) for _ in calls]
+    delays = [rng.uniform(0.0, 0.07) for _ in calls]
     ended = kill_trials(
         tmp_path, _APPROVER, 105, lambda i: (str(path), str(side), *calls[i]), delays
     )
@@ -408,7 +408,7 @@ def test_sigkill_while_the_card_is_built_never_leaves_a_call_without_its_card(tm
     path, side = tmp_path / "loom.db", tmp_path / "side.log"
     sqlite_store(path).close()  # the file exists before the children race to open it
     rng = random.Random(5)
-    delays = [rng.uniform(0.0, 0.6) for _ in range(100)]
+    delays = [rng.uniform(0.0, 0.4) for _ in range(150)]
     ended = kill_trials(
         tmp_path, _CARD_BUILDER, 42, lambda i: (str(path), str(side), f"k{i}"), delays
     )

@@ -153,6 +153,25 @@ def test_saving_a_thread_record_keeps_its_lease(store: Store):
     assert store.load(thread.id).lease.holder == "h:1:a"
 
 
+async def test_the_keeper_never_takes_a_thread_back(store: Store):
+    from loom_nb._lease import LEASE_SECONDS, ThreadLease
+
+    thread = asking(store, "c1")
+    freed = await ThreadLease.acquire(store, thread.id, None)
+    freed.release(error=None)
+    freed.renew()  # a renewal that raced the run's end
+    assert store.load(thread.id).lease is None
+    paused = await ThreadLease.acquire(store, thread.id, None)
+    paused._renewed_at -= LEASE_SECONDS + 1  # its kernel slept past the lease
+    store.acquire_lease(thread.id, DEAD, 30, replacing=paused.holder)  # another run took it
+    store.release_lease(thread.id, DEAD, error=None)  # and finished
+    paused.renew()
+    assert paused.lost and store.load(thread.id).lease is None
+    with pytest.raises(ThreadBusy, match="another run took thread"):
+        paused.check()
+    paused.release(error=None)
+
+
 # ---- the agent: decisions ------------------------------------------------------------------------
 
 
