@@ -40,7 +40,6 @@ from loom_nb._messages import (
 from loom_nb._store import Store
 from loom_nb._tools import Tool
 from loom_nb._turn import (
-    REJECTED,
     check_call,
     error_result,
     invoke,
@@ -50,7 +49,7 @@ from loom_nb._turn import (
 )
 from loom_nb.models import Model, ModelSettings
 
-__all__ = ["INTERRUPTED", "REJECTED", "Run", "RunDeps"]
+__all__ = ["INTERRUPTED", "Run", "RunDeps"]
 
 INTERRUPTED = "The run was interrupted; what completed is saved."
 _LOST = "The kernel stopped while this call ran, before its result was saved. The user checked: "
