@@ -15,7 +15,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb._messages import PendingApproval
-from loom_nb.notebook._html import esc, preview_html
+from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
 
 #: Called with (card, approve); starts the resume and returns its future.
 DecideFn = Callable[["ApprovalCard", bool], "concurrent.futures.Future[Any] | None"]
@@ -55,8 +55,14 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.approve_button.on_click(lambda _b: self.approve())
         self.reject_button.on_click(lambda _b: self.reject())
         buttons = widgets.HBox([self.approve_button, self.reject_button])
-        super().__init__([self.header, self.preview, buttons, self.decision_label])
+        buttons.add_class("loom-buttons")
+        # Shown by OFFLINE_STYLE instead of the buttons once the kernel is gone (a restart, a
+        # saved notebook): the buttons could reach nobody.
+        offline = widgets.HTML(f"<div>{WAITING_HTML}</div>")
+        offline.add_class("loom-offline")
+        super().__init__([self.header, self.preview, buttons, offline, self.decision_label])
         self.add_class("loom-approval")
+        self.add_class("loom-undecided")
         self.layout.border = "1px solid #f0ad4e"
         self.layout.padding = "6px"
         self.layout.margin = "6px 0"
@@ -72,6 +78,20 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         """Reject this call (like a click); nothing is written. Returns the resume's future, or
         None when the card was already decided."""
         return self._decide(False)
+
+    def static_html(self) -> str:
+        """The card without buttons, for where widgets are not drawn (a saved notebook, GitHub,
+        nbviewer): what it asks and, once decided, what came of it."""
+        if self.decision is None:
+            state = "waits for your approval"
+            last = f"<div>⏸ {WAITING_HTML}</div>"
+        else:
+            state = "approved" if self.decision else "rejected"
+            last = self.decision_label.value
+        return (
+            f'<div class="loom-approval" style="border:1px solid #f0ad4e;padding:6px;'
+            f'margin:6px 0">{self._header(state)}{self.preview.value}{last}</div>'
+        )
 
     def _decide(self, approve: bool) -> concurrent.futures.Future[Any] | None:
         with self._lock:
@@ -113,6 +133,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
     def _disable(self) -> None:
         self.approve_button.disabled = True
         self.reject_button.disabled = True
+        self.remove_class("loom-undecided")
 
     def _header(self, state: str) -> str:
         return (
