@@ -90,15 +90,22 @@ def notebook(cells: list[str], name: str) -> Any:
     return nb
 
 
-def execute(cells: list[str], kernel: tuple[str, Path], cwd: Path, timeout: int = 60) -> Any:
-    """Run All, like a person would: stops at the first failing cell (raises)."""
+def execute(
+    cells: list[str],
+    kernel: tuple[str, Path],
+    cwd: Path,
+    timeout: int = 60,
+    store_widget_state: bool = True,
+) -> Any:
+    """Run All, like a person would: stops at the first failing cell (raises).
+    ``store_widget_state=False`` saves it as JupyterLab does by default (no widget state)."""
     name, specs = kernel
     nb = notebook(cells, name)
     client = NotebookClient(
         nb,
         km=kernel_manager(name, specs),
         timeout=timeout,
-        store_widget_state=True,
+        store_widget_state=store_widget_state,
         resources={"metadata": {"path": str(cwd)}},
     )
     client.execute()
