@@ -33,7 +33,15 @@ __all__ = [
 
 
 class ModelSettings(TypedDict, total=False):
-    """Settings passed to the provider; each adapter maps the ones its API knows."""
+    """Settings passed to the provider; each adapter maps the ones its API knows.
+
+    The provider adapters bound every model turn (seconds; positive numbers):
+    ``connect_timeout`` (default 10) to connect; ``idle_timeout`` (default 60) for the answer
+    to start, then between two stream events; ``turn_timeout`` (default 300, or longer when
+    the two waits above add up to more) for the whole turn, retries included. ``timeout`` is
+    one value for each network wait, as the SDKs read it: it sets ``connect_timeout`` and
+    ``idle_timeout`` at once, and those keys win over it.
+    """
 
     temperature: float
     max_tokens: int
@@ -65,13 +73,13 @@ def check_model_settings(settings: object) -> ModelSettings:
             )
         kind = allowed[key]
         number = not isinstance(value, bool) and isinstance(value, kind | int)
-        if not number or not math.isfinite(value):
-            what = "a whole number" if kind is int else "a number"
-            raise UserError(f"model_settings[{key!r}] must be {what}, got {value!r}")
-        if key.endswith("timeout") and value <= 0:
+        if key.endswith("timeout") and (not number or not math.isfinite(value) or value <= 0):
             raise UserError(
                 f"model_settings[{key!r}] must be a positive number of seconds, got {value!r}"
             )
+        if not number or not math.isfinite(value):
+            what = "a whole number" if kind is int else "a number"
+            raise UserError(f"model_settings[{key!r}] must be {what}, got {value!r}")
         if key == "max_tokens" and value < 1:
             raise UserError(f"model_settings['max_tokens'] must be 1 or more, got {value!r}")
         if key in ("temperature", "top_p") and value < 0:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from nb_kernels import VERSIONS, build
 
 from loom_nb import ReplayModel, define_agent, tool
 from loom_nb.notebook import session as loom_session
 from tests.conftest import require
+from tests.notebook.nb_kernels import VERSIONS, build
 
 
 @pytest.fixture(scope="session", params=list(VERSIONS), ids=[f"ipykernel-{v}" for v in VERSIONS])

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nb_kernels import Kernel, execute, printed, text_of, with_class
 
-pytestmark = pytest.mark.timeout(240)
+from tests.notebook.nb_kernels import Kernel, execute, printed, text_of, with_class
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 SETUP = """
 %load_ext loom_nb
@@ -258,12 +259,11 @@ def test_rerunning_the_defining_cell_continues_or_says_why(
     sqlite = _setup(store, "from loom_nb.sqlite import sqlite_store", '["One.", "Two."]')
     memory = _setup(replies='["One.", "Two."]')
     show = "from loom_nb.notebook import session\nprint(session().current['analyst'])"
-    nb = execute(
-        [sqlite, "%%loom analyst\nHi", show, sqlite, "%%loom analyst\nAgain", show]
-        + [memory, "%%loom analyst\nHi", show, memory, "%%loom analyst\nAgain", show],
-        kernel,
-        tmp_path,
-    )
+    cells = [
+        *(sqlite, "%%loom analyst\nHi", show, sqlite, "%%loom analyst\nAgain", show),
+        *(memory, "%%loom analyst\nHi", show, memory, "%%loom analyst\nAgain", show),
+    ]
+    nb = execute(cells, kernel, tmp_path)
     out = [text_of(c) for c in nb.cells]
     assert out[2] == out[5] and "no longer in its store" not in out[4]
     assert out[8] != out[11]
