@@ -279,9 +279,14 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     run_all(page, len(cells))
     chat = cell(page, 1).locator(".loom-chat").first
     box = chat.locator(".loom-chat-input textarea")
-    box.fill("Which orders are still open? Then add an order for Hopper, total 42.5.")
+    box.fill("Which orders are still open?")
+    box.press("Shift+Enter")  # a new line, not a send
+    box.type("Then add an order for Hopper, total 42.5.")
+    assert box.input_value() == (
+        "Which orders are still open?\nThen add an order for Hopper, total 42.5."
+    )
     send = chat.locator("button.loom-send")
-    send.click()
+    box.press("Enter")  # sends
     thread = chat.locator(".loom-thread")
     expect_text(thread.locator(".loom-user"), "Which orders are still open?")
     expect_text(thread.locator(".loom-assistant").nth(1), "Two orders are still open")
@@ -364,12 +369,17 @@ def test_rerunning_the_defining_cell_keeps_working(lab: LabServer, page: Any) ->
     file store kept, and for the memory store (empty again) starts one and says why."""
     setup = _cells(
         """
-        from loom_nb import ReplayModel, define_agent, memory_store
+        from loom_nb import FunctionModel, define_agent, memory_store
         from loom_nb.sqlite import sqlite_store
         %load_ext loom_nb
-        kept = define_agent(name="kept", model=ReplayModel(["Hi.", "Again."]),
+
+        def count(request):
+            "Answers with how many messages of the user the thread holds."
+            return f"{sum(m.role == 'user' for m in request.messages)} from you so far."
+
+        kept = define_agent(name="kept", model=FunctionModel(count),
                             store=sqlite_store("rerun.db"))
-        scratch = define_agent(name="scratch", model=ReplayModel(["Hi.", "Again."]),
+        scratch = define_agent(name="scratch", model=FunctionModel(count),
                                store=memory_store())
         """
     )[0]
@@ -387,8 +397,9 @@ def test_rerunning_the_defining_cell_keeps_working(lab: LabServer, page: Any) ->
     for index in (3, 4):
         run_cell(page, index)
         wait_cell_done(page, index)
-    expect_text(cell(page, 3).locator(".loom-assistant").last, "Again.")
+    expect_text(cell(page, 3).locator(".loom-assistant").last, "2 from you so far.")
     assert thread_id_in(cell(page, 3)) == first_kept
+    expect_text(cell(page, 4).locator(".loom-assistant").last, "1 from you so far.")
     note = f"ℹ scratch's thread {first_scratch} is no longer in its store"
     assert note in cell_output_text(page, 4) and "starting a new thread" in cell_output_text(
         page, 4
@@ -462,7 +473,9 @@ def test_old_cards_after_a_restart_explain_and_the_saved_notebook_reads_without_
     finally:
         static.close()
 
-    # Opened untrusted (a copy, unsigned): JupyterLab draws the static HTML, not the widget.
+    # Opened untrusted (someone else's copy: its content has no signature here), JupyterLab
+    # draws the static HTML, not the widget. (A trusted copy would try the widget.)
+    saved.metadata["shared_by"] = "a colleague"
     (lab.root / "untrusted.ipynb").write_text(nbformat.writes(saved))
     open_notebook(page, lab, "untrusted.ipynb")
     shown = cell(page, 1).locator(".jp-Cell-outputArea")
