@@ -84,7 +84,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         nbviewer): what it asks and, once decided, what came of it."""
         if self.decision is None:
             state = "waits for your approval"
-            last = f"<div>⏸ {WAITING_HTML}</div>"
+            last = f"<div>{WAITING_HTML}</div>"
         else:
             state = "approved" if self.decision else "rejected"
             last = self.decision_label.value

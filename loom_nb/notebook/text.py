@@ -117,7 +117,7 @@ class TextView:
             if error is not None and interruption(error) is None:
                 self._write(f"⚠ error: {str(error) or type(error).__name__}\n")
             elif error is not None and not isinstance(error, RunInterrupted):
-                self._write(f"⏹ {interruption(error)}\n")  # a stopped resume; a cell says it
+                self._write(f"{interruption(error)}\n")  # a stopped resume; a cell says it
 
     def mark_decided(self, call_ids: Collection[str], approve: bool, note: str) -> None:
         """Nothing to do: printed cards have no buttons to take away."""

@@ -197,7 +197,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             if error is not None:
                 stopped = interruption(error)
                 message = stopped or str(error) or type(error).__name__
-                self._error(f"⏹ {stopped}" if stopped else f"⚠ {message}")
+                self._error(stopped or f"⚠ {message}")
                 for card in self.cards:
                     if card.decision is not None and card.outcome is None:
                         card.set_outcome(f"the run failed: {message}", error=True)

@@ -10,6 +10,7 @@ Seconds on a fresh clone, nothing after that.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,8 @@ def build(version: str) -> tuple[str, Path]:
                 timeout=300,
             )
             marker.write_text(requirement)
-        env["PYTHONPATH"] = str(site)
+        # that ipykernel first, then this checkout (not whichever loom_nb is installed)
+        env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
     specs = CACHE / "kernels"
     spec_dir = specs / kernel_name(version)
     spec_dir.mkdir(parents=True, exist_ok=True)
