@@ -6,7 +6,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHES = ["bench_agent", "bench_store", "bench_supabase", "bench_frames", "bench_widget"]
+BENCHES = [
+    "bench_agent",
+    "bench_store",
+    "bench_postgres",
+    "bench_supabase",
+    "bench_frames",
+    "bench_buckets",
+    "bench_charts",
+    "bench_widget",
+]
 
 
 def main() -> int:

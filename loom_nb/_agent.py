@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
@@ -25,9 +25,12 @@ from loom_nb._messages import (
     new_thread_id,
 )
 from loom_nb._run import Run, RunDeps
-from loom_nb._store import MemoryStore, Store
+from loom_nb._store import Store, store_from_env
 from loom_nb._tools import Connector, Tool, ToolsArg, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, check_model_settings, resolve_model
+
+if TYPE_CHECKING:
+    from loom_nb.charts._chart import Chart
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -82,6 +85,14 @@ class RunResult:
     def frames(self) -> list[Any]:
         """DataFrames fetched in this run, oldest first (``thread.frames`` has all)."""
         return [r.data for m in self.new_messages for r in m.tool_results if is_dataframe(r.data)]
+
+    @property
+    def charts(self) -> list[Chart]:
+        """Charts drawn in this run, oldest first (``thread.charts`` has all)."""
+        from loom_nb.charts import Chart
+
+        results = (r for m in self.new_messages for r in m.tool_results)
+        return [Chart(r.chart) for r in results if r.chart is not None]
 
 
 AuthHook = Callable[[Mapping[str, Any]], str | None]
@@ -299,8 +310,9 @@ def define_agent(
 ) -> Agent:
     """Define an agent. Every configuration mistake raises here, before any run.
 
-    ``store`` defaults to an in-memory store; pass ``loom_nb.sqlite.sqlite_store()`` to keep
-    threads across kernel restarts. ``auth(context) -> user_id`` scopes threads to users.
+    ``store`` defaults to the one named by ``LOOM_STORE`` (a SQLite path or a ``postgresql://``
+    URL), else ``sqlite_store()`` at ``.loom/loom.db``: threads survive a kernel restart.
+    ``auth(context) -> user_id`` scopes threads to users.
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"define_agent(name=...) needs a non-empty name, got {name!r}")
@@ -341,7 +353,7 @@ def define_agent(
             all_tools[tool_name] = t
             origin[tool_name] = where
     if store is None:
-        store = MemoryStore()
+        store = store_from_env()
     elif not isinstance(store, Store):
         raise UserError(
             f"store={store!r} is not a store: use memory_store() or loom_nb.sqlite.sqlite_store()"

@@ -12,8 +12,10 @@ import pytest
 PUBLIC_MODULES = [
     "loom_nb",
     "loom_nb.sqlite",
+    "loom_nb.postgres",
     "loom_nb.supabase",
     "loom_nb.frames",
+    "loom_nb.charts",
     "loom_nb.models",
     "loom_nb.models.openai",
     "loom_nb.models.anthropic",

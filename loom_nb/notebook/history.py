@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, ToolCall, ToolResult
 from loom_nb.notebook._html import (
+    chart_html,
     esc,
     failed_html,
     frame_html,
@@ -44,6 +45,8 @@ def history_html(
             for result in message.tool_results:
                 if is_dataframe(result.data):
                     parts.append(_block(frame_html(result.data, rows, result.name), "loom-frame"))
+                elif result.chart is not None:
+                    parts.append(_block(chart_html(result.chart), "loom-chart"))
                 elif result.approval == "rejected":
                     parts.append(_block(rejected_html(result.name), "loom-rejected"))
                 elif result.is_error:

@@ -40,7 +40,7 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     frame = records_frame(value)
     if frame is None and isinstance(value, dict):
         for key, item in value.items():
-            if key in (NOTE, AFTER) and p.preview is not None:
+            if (key in (NOTE, AFTER) and p.preview is not None) or str(key).startswith("_"):
                 continue
             sub = records_frame(item)
             lines.append(f"  {key}:")
@@ -148,6 +148,10 @@ class TextView:
             self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
         elif r.is_error:
             self._write(f"  ⚠ {r.name}{badge} failed: {_short(r.error or '')}\n")
+        elif r.chart is not None:
+            from loom_nb.charts import Chart
+
+            self._write(f"  ← {r.name}{badge}: [chart: {Chart(r.chart).caption}]\n")
         elif is_dataframe(r.data):
             text = format_frame(r.data, self.rows)
             self._write(

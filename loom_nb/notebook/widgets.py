@@ -25,6 +25,7 @@ from loom_nb.notebook._html import (
     AFTER,
     ERROR_STYLE,
     OFFLINE_STYLE,
+    chart_html,
     esc,
     failed_html,
     frame_html,
@@ -289,6 +290,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             details.value += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
         if is_dataframe(result.data):
             self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
+        elif result.chart is not None:
+            self._append(_html(chart_html(result.chart), "loom-chart"))
         elif result.approval == "rejected":
             self._append(_html(rejected_html(result.name), "loom-rejected"))
         elif result.is_error:
