@@ -257,7 +257,7 @@ def test_rerunning_the_defining_cell_continues_or_says_why(
     the memory store (emptied by the new definition) it starts one and says why."""
     store = f"sqlite_store({str(tmp_path / 'loom.db')!r})"
     sqlite = _setup(store, "from loom_nb.sqlite import sqlite_store", '["One.", "Two."]')
-    memory = _setup(replies='["One.", "Two."]')
+    memory = _setup("memory_store()", "from loom_nb import memory_store", '["One.", "Two."]')
     show = "from loom_nb.notebook import session\nprint(session().current['analyst'])"
     cells = [
         *(sqlite, "%%loom analyst\nHi", show, sqlite, "%%loom analyst\nAgain", show),

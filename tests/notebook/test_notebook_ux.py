@@ -86,13 +86,11 @@ def test_the_chat_displays_its_thread_as_html_and_enter_sends(
 def test_a_redefined_agent_with_a_new_memory_store_starts_a_new_thread_and_says_why(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shell.user_ns["model"].add("First.", "Second.")
+    model = ReplayModel(["First.", "Second."])
+    shell.user_ns["analyst"] = define_agent(name="analyst", model=model, store=memory_store())
     assert cell(shell, "%%loom analyst --result res", "Hi").success
     first = shell.user_ns["res"].thread.id
-    old = shell.user_ns["analyst"]
-    shell.user_ns["analyst"] = define_agent(
-        name="analyst", model=shell.user_ns["model"], tools=list(old.tools.values())
-    )
+    shell.user_ns["analyst"] = define_agent(name="analyst", model=model, store=memory_store())
     capsys.readouterr()
     assert cell(shell, "%%loom analyst --result res", "Again").success
     out = capsys.readouterr().out
