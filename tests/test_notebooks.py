@@ -192,7 +192,8 @@ def _check_supabase(nb: Any) -> None:
     assert "match when it runs, nothing is changed" in card
     assert "status (now)" in card and "status (new)" in card and "Order 3 is late" in card
     closed = output(nb, 'print(card.wait(timeout=30).status, "|", card.outcome)')
-    assert closed.strip() == "complete | done"
+    # offline, the tables are DataFrames: the outcome also says files did not change
+    assert closed.strip().startswith("complete | done")
 
 
 @pytest.fixture
