@@ -33,9 +33,8 @@ from loom_nb._messages import (
 )
 from loom_nb._run import Run, RunDeps
 from loom_nb._store import Store, store_from_env
-from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
-from loom_nb.models import Model, ModelSettings, resolve_model
-from loom_nb.models._deadlines import check_settings
+from loom_nb._tools import Connector, Tool, ToolsArg, collect_tools, duplicate_tool_error
+from loom_nb.models import Model, ModelSettings, check_model_settings, resolve_model
 
 if TYPE_CHECKING:
     from loom_nb.charts._chart import Chart
@@ -398,8 +397,8 @@ def define_agent(
     name: str,
     model: Model | str,
     instructions: str | None = None,
-    tools: Sequence[Tool | Callable[..., Any]] | Mapping[str, Tool | Callable[..., Any]] = (),
-    connectors: Sequence[Connector] = (),
+    tools: ToolsArg | Tool | Callable[..., Any] = (),
+    connectors: Sequence[Connector] | Connector = (),
     store: Store | None = None,
     auth: AuthHook | None = None,
     max_steps: int = 20,
@@ -415,21 +414,43 @@ def define_agent(
     that its outcome is recorded as unknown.
     """
     if not isinstance(name, str) or not name.strip():
-        raise UserError("define_agent(name=...) needs a non-empty name")
-    if not isinstance(max_steps, int) or max_steps < 1:
-        raise UserError(f"max_steps must be a positive int, got {max_steps!r}")
-    if not isinstance(interrupt_wait, int | float) or interrupt_wait < 0:
-        raise UserError(f"interrupt_wait is in seconds, 0 or more; got {interrupt_wait!r}")
+        raise UserError(f"define_agent(name=...) needs a non-empty name, got {name!r}")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise UserError(
+            f"define_agent(max_steps=...) takes a positive whole number of model turns "
+            f"(default 20), got {max_steps!r}"
+        )
+    if instructions is not None and not isinstance(instructions, str):
+        raise UserError(
+            "define_agent(instructions=...) takes the text the model is told (a str), got "
+            f"{type(instructions).__name__} {instructions!r}"
+        )
+    if (
+        isinstance(interrupt_wait, bool)
+        or not isinstance(interrupt_wait, int | float)
+        or (interrupt_wait < 0)
+    ):
+        raise UserError(
+            f"define_agent(interrupt_wait=...) is in seconds, 0 or more; got {interrupt_wait!r}"
+        )
     all_tools: dict[str, Tool] = {}
     origin: dict[str, str] = {}
     sources: list[tuple[str, dict[str, Tool]]] = [
-        ("the agent's tools", collect_tools(tools, "the agent's tools"))
+        ("the agent's tools", collect_tools(tools, "the agent's tools", "define_agent(tools=...)"))
     ]
-    for c in connectors:
+    if isinstance(connectors, Connector):  # one connector where a list is expected
+        connectors = [connectors]
+    if isinstance(connectors, str) or not isinstance(connectors, Sequence):
+        raise UserError(
+            "define_agent(connectors=...) takes a list of connectors made with connector(...), "
+            f"frame_tools(...) or supabase_tools(...), got {type(connectors).__name__}"
+        )
+    for i, c in enumerate(connectors):
         if not isinstance(c, Connector):
             raise UserError(
-                "connectors=[...] takes connectors made with connector(...) or "
-                f"supabase_tools(...), got {type(c).__name__}"
+                f"connectors=[...] takes connectors made with connector(...), frame_tools(...) "
+                f"or supabase_tools(...), but connectors[{i}] is {type(c).__name__}"
+                + ("; a tool or a function goes in tools=[...]" if callable(c) else "")
             )
         sources.append((f"connector {c.name!r}", c.tools))
     for where, found in sources:
@@ -446,8 +467,6 @@ def define_agent(
         )
     if auth is not None and not callable(auth):
         raise UserError("auth must be a function auth(context) -> user id")
-    if model_settings is not None:
-        check_settings(model_settings)
     return Agent(
         name=name,
         model=resolve_model(model),
@@ -456,6 +475,6 @@ def define_agent(
         store=store,
         auth=auth,
         max_steps=max_steps,
-        model_settings=model_settings or ModelSettings(),
+        model_settings=check_model_settings(model_settings),
         interrupt_wait=float(interrupt_wait),
     )

@@ -68,7 +68,17 @@ class ReplayModel(Model):
     """Answers with a queue of scripted replies and records every request it was sent.
 
     Text streams word by word, so widgets and streaming code see real deltas. When the queue
-    runs out, the run fails with a clear error instead of inventing an answer.
+    runs out, the run fails with a clear error instead of inventing an answer. A reply is a
+    string, or a :class:`Reply` with tool calls as ``(tool name, arguments)`` pairs; the
+    agent runs each call and sends its result in the next request::
+
+        model = ReplayModel([
+            Reply("Let me look.", tool_calls=[("orders_above", {"total": 100})]),
+            "Two orders are above 100.",          # the turn after the tool's result
+        ])
+        agent = define_agent(name="a", model=model, tools=[orders_above])
+        agent.run_sync("Which orders are above 100?").output   # 'Two orders are above 100.'
+        model.requests[-1].messages[-1].tool_results[0].content  # what the tool returned
     """
 
     def __init__(
@@ -108,8 +118,20 @@ class FunctionModel(Model):
     """A model driven by your function ``fn(request) -> str | Reply``.
 
     ``fn`` may be sync (it then runs on a worker thread, like a sync tool) or async, or an
-    async generator yielding :class:`TextDelta`, :class:`ToolCall` and :class:`Usage` events
-    to control streaming exactly.
+    async generator yielding :class:`TextDelta`, :class:`ToolCall` and :class:`Usage` events to
+    control streaming exactly. It reads the
+    :class:`ModelRequest` (``request.messages``, ``request.tools``) and decides each turn, so
+    it answers from the thread's state, across approvals and kernel restarts too::
+
+        def script(request):
+            last = request.messages[-1]
+            if last.role == "user":                  # first turn: call a tool
+                return Reply("Let me look.", tool_calls=[("orders_above", {"total": 100})])
+            result = last.tool_results[0]            # the next turn sees the tool's result
+            return f"Found: {result.content}"
+
+        agent = define_agent(name="a", model=FunctionModel(script), tools=[orders_above])
+        agent.run_sync("Which orders are above 100?").output
     """
 
     fn: Callable[[ModelRequest], Any]

@@ -98,7 +98,9 @@ CELL_USAGE = "%%loom [AGENT] [--new | --thread ID] [-o NAME] [-O NAME] [--result
 CELL_ABOUT = (
     "The cell continues the agent's current thread unless `--new` or `--thread ID`. "
     "`{name}` and `{name.attr}` in the cell are replaced from your variables when the name "
-    "exists; other braces (code, JSON) stay as written, and `{{name}}` keeps `{name}`."
+    "exists; other braces (code, JSON) stay as written, and `{{name}}` keeps `{name}`. An "
+    "unknown name, or an expression such as `{x * 2}` (never evaluated), is sent as written "
+    "with a one-line note."
 )
 CELL_OPTIONS = (
     Option(

@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb._messages import PendingApproval, Resolution
-from loom_nb.notebook._html import esc, preview_html
+from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
 
 #: Called with (card, True / False, or a Resolution); starts the resume, returns its future.
 DecideFn = Callable[["ApprovalCard", "bool | Resolution"], "concurrent.futures.Future[Any] | None"]
@@ -84,8 +84,15 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         elif pending.state == "running":  # another live kernel runs it now
             self.header.value = self._header("is running in another kernel")
             shown = []
-        super().__init__([self.header, self.preview, widgets.HBox(shown), self.decision_label])
+        buttons = widgets.HBox(shown)
+        buttons.add_class("loom-buttons")
+        # Shown by OFFLINE_STYLE instead of the buttons once the kernel is gone (a restart, a
+        # saved notebook): the buttons could reach nobody.
+        offline = widgets.HTML(f"<div>{WAITING_HTML}</div>")
+        offline.add_class("loom-offline")
+        super().__init__([self.header, self.preview, buttons, offline, self.decision_label])
         self.add_class("loom-approval")
+        self.add_class("loom-undecided")
         self.layout.border = "1px solid " + ("#d32f2f" if pending.state == "unknown" else "#f0ad4e")
         self.layout.padding = "6px"
         self.layout.margin = "6px 0"
@@ -109,6 +116,26 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         """For a call whose outcome is unknown: "happened", "retry" or "failed" (like its
         buttons)."""
         return self._decide(choice)
+
+    def static_html(self) -> str:
+        """The card without buttons, for where widgets are not drawn (a saved notebook, GitHub,
+        nbviewer): what it asks and, once decided, what came of it."""
+        if self.decision is None:
+            state = {
+                "unknown": "may have run: its outcome is unknown",
+                "running": "is running in another kernel",
+            }.get(self.pending.state, "waits for your approval")
+            last = f"<div>{WAITING_HTML}</div>"
+        elif isinstance(self.decision, bool):
+            state = "approved" if self.decision else "rejected"
+            last = self.decision_label.value
+        else:
+            state = f"resolved: {self.decision}"
+            last = self.decision_label.value
+        return (
+            f'<div class="loom-approval" style="border:1px solid #f0ad4e;padding:6px;'
+            f'margin:6px 0">{self._header(state)}{self.preview.value}{last}</div>'
+        )
 
     def _decide(self, approve: bool | Resolution) -> concurrent.futures.Future[Any] | None:
         with self._lock:
@@ -152,6 +179,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.reject_button.disabled = True
         for button in self.choice_buttons.values():
             button.disabled = True
+        self.remove_class("loom-undecided")
 
     def _header(self, state: str) -> str:
         return (

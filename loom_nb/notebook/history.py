@@ -8,7 +8,7 @@ calls fold with ``<details>``, as the live view's accordions do. Live runs add w
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, ToolCall, ToolResult
@@ -25,10 +25,14 @@ from loom_nb.notebook._html import (
 )
 
 
-def history_html(messages: Iterable[Message], rows: int) -> str:
-    """``messages`` as one block of HTML; tool results fold into their calls."""
+def history_html(
+    messages: Iterable[Message], rows: int, results: Mapping[str, ToolResult] | None = None
+) -> str:
+    """``messages`` as one block of HTML; tool results fold into their calls (``results``:
+    those of a longer thread these messages are part of)."""
     messages = list(messages)
-    results = {r.call_id: r for m in messages for r in m.tool_results}
+    if results is None:
+        results = {r.call_id: r for m in messages for r in m.tool_results}
     parts: list[str] = []
     for message in messages:
         if message.role == "user":
@@ -58,7 +62,7 @@ def _block(inner: str, kind: str) -> str:
     return f'<div class="{kind}" style="margin:4px 0">{inner}</div>'
 
 
-def _call(call: ToolCall, results: dict[str, ToolResult]) -> str:
+def _call(call: ToolCall, results: Mapping[str, ToolResult]) -> str:
     args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments or ""
     body = pre(args)
     result = results.get(call.id)

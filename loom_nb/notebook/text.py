@@ -13,7 +13,8 @@ from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
 from loom_nb.models import TextDelta
-from loom_nb.notebook._html import records_frame, shape_text, to_json
+from loom_nb.notebook._html import AFTER, NOTE, preview_note, records_frame, shape_text, to_json
+from loom_nb.notebook.session import RunInterrupted, interruption
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -22,10 +23,11 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def format_frame(df: Any, rows: int) -> str:
-    """The frame's shape and its first ``rows`` rows, as text."""
+    """The frame's shape and its first ``rows`` rows, as text; "… N more rows" below."""
     shown = df.head(max(rows, 0))
-    note = f", first {len(shown)} shown" if len(shown) < len(df) else ""
-    return f"[DataFrame {shape_text(df)}{note}]\n{shown.to_string(max_cols=20)}"
+    more = len(df) - len(shown)
+    footer = f"\n… {more:,} more row{'s' if more != 1 else ''}" if more > 0 else ""
+    return f"[DataFrame {shape_text(df)}]\n{shown.to_string(max_cols=20)}{footer}"
 
 
 def format_pending(p: PendingApproval, rows: int) -> str:
@@ -41,10 +43,13 @@ def format_pending(p: PendingApproval, rows: int) -> str:
         lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
     # what it was asked to write; for an unknown outcome, the exact arguments it ran with
     value = p.preview if p.preview is not None and p.state != "unknown" else p.arguments
+    note = preview_note(p.preview, NOTE)
+    if note and p.state != "unknown":
+        lines.append(f"  ℹ {note}")
     frame = records_frame(value)
     if frame is None and isinstance(value, dict):
         for key, item in value.items():
-            if str(key).startswith("_"):  # the tool's own bookkeeping, not for the reader
+            if (key in (NOTE, AFTER) and p.preview is not None) or str(key).startswith("_"):
                 continue
             sub = records_frame(item)
             lines.append(f"  {key}:")
@@ -127,8 +132,10 @@ class TextView:
             if result is not None:
                 self.thread_id = result.thread.id
                 self._usage(result.thread.usage, result.usage)
-            if error is not None:
-                self._write(f"⚠ error: {error or type(error).__name__}\n")
+            if error is not None and interruption(error) is None:
+                self._write(f"⚠ error: {str(error) or type(error).__name__}\n")
+            elif error is not None and not isinstance(error, RunInterrupted):
+                self._write(f"{interruption(error)}\n")  # a stopped resume; a cell says it
 
     def mark_decided(
         self, call_ids: Collection[str], approve: bool | Resolution, note: str

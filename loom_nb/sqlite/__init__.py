@@ -113,6 +113,11 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             self._conn = database
             given.check_shared_threads(database)
         else:
+            if not isinstance(path, str | os.PathLike):
+                raise UserError(
+                    f"sqlite_store(path=...) takes a file path (a str or a Path), got "
+                    f"{type(path).__name__} {path!r}; leave it out for {DEFAULT_PATH}"
+                )
             self._owns = True
             self.path = os.fspath(path)
             self._conn = _connect(self.path)
@@ -461,6 +466,12 @@ def _translate(exc: sqlite3.Error, path: str) -> Exception:
             f"cannot write the thread store {path} ({message}). Check that the file and its "
             "folder are writable (SQLite also writes -wal and -shm files next to it), or pass "
             "another path: sqlite_store(path=...)"
+        )
+    if "already exists" in lowered:  # a table named like ours that loom_nb did not make
+        return SQLiteStoreError(
+            f"{path} already holds a table that loom_nb did not create ({message}), perhaps "
+            "another program's: keep the threads in a file of their own, e.g. "
+            f"sqlite_store(path={DEFAULT_PATH!r})"
         )
     if "locked" in lowered or "busy" in lowered:
         return SQLiteStoreError(

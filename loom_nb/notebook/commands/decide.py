@@ -13,7 +13,8 @@ from loom_nb._agent import Decision, DecisionLike, RunResult
 from loom_nb._errors import RunError
 from loom_nb._messages import Resolution
 from loom_nb.notebook import _runs
-from loom_nb.notebook.session import RunFailed, Session, usage_errors
+from loom_nb.notebook._html import AFTER, preview_note
+from loom_nb.notebook.session import RunFailed, RunInterrupted, Session, usage_errors
 
 
 def run(session: Session, call_ids: list[str], *, approve: bool | Resolution) -> RunResult:
@@ -49,6 +50,17 @@ def run(session: Session, call_ids: list[str], *, approve: bool | Resolution) ->
     resumed = _runs.resume(session, agent, view, thread.id, decisions, session.context())
     try:
         with usage_errors():
-            return _loop_thread.run_sync(resumed)
+            result = _loop_thread.run_sync(resumed)
     except RunError as exc:
         raise RunFailed(f"{agent.name}: {exc}", result=exc.result) from None
+    except KeyboardInterrupt:
+        raise RunInterrupted(
+            f"{agent.name}'s resumed run was interrupted; what completed is saved in thread "
+            f"{thread.id}"
+        ) from None
+    ran = {r.call_id for m in result.new_messages for r in m.tool_results if not r.is_error}
+    for c in call_ids:  # where an approved change lives, e.g. a DataFrame in memory only
+        after = preview_note(by_call[c][2].preview, AFTER)
+        if approve and after and c in ran:
+            print(f"ℹ {c}: {after}")
+    return result
