@@ -54,13 +54,16 @@ class Queries:
         # then the exact casefolded text on those rows, unless the text is one plain word,
         # which a word of the message already contains; messages too long for the index, and
         # text without a word at all, by the text alone. One condition, so the planner may
-        # also walk threads newest first and stop at ``limit`` (a very common word).
+        # also walk threads newest first and stop at ``limit`` (a very common word). The
+        # exact text is ``LIKE '%text%'`` (wildcards escaped) byte for byte (``"C"``): what
+        # ``strpos`` finds, at a fraction of its cost per row (no character counting). The
+        # index holds no positions, so ``phraseto_tsquery`` cannot narrow the candidates.
         words = "plainto_tsquery('simple'::regconfig, %(needle)s)"
+        contains = 'search LIKE %(pattern)s COLLATE "C"'
         self.found = f"""
             id IN (
                 SELECT thread_id FROM {s}.messages
-                WHERE (words @@ {words} AND (%(one_word)s OR strpos(search, %(needle)s) > 0))
-                    OR ((words IS NULL OR numnode({words}) = 0)
-                        AND strpos(search, %(needle)s) > 0)
+                WHERE (words @@ {words} AND (%(one_word)s OR {contains}))
+                    OR ((words IS NULL OR numnode({words}) = 0) AND {contains})
             )"""
         self.delete = f"DELETE FROM {s}.threads WHERE id = %(id)s AND "

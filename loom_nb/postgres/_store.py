@@ -45,6 +45,8 @@ T = TypeVar("T")
 
 #: Text the word index finds exactly: one ASCII word or number, its own lexeme.
 _ONE_WORD = re.compile(r"[a-z0-9]+")
+#: What ``LIKE`` reads as wildcards or its escape, escaped to match themselves.
+_LIKE_SPECIAL = re.compile(r"[\\%_]")
 
 
 class PostgresStore(Store):  # the methods say what they do once, in Store
@@ -266,7 +268,11 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         """
         where, params = _owner(user_id, agent=agent)
         needle = text.casefold().replace("\x00", "")
-        params.update(needle=needle, one_word=_ONE_WORD.fullmatch(needle) is not None)
+        params.update(
+            needle=needle,
+            pattern="%" + _LIKE_SPECIAL.sub(r"\\\g<0>", needle) + "%",
+            one_word=_ONE_WORD.fullmatch(needle) is not None,
+        )
         params["limit"] = max(int(limit), 0)
         query = self._q.listing + where + " AND " + self._q.found + self._q.order
         query += " LIMIT %(limit)s"
