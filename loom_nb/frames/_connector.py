@@ -3,10 +3,14 @@ tools add to the shared descriptions."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from loom_nb._tables.builder import Read, Write, table_connector
+from loom_nb._tables.filter_text import aggregate_words
 from loom_nb._tools import Connector, tool
+from loom_nb.frames import _code as code
 from loom_nb.frames import _reads as reads
-from loom_nb.frames._aggregate import aggregate_schema
+from loom_nb.frames._aggregate import aggregate_schema, parse_aggregate
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._writes import Writes
 
@@ -15,6 +19,19 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
     """list_tables, select and aggregate; append and update when some frame is writable."""
     n, max_rows = tables.name, tables.max_rows
     writes = Writes(tables, approve_writes)
+
+    def aggregate_described(args: dict[str, Any]) -> str:
+        q = parse_aggregate(args, tables.specs, max_rows)
+        return aggregate_words(
+            q.table,
+            [(a.fn, a.column) for a in q.aggregates],
+            q.group_by,
+            q.filters,
+            q.order,
+            q.limit,
+            q.offset,
+        )
+
     aggregate = tool(
         description=(
             "Summarize one table: group_by columns and aggregates [{fn, column}] with fn "
@@ -25,6 +42,8 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
         ),
         input=aggregate_schema(tables.specs, max_rows),
         run=lambda args: reads.aggregate(tables, args),
+        describe=aggregate_described,
+        code=lambda args, ctx: code.aggregate_code(tables, args, ctx),
     )
     return table_connector(
         n,
@@ -40,6 +59,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             lambda args: reads.select(tables, args),
             notes=" Missing values match only is_null. Give timestamps as ISO 8601 strings. "
             "order sorts (missing values last).",
+            code=lambda args, ctx: code.select_code(tables, args, ctx),
         ),
         more_reads={"aggregate": aggregate},
         insert_as="append",
@@ -48,6 +68,12 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             check=writes.check_append,
             preview=writes.preview_append,
             notes=" Omitted columns are left empty where the column allows it.",
+            code=lambda args, ctx: code.append_code(tables, args, ctx),
         ),
-        update=Write(writes.update, check=writes.check_update, preview=writes.preview_update),
+        update=Write(
+            writes.update,
+            check=writes.check_update,
+            preview=writes.preview_update,
+            code=lambda args, ctx: code.update_code(tables, args, ctx),
+        ),
     )
