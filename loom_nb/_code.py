@@ -31,6 +31,10 @@ class CodeContext:
     results: Mapping[str, str] = field(default_factory=dict)
     #: The call's saved result data, when it is known (a DataFrame for a table read).
     data: Any = None
+    #: The run the call was part of (a client factory is called with a context of it).
+    agent: str = ""
+    thread_id: str = ""
+    user_id: str | None = None
     expected: dict[str, str] = field(default_factory=dict)
     setups: list[str] = field(default_factory=list)
 
@@ -86,15 +90,15 @@ def call_code(call: ToolCall, tool: HasHooks | None, ctx: CodeContext) -> str | 
         return None
 
 
-def plain_call(call: ToolCall, limit: int = 160) -> str:
-    """``name(arg=value, ...)`` with JSON values, cut at ``limit`` characters."""
+def plain_call(call: ToolCall, limit: int = 200) -> str:
+    """``name({"arg": value})``, the arguments as JSON, cut at ``limit`` characters."""
     if call.arguments is None:
         inner = call.raw_arguments or ""
     else:
-        inner = ", ".join(
-            f"{k}={json.dumps(v, default=str, ensure_ascii=False)}"
-            for k, v in call.arguments.items()
+        inner = (
+            json.dumps(call.arguments, default=str, ensure_ascii=False) if call.arguments else ""
         )
+    inner = " ".join(inner.split())
     text = f"{call.name}({inner})"
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

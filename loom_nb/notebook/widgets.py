@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import ipywidgets as widgets
@@ -19,16 +19,16 @@ import ipywidgets as widgets
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
+from loom_nb._messages import Message, PendingApproval, Thread, ToolCall, ToolResult, Usage
+from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
+from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     ERROR_STYLE,
     esc,
     failed_html,
     frame_html,
-    pre,
     rejected_html,
-    to_json,
     user_html,
 )
 from loom_nb.notebook.cards import ApprovalCard
@@ -63,6 +63,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         rows: int = 10,
         interval: float = 0.1,
         resumer: Resumer | None = None,
+        tools: Mapping[str, Tool] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.rows = rows
@@ -73,7 +74,10 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         #: How often streamed text was sent to the frontend (one comm message each).
         self.stream_updates = 0
         self.future: concurrent.futures.Future[Any] | None = None
-        self._details: dict[str, widgets.HTML] = {}
+        #: The agent's tools say each call in words and as code.
+        self.calls = CallText(tools, agent=agent_name)
+        #: Each call's accordion, with the call and its code, until its result arrives.
+        self._calls: dict[str, tuple[widgets.Accordion, ToolCall, str | None]] = {}
         self._stream: widgets.Output | None = None
         self._buffer: list[str] = []
         self._last_flush = 0.0
@@ -95,7 +99,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             self._set_thread(thread.id, thread.title)
             if history and thread.messages:
-                self._append(_html(history_html(thread.messages, self.rows), "loom-history"))
+                drawn = history_html(thread.messages, self.rows, self.calls)
+                self._append(_html(drawn, "loom-history"))
             self._add_cards(thread.pending)
             if thread.error:
                 self._error(thread.error)
@@ -160,6 +165,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     def _set_thread(self, thread_id: str, title: str | None = None) -> None:
         self.thread_id = thread_id
+        self.calls.thread_id = thread_id
         for card in self.cards:
             card.thread_id = card.thread_id or thread_id
         about = f" · {esc(title)}" if title else ""
@@ -191,12 +197,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             out.outputs = (_md(message.text),)
             self.stream_updates += stream is not None
         for call in message.tool_calls:
-            args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments
-            details = widgets.HTML(pre(args or ""))
-            self._details[call.id] = details
-            box = widgets.Accordion(children=[details], titles=(f"tool call · {call.name}",))
+            code = self.calls.code(call)
+            details = widgets.HTML(body_html(call, code, None))
+            box = widgets.Accordion(children=[details], titles=(self.calls.words(call),))
             box.selected_index = None
             box.add_class("loom-tool-call")
+            self._calls[call.id] = (box, call, code)
             self._append(box)
 
     def _new_text_widget(self) -> widgets.Output:
@@ -207,10 +213,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         return out
 
     def _add_result(self, result: ToolResult) -> None:
-        details = self._details.get(result.call_id)
-        badge = f" · {result.approval}" if result.approval else ""
-        if details is not None:
-            details.value += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
+        shown = self._calls.pop(result.call_id, None)
+        if shown is not None:
+            box, call, code = shown
+            box.children[0].value = body_html(call, code, result)
+            box.titles = (summary(self.calls.words(call), result),)
         if is_dataframe(result.data):
             self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
         elif result.approval == "rejected":

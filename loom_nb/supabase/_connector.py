@@ -19,6 +19,7 @@ from loom_nb._tables.filter_text import filter_dict, where_text
 from loom_nb._tables.grammar import Insert, Select, Update, parse_insert, parse_select, parse_update
 from loom_nb._tables.options import TableSpec, describe_tables
 from loom_nb._tools import Connector, ToolOutput
+from loom_nb.supabase._code import SupabaseCode
 from loom_nb.supabase._query import (
     build_insert,
     build_select,
@@ -54,15 +55,27 @@ class SupabaseConnector:
     # ---- the tools ------------------------------------------------------------------------
 
     def connector(self) -> Connector:
+        code = SupabaseCode(
+            self.factory,
+            self.name,
+            self.tables,
+            self._parse_select,
+            self._parse_insert,
+            self._parse_update,
+        )
         return table_connector(
             self.name,
             self.tables,
             max_rows=self.max_rows,
             approve_writes=self.approve_writes,
             list_tables=Read(self.list_tables),
-            select=Read(self.select),
-            insert=Write(self.insert, check=self._parse_insert, preview=self.preview_insert),
-            update=Write(self.update, check=self._parse_update, preview=self.preview_update),
+            select=Read(self.select, code=code.select),
+            insert=Write(
+                self.insert, check=self._parse_insert, preview=self.preview_insert, code=code.insert
+            ),
+            update=Write(
+                self.update, check=self._parse_update, preview=self.preview_update, code=code.update
+            ),
         )
 
     async def list_tables(self, arguments: dict[str, Any]) -> ToolOutput:
