@@ -29,6 +29,7 @@ from loom_nb._run import Run, RunDeps
 from loom_nb._store import MemoryStore, Store
 from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, resolve_model
+from loom_nb.models._deadlines import check_settings
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -344,6 +345,8 @@ def define_agent(
         )
     if auth is not None and not callable(auth):
         raise UserError("auth must be a function auth(context) -> user id")
+    if model_settings is not None:
+        check_settings(model_settings)
     return Agent(
         name=name,
         model=resolve_model(model),

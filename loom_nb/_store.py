@@ -20,6 +20,8 @@ from loom_nb._messages import Message, Thread, ThreadInfo
 
 @runtime_checkable
 class Store(Protocol):
+    """What the agent needs from a thread store: MemoryStore, SQLiteStore or your own."""
+
     def save_thread(self, thread: Thread) -> None:
         """Create or update the thread's record (not its messages)."""
 
@@ -64,7 +66,7 @@ def info_of(thread: Thread) -> ThreadInfo:
     )
 
 
-class MemoryStore:
+class MemoryStore(Store):
     """Threads in this process's memory: fine for tests; lost when the process ends."""
 
     def __init__(self) -> None:

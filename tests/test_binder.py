@@ -36,7 +36,7 @@ IGNORE = shutil.ignore_patterns(
     ".ipynb_checkpoints",
 )
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_binder_requirements_install_and_the_notebooks_run(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ ONLINE = (
     "USER_A_JWT",
 )
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _load_runner() -> Any:

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
 from loom_nb._messages import Message, Thread, ThreadInfo
+from loom_nb._store import Store
 from loom_nb.sqlite import _schema as schema
 from loom_nb.sqlite._rows import message_row, row_message
 
@@ -86,7 +87,7 @@ _THREAD_COLUMNS = (
 )
 
 
-class SQLiteStore:
+class SQLiteStore(Store):  # the methods say what they do once, in Store
     """A :class:`loom_nb.Store` in a SQLite file. Make one with :func:`sqlite_store`."""
 
     def __init__(

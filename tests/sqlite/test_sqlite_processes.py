@@ -12,7 +12,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from loom_nb.sqlite import sqlite_store
+
+pytestmark = pytest.mark.slow
 
 
 def run_child(code: str, *args: str, timeout: float = 120) -> str:
