@@ -181,6 +181,7 @@ def test_export_works_in_a_plain_script_without_ipython(tmp_path: Path) -> None:
 import sys
 import pandas as pd
 from loom_nb import ReplayModel, Reply, define_agent
+from loom_nb.frames import frame_tools
 orders = pd.DataFrame({{"id": [1, 2], "total": [5.0, 50.0]}})
 select = {{"table": "orders", "filters": [{{"column": "total", "op": "gt", "value": 10}}]}}
 model = ReplayModel([Reply("", [("frames_select", select)]), "one"])

@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _orders import orders_frame
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
@@ -17,6 +16,7 @@ from loom_nb._messages import ToolCall
 from loom_nb._tables.grammar import OPERATORS
 from loom_nb._tools import Connector, ToolInputError, to_output
 from loom_nb.frames import frame_tools
+from tests.frames._orders import orders_frame
 
 
 def frame() -> pd.DataFrame:
@@ -225,4 +225,4 @@ def test_a_call_reads_as_the_query_in_words() -> None:
     listing = ToolCall("c3", "frames_list_tables", {})
     assert call_words(listing, conn.tools["frames_list_tables"]) == "frames_list_tables()"
     broken = ToolCall("c4", "frames_select", {"table": "nope"})
-    assert call_words(broken, conn.tools["frames_select"]) == 'frames_select(table="nope")'
+    assert call_words(broken, conn.tools["frames_select"]) == 'frames_select({"table": "nope"})'
