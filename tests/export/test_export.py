@@ -176,6 +176,7 @@ def test_an_unknown_format_is_refused_before_anything_is_written(tmp_path: Path)
     assert not (tmp_path / "t.html").exists()
 
 
+@pytest.mark.slow
 def test_export_works_in_a_plain_script_without_ipython(tmp_path: Path) -> None:
     program = f"""
 import sys
