@@ -103,9 +103,7 @@ def table_connector(
             f"{select.notes} At most {max_rows} rows per call: page with offset; count=true "
             "also returns the number of matching rows.\n"
             f"Tables:\n{listed}",
-            input=open_schema(select_schema(tables, max_rows))
-            if open_tables
-            else select_schema(tables, max_rows),
+            input=select_schema(tables, max_rows, open_tables=bool(open_tables)),
             run=select.run,
             describe=select_described,
             code=select.code,
@@ -140,17 +138,6 @@ def table_connector(
             code=update.code,
         )
     return connector(name, tools)
-
-
-def open_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with ``table`` taking any plain name (tables known only at call time)."""
-    properties = dict(schema["properties"])
-    properties["table"] = {
-        "type": "string",
-        "pattern": IDENTIFIER.pattern,
-        "description": "A table that the list-tables tool lists.",
-    }
-    return {**schema, "properties": properties}
 
 
 def words_tables(tables: Mapping[str, TableSpec], arguments: dict[str, Any]) -> Mapping[str, Any]:

@@ -48,6 +48,11 @@ def list_tables(tables: Tables) -> ToolOutput:
         for entry in columns:
             extra = f" [{entry['categories']}]" if "categories" in entry else ""
             lines.append(f"    {entry['name']}: {entry['dtype']}{extra}")
+    if tables.unlisted:
+        lines.append(
+            f"{tables.unlisted} more DataFrame(s) in the user's namespace are not listed (at "
+            "most that many are); ask the user to pass the ones you need to frame_tools"
+        )
     return ToolOutput("\n".join(lines), entries)
 
 
