@@ -37,7 +37,7 @@ def test_demo_script_prints_the_session_and_saves_the_notebook(tmp_path: Path) -
     # The conversation as the person saw it, in order, with the kernel restart between.
     expected = [
         "you: Which orders above 100 are still open?",
-        "  → frames_select · orders · ",
+        "  → frames_select(",
         "assistant: **3** orders are open and above 100: #3 Cleo (310.00), #7 Eve (180.25), "
         "#1 Ada (120.50).",
         "you: Flag them as priority.",
