@@ -12,6 +12,7 @@ from typing import Any
 from loom_nb._code import CodeContext, py_literal
 from loom_nb._tables.grammar import Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
+from loom_nb.supabase._aggregate import AggregateQuery
 
 #: What ``records_to_frame`` (``_responses.py``) does, as code an export carries; a test
 #: checks that the two agree.
@@ -81,11 +82,13 @@ class SupabaseCode:
         parse_select: Callable[[dict[str, Any]], Select],
         parse_insert: Callable[[dict[str, Any]], Insert],
         parse_update: Callable[[dict[str, Any]], Update],
+        parse_aggregate: Callable[[dict[str, Any]], AggregateQuery],
     ) -> None:
         self.factory_name = factory_name(factory, name)
         self.awaits = inspect.iscoroutinefunction(factory)
         self.tables = tables
         self._select, self._insert, self._update = parse_select, parse_insert, parse_update
+        self._aggregate = parse_aggregate
 
     def select(self, args: dict[str, Any], ctx: CodeContext) -> str:
         q = self._select(args)
@@ -103,6 +106,24 @@ class SupabaseCode:
         return (
             self._request(chain, ctx)
             + f"\n{ctx.result} = postgrest_frame(response.data, {listed}).head({q.limit})"
+        )
+
+    def aggregate(self, args: dict[str, Any], ctx: CodeContext) -> str:
+        q = self._aggregate(args)
+        chain = [
+            f".table({py_literal(q.table)})",
+            f".select({', '.join(py_literal(item) for item in q.select)})",
+            *(_filter(f) for f in q.filters),
+            *(f".order({py_literal(c)}, desc={d})" for c, d in q.order),
+            f".limit({q.limit})",
+        ]
+        if q.offset:
+            chain.append(f".offset({q.offset})")
+        ctx.setup(POSTGREST_FRAME)
+        return (
+            self._request(chain, ctx)
+            + f"\n{ctx.result} = postgrest_frame(response.data, {py_literal(q.outputs)})"
+            f".head({q.limit})"
         )
 
     def insert(self, args: dict[str, Any], ctx: CodeContext) -> str:

@@ -15,12 +15,14 @@ import pandas as pd
 from loom_nb._context import RunContext
 from loom_nb._render import frame_for_model
 from loom_nb._tables.builder import Read, Write, table_connector
-from loom_nb._tables.filter_text import filter_dict, where_text
+from loom_nb._tables.filter_text import aggregate_words, filter_dict, where_text
 from loom_nb._tables.grammar import Insert, Select, Update, parse_insert, parse_select, parse_update
 from loom_nb._tables.options import TableSpec, describe_tables
-from loom_nb._tools import Connector, ToolOutput
+from loom_nb._tools import Connector, Tool, ToolOutput, tool
+from loom_nb.supabase._aggregate import AggregateQuery, aggregate_schema, parse_aggregate
 from loom_nb.supabase._code import SupabaseCode
 from loom_nb.supabase._query import (
+    build_aggregate,
     build_insert,
     build_select,
     build_update,
@@ -44,12 +46,14 @@ class SupabaseConnector:
         max_rows: int,
         approve_writes: bool,
         name: str,
+        aggregates: bool = False,
     ) -> None:
         self.factory = factory
         self.tables = tables
         self.max_rows = max_rows
         self.approve_writes = approve_writes
         self.name = name
+        self.aggregates = aggregates
         self._state_key = f"loom_nb.supabase:{name}:{id(self)}"
 
     # ---- the tools ------------------------------------------------------------------------
@@ -62,7 +66,24 @@ class SupabaseConnector:
             self._parse_select,
             self._parse_insert,
             self._parse_update,
+            self._parse_aggregate,
         )
+        more: dict[str, Tool] = {}
+        if self.aggregates:
+            more["aggregate"] = tool(
+                description=(
+                    "Totals of one table, computed by the database over every matching row "
+                    "(not only the rows a select returns): group_by columns and aggregates "
+                    "[{fn, column}] with fn count, sum, avg, min or max (count without a "
+                    "column counts rows). Output columns are named fn_column (count for the "
+                    f"row count). Filters as in {self.name}_select; order may name group_by "
+                    f"columns. At most {self.max_rows} groups per call: page with offset."
+                ),
+                input=aggregate_schema(self.tables, self.max_rows),
+                run=self.aggregate,
+                describe=self._aggregate_words,
+                code=code.aggregate,
+            )
         return table_connector(
             self.name,
             self.tables,
@@ -70,6 +91,7 @@ class SupabaseConnector:
             approve_writes=self.approve_writes,
             list_tables=Read(self.list_tables),
             select=Read(self.select, code=code.select),
+            more_reads=more,
             insert=Write(
                 self.insert, check=self._parse_insert, preview=self.preview_insert, code=code.insert
             ),
@@ -102,6 +124,34 @@ class SupabaseConnector:
         )
         return ToolOutput(content, data)
 
+    async def aggregate(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_aggregate(arguments)
+        spec = TableSpec(query.table, columns=tuple(query.outputs))  # the rows hold these only
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        response = await send(build_aggregate(client, query))
+        if isinstance(response, ToolOutput):
+            if isinstance(response.data, dict) and response.data["error"]["code"] == "PGRST123":
+                response.data["error"]["hint"] = (
+                    "Aggregates are off in this Supabase project; tell the user, who can turn "
+                    "them on (pgrst.db_aggregates_enabled), or use the select tool instead."
+                )
+                response.content = json.dumps(response.data, default=str)
+            return response
+        rows = rows_of(response, spec)
+        if isinstance(rows, ToolOutput):
+            return rows
+        frame = records_to_frame(rows, query.outputs).head(query.limit)
+        content = frame_for_model(
+            frame,
+            source=f"{self.name}.{query.table}",
+            max_rows=query.limit,
+            offset=query.offset,
+            limit_reached=query.limit > 0 and len(frame) >= query.limit,
+        )
+        return ToolOutput(content, frame)
+
     async def insert(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_insert(arguments)
         spec = self.tables[query.table]
@@ -131,6 +181,17 @@ class SupabaseConnector:
     def _parse_select(self, arguments: dict[str, Any]) -> Select:
         query = parse_select(arguments, self.tables, self.max_rows)
         return dataclasses.replace(query, filters=sendable_filters(query.filters))
+
+    def _parse_aggregate(self, arguments: dict[str, Any]) -> AggregateQuery:
+        query = parse_aggregate(arguments, self.tables, self.max_rows)
+        return dataclasses.replace(query, filters=sendable_filters(query.filters))
+
+    def _aggregate_words(self, arguments: dict[str, Any]) -> str:
+        q = parse_aggregate(arguments, self.tables, self.max_rows)
+        aggregates = [(a.fn, a.column) for a in q.aggregates]
+        return aggregate_words(
+            q.table, aggregates, q.group_by, q.filters, q.order, q.limit, q.offset
+        )
 
     def _parse_insert(self, arguments: dict[str, Any]) -> Insert:
         query = parse_insert(arguments, self.tables)

@@ -5,6 +5,8 @@ It speaks only the grammar the loom_nb connector is meant to emit (``/rest/v1/<t
 - GET: ``select=`` plain column names or ``*``; filters ``col=[not.]op.value`` with op in
   eq, neq, gt, gte, lt, lte, like, ilike, in.(...), is.null/true/false; ``order=col.asc|desc``
   (optionally ``.nullsfirst|.nullslast``), ``limit``, ``offset``; ``Prefer: count=exact``.
+  Aggregates in ``select=`` (``status,sum_total:total.sum(),count:count()``), as PostgREST
+  reads them, when ``pgrst.db_aggregates_enabled`` is on (see ``_select_items``).
 - POST: insert a JSON object or array (``columns=``, ``select=`` for the returned columns,
   ``Prefer: return=representation|minimal``).
 - PATCH: update with the same filters; refused without one (pg-safeupdate, error 21000).
@@ -80,8 +82,9 @@ class Seen:
     table: str | None = None
     role: str | None = None
     status: int = 0
-    #: "ok", "auth", "database", or "grammar" (outside the subset) or "crash" (a shim bug):
-    #: the last two count as test failures.
+    #: "ok", "auth", "database", "config" (refused by PostgREST's configuration, like
+    #: aggregates when they are off), or "grammar" (outside the subset) or "crash" (a shim
+    #: bug): the last two count as test failures.
     kind: str = "ok"
     error: dict[str, Any] | None = None
 
@@ -110,6 +113,48 @@ def _select_list(raw: str) -> list[str] | None:
     if names:
         raise Refused(400, "PGRST100", "'*' mixed with column names is outside the subset")
     return None
+
+
+#: PostgREST's aggregate functions (ApiRequest/Types.hs, ``data AggregateFunction``), as the
+#: SQL each becomes: pgFmtApplyAggregate (Query/SqlFragment.hs) upper-cases the name.
+AGGREGATES = {"sum": "SUM", "avg": "AVG", "count": "COUNT", "max": "MAX", "min": "MIN"}
+#: One select item with an aggregate, the subset of pFieldSelect (ApiRequest/QueryParams.hs)
+#: the connector emits: ``[alias:]count()`` or ``[alias:]column.fn()``, no casts.
+_AGGREGATE_ITEM = re.compile(
+    r"^(?:(?P<alias>[A-Za-z_][A-Za-z0-9_]{0,62}):)?"
+    r"(?:(?P<count>count\(\))|(?P<column>[A-Za-z_][A-Za-z0-9_]{0,62})\.(?P<fn>sum|avg|count|max|min)\(\))$"
+)
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """``column`` (None: the whole row, for ``count()``), its aggregate and its alias."""
+
+    column: str | None
+    fn: str | None = None
+    alias: str | None = None
+
+
+def _select_items(raw: str) -> list[SelectItem] | None:
+    """A ``select=`` holding aggregates, as PostgREST's pFieldSelect reads it, or None when
+    it holds none (then :func:`_select_list` reads it). ``count()`` comes first, as in
+    pFieldSelect, so a column named ``count`` stays a column; an alias is ``name:`` before the
+    item (aliasSeparator); casts (``::``) are outside the subset."""
+    items = raw.split(",")
+    parsed = [_AGGREGATE_ITEM.match(item) for item in items]
+    if not any(parsed):
+        return None
+    out = []
+    for item, match in zip(items, parsed, strict=True):
+        if match is None:
+            if item == "*":  # expandStars (Plan.hs) would expand it beside an aggregate
+                raise Refused(400, "PGRST100", "'*' beside an aggregate is outside the subset")
+            out.append(SelectItem(_ident(item, "select columns")))
+        elif match["count"]:
+            out.append(SelectItem(None, "count", match["alias"]))
+        else:
+            out.append(SelectItem(match["column"], match["fn"], match["alias"]))
+    return out
 
 
 def _columns_param(raw: str) -> list[str]:
@@ -248,6 +293,8 @@ class Query:
     limit: int | None = None
     offset: int = 0
     columns: list[str] | None = None
+    #: A select with aggregates (None: none), grouped by its plain columns.
+    aggregated: list[SelectItem] | None = None
 
 
 def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
@@ -269,7 +316,9 @@ def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
         seen.add(key)
         if key in allowed:
             if key == "select":
-                q.select = _select_list(value)
+                q.aggregated = _select_items(value) if method == "GET" else None
+                if q.aggregated is None:
+                    q.select = _select_list(value)
             elif key == "order":
                 q.order = _order(value)
             elif key == "limit":
@@ -299,6 +348,60 @@ def _prefer(header: str, method: str) -> dict[str, str]:
             )
         out[name] = value
     return out
+
+
+def _aggregated(table: str, items: list[SelectItem]) -> tuple[sql.Composable, sql.Composable]:
+    """The select list and the GROUP BY of an aggregated read, as PostgREST writes them:
+    pgFmtSelectItem applies ``FN(field)`` and ``AS alias`` (pgFmtApplyAggregate, pgFmtAs),
+    ``count()`` counts the whole row (pgFmtColumn's ``table.*``); groupF groups by every
+    select item without an aggregate (pgFmtGroup: its alias, else the qualified column), and
+    by nothing when there is none. Without an alias, PostgreSQL names the column after the
+    function, as it does for PostgREST."""
+    qualified = sql.Identifier(table)
+    selects, groups = [], []
+    for item in items:
+        if item.fn is None:
+            column = sql.SQL("{}.{}").format(qualified, sql.Identifier(item.column or ""))
+            selects.append(column)
+            groups.append(column)
+            continue
+        field = (
+            sql.SQL("{}.*").format(qualified)
+            if item.column is None
+            else sql.SQL("{}.{}").format(qualified, sql.Identifier(item.column))
+        )
+        select = sql.SQL("{}({})").format(sql.SQL(AGGREGATES[item.fn]), field)
+        if item.alias is not None:
+            select = sql.SQL("{} AS {}").format(select, sql.Identifier(item.alias))
+        selects.append(select)
+    group = sql.SQL(" GROUP BY ") + sql.SQL(", ").join(groups) if groups else sql.SQL("")
+    return sql.SQL(", ").join(selects), group
+
+
+def _aggregates_enabled(cur: psycopg.Cursor) -> bool:
+    """``pgrst.db_aggregates_enabled`` as PostgREST's in-database configuration reads it
+    (Config/Database.hs, queryDbSettings): the authenticator role's settings, a
+    database-specific one first; off by default (Config.hs). Read per request here, where
+    PostgREST reads it at start and on ``NOTIFY pgrst, 'reload config'``."""
+    cur.execute(
+        "SELECT substr(setting, strpos(setting, '=') + 1) FROM ("
+        "  SELECT setdatabase, unnest(setconfig) AS setting FROM pg_catalog.pg_db_role_setting"
+        "  WHERE setrole = quote_ident(CURRENT_USER)::regrole::oid"
+        "    AND setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database"
+        "                            WHERE datname = CURRENT_CATALOG))"
+        ") s WHERE substr(setting, 1, strpos(setting, '=') - 1) = 'pgrst.db_aggregates_enabled'"
+        " ORDER BY setdatabase DESC LIMIT 1"
+    )
+    row = cur.fetchone()
+    if row is None:
+        return False
+    text = "".join(ch for ch in row[0] if ch.isalpha()).title()  # coerceBool (Config.hs)
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return int(row[0]) > 0
+    except ValueError:
+        return False
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -481,8 +584,19 @@ class Shim:
         returned = (
             sql.SQL("*") if q.select is None else sql.SQL(", ").join(map(sql.Identifier, q.select))
         )
+        group = sql.SQL("")
+        if q.aggregated is not None:
+            if prefer.get("count") == "exact":
+                raise Refused(
+                    400, "PGRST100", "Prefer: count=exact with aggregates is outside the subset"
+                )
+            returned, group = _aggregated(q.table, q.aggregated)
         headers: dict[str, str] = {}
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if q.aggregated is not None and not _aggregates_enabled(cur):  # as authenticator
+                raise Refused(
+                    400, "PGRST123", "Use of aggregate functions is not allowed", kind="config"
+                )
             # What PostgREST does at the start of every request.
             cur.execute(
                 "SELECT set_config('role', %s, true), "
@@ -493,7 +607,9 @@ class Shim:
             )
             cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(claims["role"])))
             if seen.method == "GET":
-                query = sql.SQL("SELECT {} FROM {} WHERE {}").format(returned, table, where)
+                query = sql.SQL("SELECT {} FROM {} WHERE {}{}").format(
+                    returned, table, where, group
+                )
                 params = list(q.params)
                 if q.order:
                     query += sql.SQL(" ORDER BY ") + sql.SQL(", ").join(q.order)
