@@ -106,7 +106,7 @@ def _call_cell(
     ctx: CodeContext,
 ) -> tuple[Cell, bool]:
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
-    words = call_words(call, tool)
+    words = call_words(call, tool).replace("\r", "\\r").replace("\n", "\\n")  # one line
     head = f"# Call {number} · {words}"
     code = call_code(call, tool, ctx)
     if code is None:

@@ -206,3 +206,16 @@ def test_a_100_call_thread_exports_in_well_under_a_second(tmp_path: Path) -> Non
     started = time.perf_counter()
     agent.export(thread_id, tmp_path / "t.ipynb")
     assert time.perf_counter() - started < 2.0  # the bench's goal is 1 s; CI machines are slow
+
+
+def test_values_with_newlines_and_quotes_stay_inside_their_comment_and_literal(
+    tmp_path: Path,
+) -> None:
+    odd = "o'p\"en\nclosed\\"
+    select = {"table": "orders", "filters": [{"column": "status", "op": "neq", "value": odd}]}
+    agent = agent_for([Reply("", [("frames_select", select)]), "ok"], orders_frame())
+    thread = agent.thread(run_thread(agent).thread_id)
+    nb = nbformat.read(agent.export(thread.id, tmp_path / "t.ipynb"), as_version=4)
+    assert "\\nclosed" in nb.cells[-2].source.splitlines()[0]  # the words, on one line
+    namespace = run_cells(nb, {"orders": orders_frame()})
+    assert_frame_equal(namespace["result_1"], thread.frames[0])
