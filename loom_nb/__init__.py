@@ -23,6 +23,7 @@ from loom_nb._errors import (
     RateLimited,
     RunError,
     StepLimitExceeded,
+    StoreError,
     ThreadNotFound,
     UserError,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "RunResult",
     "StepLimitExceeded",
     "Store",
+    "StoreError",
     "TextDelta",
     "TextPart",
     "Thread",

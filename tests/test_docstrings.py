@@ -12,6 +12,7 @@ import pytest
 PUBLIC_MODULES = [
     "loom_nb",
     "loom_nb.sqlite",
+    "loom_nb.postgres",
     "loom_nb.supabase",
     "loom_nb.frames",
     "loom_nb.models",

@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
+from loom_nb._message_rows import message_row, row_message
 from loom_nb._messages import Message, Thread, ThreadInfo
 from loom_nb._store import Store
 from loom_nb.sqlite import _schema as schema
-from loom_nb.sqlite._rows import message_row, row_message
 
 __all__ = [
     "DEFAULT_PATH",
@@ -121,6 +121,10 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<SQLiteStore {self.path!r}{state}>"
+
+    def describe(self) -> str:
+        """Which file this store reads, for ``%loom threads``."""
+        return f"SQLite file {self.path}"
 
     def __enter__(self) -> SQLiteStore:
         return self

@@ -1,4 +1,4 @@
-"""Messages to rows and back, for the SQLite store.
+"""Messages to rows and back, for the stores that keep messages as rows (SQLite, PostgreSQL).
 
 A message row keeps the message's JSON form with the structured data of its tool results cut
 out into a column of its own. Loading a thread parses the light part only; each tool result's
