@@ -22,7 +22,10 @@ class CodeContext:
 
     The code assigns the call's result to :attr:`result`. Names the user must define (a
     DataFrame, a client factory) are declared with :meth:`expect`; imports and helpers that
-    the code uses with :meth:`setup` (an export puts each once in its first cell).
+    the code uses with :meth:`setup` (an export puts each once in its first cell). A tool
+    that works on an earlier result (a chart of a fetched frame) names it with
+    :meth:`result_of` (the call id it was given), and may read its own saved result (a chart's
+    spec) from :attr:`data`.
     """
 
     #: The variable the code assigns the call's result to.
