@@ -12,6 +12,8 @@ BENCHES = [
     "bench_postgres",
     "bench_supabase",
     "bench_frames",
+    "bench_buckets",
+    "bench_charts",
     "bench_widget",
     "bench_export",
 ]

@@ -24,8 +24,8 @@ class CodeContext:
     DataFrame, a client factory) are declared with :meth:`expect`; imports and helpers that
     the code uses with :meth:`setup` (an export puts each once in its first cell). A tool
     that works on an earlier result (a chart of a fetched frame) names it with
-    :meth:`result_of` (the call id it was given), and may read its own saved result (a chart's
-    spec) from :attr:`data`.
+    :meth:`result_of` (the call id it was given); :attr:`data` is the call's own saved result,
+    when it is known.
     """
 
     #: The variable the code assigns the call's result to.

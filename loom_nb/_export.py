@@ -110,7 +110,12 @@ def _call_cell(
     head = f"# Call {number} · {words}"
     code = call_code(call, tool, ctx)
     if code is None:
-        note = "its tool writes no code" if tool is not None else "no such tool in this agent"
+        if tool is None:
+            note = "no such tool in this agent"
+        elif tool.code is None:
+            note = "its tool writes no code"
+        else:  # the arguments were refused, or it works on a result that has no code
+            note = "no code reproduces this call"
         return Cell("markdown", f"*Call {number}* · `{_inline(words)}` ({note})"), False
     write = (result is not None and result.approval is not None) or (
         tool is not None and tool.needs_approval is not False

@@ -56,9 +56,20 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
         source = _scratch("matched", frame)
         lines.append(f"{source} = {frame}[{mask}]")
     if q.group_by:
+        keys = []
+        for k in q.group_by:
+            if k.bucket is None:
+                keys.append(py_literal(k.column))
+                continue
+            ctx.setup("import numpy as np")
+            ctx.setup(_BUCKET_START)
+            name = _scratch(k.output, frame)
+            column = f"{source}[{py_literal(k.column)}]"
+            lines.append(f"{name} = bucket_start({column}, {py_literal(k.bucket)})")
+            keys.append(name)
         groups = _scratch("groups", frame)
         lines.append(
-            f"{groups} = {source}.groupby({py_literal(list(q.group_by))}, dropna=False, "
+            f"{groups} = {source}.groupby([{', '.join(keys)}], dropna=False, "
             "observed=True, sort=True)"
         )
         parts = [
@@ -226,10 +237,40 @@ def _regex_literal(regex: str) -> str:
     return f'r"{regex}"'
 
 
+#: The pandas of each aggregate: a sum of no values is missing, as in SQL (pandas would say 0);
+#: count_distinct is SQL's count(DISTINCT column).
+_AGGREGATE_CALLS = {"sum": "sum(min_count=1)", "count_distinct": "nunique()"}
+
+
 def _aggregate(source: str, fn: str, column: str) -> str:
-    # A sum of no values is missing, as in SQL (pandas would say 0).
-    call = "sum(min_count=1)" if fn == "sum" else f"{fn}()"
-    return f"{source}[{py_literal(column)}].{call}"
+    return f"{source}[{py_literal(column)}].{_AGGREGATE_CALLS.get(fn, f'{fn}()')}"
+
+
+#: The time buckets of ``frames_aggregate`` (``loom_nb/frames/_buckets.py``) in plain pandas and
+#: numpy, set up once in an export that groups by one.
+_BUCKET_START = '''def bucket_start(timestamps, bucket):
+    """The start of each timestamp's day, week (weeks start on Monday), month, quarter or
+    year, on the column's own clock (its time zone's wall clock), named like week_created_at;
+    NaT stays NaT, a group of its own."""
+    clock = pd.DatetimeIndex(timestamps)
+    if clock.tz is not None:
+        clock = clock.tz_localize(None)
+    wall = clock.to_numpy()
+    unit = {"day": "D", "week": "D", "month": "M", "quarter": "M", "year": "Y"}[bucket]
+    start = wall.astype(f"datetime64[{unit}]")
+    if bucket == "week":  # back to Monday: day 0, 1970-01-01, was a Thursday
+        start = start - (start.view("int64") + 3) % 7
+    elif bucket == "quarter":  # back to January, April, July or October
+        start = start - start.view("int64") % 3
+    name = f"{bucket}_{timestamps.name}"
+    starts = pd.Series(start.astype(wall.dtype), index=timestamps.index, name=name)
+    tz = getattr(timestamps.dtype, "tz", None)
+    if tz is None:
+        return starts
+    # A midnight that summer time skips starts at the first time that exists; one that
+    # occurs twice, at the first of them.
+    first = np.ones(len(starts), dtype=bool)
+    return starts.dt.tz_localize(tz, ambiguous=first, nonexistent="shift_forward")'''
 
 
 def _sort(keys: list[str], ascending: list[bool], *, always_list: bool = False) -> str:

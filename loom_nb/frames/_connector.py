@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loom_nb._tables.builder import Read, Write, table_connector, words_tables
-from loom_nb._tables.filter_text import aggregate_words
+from loom_nb._tables.filter_text import aggregate_words, group_words
 from loom_nb._tools import Connector, tool
 from loom_nb.frames import _code as code
 from loom_nb.frames import _reads as reads
@@ -35,7 +35,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
         return aggregate_words(
             q.table,
             [(a.fn, a.column) for a in q.aggregates],
-            q.group_by,
+            group_words(q.group_by),
             q.filters,
             q.order,
             q.limit,
@@ -44,11 +44,15 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
 
     aggregate = tool(
         description=(
-            "Summarize one table: group_by columns and aggregates [{fn, column}] with fn "
-            "count, sum, mean, min or max (count without a column counts rows). Output "
-            "columns are named fn_column (count for the row count); order may use them, "
-            f"e.g. [{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. At "
-            f"most {max_rows} groups per call; the total number of groups is reported."
+            "Summarize one table: group_by columns, or time buckets of a datetime column "
+            "like {column: 'created_at', bucket: 'week'} (day, week from Monday, month, "
+            "quarter, year; output column week_created_at holds each bucket's start), "
+            "and aggregates [{fn, column}] with fn count, count_distinct, sum, mean, "
+            "median, min or max (count without a column counts rows). Output columns are "
+            "named fn_column (count for the row count); order may use them, e.g. "
+            f"[{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. Missing "
+            "values and missing timestamps form their own group, last. At most "
+            f"{max_rows} groups per call; the total number of groups is reported."
         ),
         input=aggregate_schema(tables.specs, max_rows, open_tables=bool(open_tables)),
         run=lambda args, ctx=None: reads.aggregate(tables.for_run(ctx), args),

@@ -14,6 +14,7 @@ from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, ToolCall, ToolResult
 from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
+    chart_html,
     esc,
     failed_html,
     frame_html,
@@ -41,6 +42,8 @@ def history_html(messages: Iterable[Message], rows: int, calls: CallText | None 
             for result in message.tool_results:
                 if is_dataframe(result.data):
                     parts.append(_block(frame_html(result.data, rows, result.name), "loom-frame"))
+                elif result.chart is not None:
+                    parts.append(_block(chart_html(result.chart), "loom-chart"))
                 elif result.approval == "rejected":
                     parts.append(_block(rejected_html(result.name), "loom-rejected"))
                 elif result.is_error:

@@ -25,6 +25,7 @@ from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     ERROR_STYLE,
+    chart_html,
     esc,
     failed_html,
     frame_html,
@@ -220,6 +221,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             box.titles = (summary(self.calls.words(call), result),)
         if is_dataframe(result.data):
             self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
+        elif result.chart is not None:
+            self._append(_html(chart_html(result.chart), "loom-chart"))
         elif result.approval == "rejected":
             self._append(_html(rejected_html(result.name), "loom-rejected"))
         elif result.is_error:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loom_nb._code import CodeContext, py_literal
+from loom_nb._tables.cards import SAMPLE_ROWS
 from loom_nb._tables.grammar import Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
 from loom_nb.supabase._aggregate import AggregateQuery
@@ -83,8 +84,10 @@ class SupabaseCode:
         parse_insert: Callable[[dict[str, Any]], Insert],
         parse_update: Callable[[dict[str, Any]], Update],
         parse_aggregate: Callable[[dict[str, Any]], AggregateQuery],
+        approve_writes: bool,
     ) -> None:
         self.factory_name = factory_name(factory, name)
+        self.approve_writes = approve_writes
         self.awaits = inspect.iscoroutinefunction(factory)
         self.tables = tables
         self._select, self._insert, self._update = parse_select, parse_insert, parse_update
@@ -139,18 +142,34 @@ class SupabaseCode:
         return self._request(chain, ctx)
 
     def update(self, args: dict[str, Any], ctx: CodeContext) -> str:
+        """The PATCH; with approvals, after the count its card showed (``build_matching``),
+        held to that count with ``max_affected`` as the connector sends it."""
         q = self._update(args)
         spec = self.tables[q.table]
+        columns = ", ".join(py_literal(c) for c in spec.columns or ("*",))
+        filters = [_filter(f) for f in q.filters]
         chain = [
             f".table({py_literal(q.table)})",
             f'.update({py_literal(dict(q.values))}, returning="representation")',
-            *(_filter(f) for f in q.filters),
+            *filters,
         ]
         if spec.columns is not None:
-            chain.append(f".select({', '.join(py_literal(c) for c in spec.columns)})")
-        return self._request(chain, ctx)
+            chain.append(f".select({columns})")
+        if not self.approve_writes:
+            return self._request(chain, ctx)
+        matching = [
+            f".table({py_literal(q.table)})",
+            f'.select({columns}, count="exact")',
+            *filters,
+            f".limit({SAMPLE_ROWS})",
+        ]
+        return (
+            self._request(matching, ctx, "matching")
+            + "\n"
+            + self._request([*chain, ".max_affected(matching.count)"], ctx)
+        )
 
-    def _request(self, chain: list[str], ctx: CodeContext) -> str:
+    def _request(self, chain: list[str], ctx: CodeContext, name: str = "response") -> str:
         """``response = (client.table(...)....execute())`` with the factory called on the run
         context the export defines."""
         factory = ctx.expect(
@@ -166,7 +185,7 @@ class SupabaseCode:
         wait = "await " if self.awaits else ""
         head = f"({wait}{factory}(ctx))" if self.awaits else f"{factory}(ctx)"
         body = "\n    ".join([head, *chain, ".execute()"])
-        return f"response = {wait}(\n    {body}\n)"
+        return f"{name} = {wait}(\n    {body}\n)"
 
 
 def _filter(f: Filter) -> str:

@@ -13,10 +13,13 @@ from pandas.testing import assert_frame_equal
 
 from loom_nb._code import CodeContext, call_words
 from loom_nb._messages import ToolCall
-from loom_nb._tables.grammar import OPERATORS
+from loom_nb._tables.grammar import BUCKETS, OPERATORS
 from loom_nb._tools import Connector, ToolInputError, to_output
 from loom_nb.frames import frame_tools
+from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 from tests.frames._orders import orders_frame
+from tests.frames.test_buckets import AGGREGATES, TIMEZONES, rows
+from tests.frames.test_buckets import frame as events_frame
 
 
 def frame() -> pd.DataFrame:
@@ -91,14 +94,24 @@ select_args = st.fixed_dictionaries(
         "offset": st.integers(0, 9),
     },
 )
-FUNCTIONS = ["count", "sum", "mean", "min", "max"]
+#: group_by entries: columns, and time buckets of the datetime columns (one tz-aware, one not).
+group_keys = st.one_of(
+    st.sampled_from(COLUMNS),
+    st.fixed_dictionaries(
+        {
+            "column": st.sampled_from(["created_at", "shipped_on"]),
+            "bucket": st.sampled_from(BUCKETS),
+        }
+    ),
+)
 aggregate_args = st.fixed_dictionaries(
     {"table": st.just("orders")},
     optional={
-        "group_by": st.lists(st.sampled_from(COLUMNS), max_size=2),
+        "group_by": st.lists(group_keys, max_size=2),
         "aggregates": st.lists(
             st.fixed_dictionaries(
-                {"fn": st.sampled_from(FUNCTIONS)}, optional={"column": st.sampled_from(COLUMNS)}
+                {"fn": st.sampled_from(AGGREGATE_FUNCTIONS)},
+                optional={"column": st.sampled_from(COLUMNS)},
             ),
             max_size=3,
         ),
@@ -120,23 +133,31 @@ def tool_frame(conn: Connector, name: str, args: dict[str, Any]) -> pd.DataFrame
     return data
 
 
-def code_frame(conn: Connector, name: str, args: dict[str, Any], df: pd.DataFrame) -> Any:
+def code_frame(
+    conn: Connector, name: str, args: dict[str, Any], df: pd.DataFrame, table: str = "orders"
+) -> Any:
     hook = conn.tools[name].code
     assert hook is not None
     ctx = CodeContext("result_1")
     source = hook(args, ctx)
     assert source is not None
-    assert set(ctx.expected) == {"orders"}
-    namespace: dict[str, Any] = {"orders": df.copy()}
-    exec("\n".join([*ctx.setups, source]), namespace)
+    assert set(ctx.expected) == {table}
+    namespace: dict[str, Any] = {table: df.copy()}
+    exec("\n\n".join([*ctx.setups, source]), namespace)
     return namespace["result_1"], source
 
 
-def same(conn: Connector, name: str, args: dict[str, Any]) -> bool:
+def same(
+    conn: Connector,
+    name: str,
+    args: dict[str, Any],
+    df: pd.DataFrame = FRAME,
+    table: str = "orders",
+) -> bool:
     expected = tool_frame(conn, name, args)
     if expected is None:
         return False
-    got, source = code_frame(conn, name, args, FRAME)
+    got, source = code_frame(conn, name, args, df, table)
     try:
         assert_frame_equal(got, expected)
     except AssertionError as exc:
@@ -154,6 +175,70 @@ def test_select_code_gives_the_tools_frame(args: dict[str, Any]) -> None:
 @given(aggregate_args)
 def test_aggregate_code_gives_the_tools_frame(args: dict[str, Any]) -> None:
     assume(same(CONN, "frames_aggregate", args))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows,
+    st.sampled_from(TIMEZONES),
+    st.sampled_from(["s", "ms", "us", "ns"]),
+    st.sampled_from(BUCKETS),
+    st.booleans(),
+    st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=4),
+    st.one_of(st.none(), st.integers(-500, 500)),
+)
+def test_bucketed_aggregate_code_gives_the_tools_frame(
+    data: Any,
+    tz: str | None,
+    unit: str,
+    bucket: str,
+    by_k: bool,
+    aggregates: list[dict[str, str]],
+    above: int | None,
+) -> None:
+    """Random timestamps in time zones with summer time, skipped and repeated midnights and
+    NaT, in every unit: the code's buckets are the tool's."""
+    df = events_frame(data, tz, unit)
+    conn = frame_tools({"events": df}, max_rows=1000)
+    args: dict[str, Any] = {
+        "table": "events",
+        "group_by": [{"column": "t", "bucket": bucket}, *(["k"] if by_k else [])],
+        "aggregates": aggregates,
+        "order": [{"column": f"{bucket}_t", "desc": True}] if by_k else [],
+    }
+    if above is not None:
+        args["filters"] = [{"column": "v", "op": "gt", "value": above}]
+    assert same(conn, "frames_aggregate", args, df, "events")
+
+
+def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
+    conn = frame_tools({"orders": orders_frame()})
+    args = {
+        "table": "orders",
+        "group_by": [{"column": "created_at", "bucket": "week"}],
+        "aggregates": [{"fn": "sum", "column": "total"}, {"fn": "median", "column": "total"}],
+        "filters": [{"column": "status", "op": "eq", "value": "open"}],
+    }
+    call = ToolCall("c1", "frames_aggregate", args)
+    assert call_words(call, conn.tools["frames_aggregate"]) == (
+        "frames_aggregate · orders · sum(total), median(total) by week of created_at · "
+        "status = 'open' · 50 groups"
+    )
+    hook = conn.tools["frames_aggregate"].code
+    assert hook is not None
+    ctx = CodeContext()
+    assert hook(args, ctx) == (
+        'matched = orders[(orders["status"] == "open")]\n'
+        'week_created_at = bucket_start(matched["created_at"], "week")\n'
+        "groups = matched.groupby([week_created_at], dropna=False, observed=True, sort=True)\n"
+        "result = (\n"
+        '    pd.DataFrame({"sum_total": groups["total"].sum(min_count=1), '
+        '"median_total": groups["total"].median()}).reset_index()\n'
+        "    .head(50)\n"
+        "    .reset_index(drop=True)\n)"
+    )
+    assert ctx.setups[:2] == ["import pandas as pd", "import numpy as np"]
+    assert ctx.setups[2].startswith("def bucket_start(timestamps, bucket):")
 
 
 @pytest.mark.parametrize(

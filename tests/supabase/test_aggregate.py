@@ -178,7 +178,7 @@ def test_with_aggregates_off_the_model_is_told_how_to_turn_them_on(rig: Rig) -> 
     [error] = list(result.thread.tool_results())
     assert error.is_error and "PGRST123" in error.content
     assert "pgrst.db_aggregates_enabled" in error.content
-    assert [s.kind for s in rig.shim.log] == ["config"]
+    assert [s.kind for s in rig.shim.log] == ["postgrest"]
 
 
 @pytest.mark.parametrize(

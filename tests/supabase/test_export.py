@@ -45,6 +45,9 @@ def random_select(rng: random.Random) -> dict[str, Any]:
                 ("id", "neq", 2),
                 ("created_at", "gte", "2026-01-06T00:00:00+00:00"),
                 ("total", "is_null", None),
+                # sent as PostgREST reads them: eq '', and integer form
+                ("status", "in", ["", ""]),
+                ("id", "lte", 3.0),
             ]
         )
         f: dict[str, Any] = {"column": column, "op": op}
