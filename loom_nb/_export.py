@@ -20,7 +20,7 @@ from typing import Any
 
 from loom_nb._code import CodeContext, call_code, call_words, py_literal
 from loom_nb._errors import MissingExtra, UserError
-from loom_nb._messages import Thread, ToolCall, ToolResult
+from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._tools import Tool
 
 #: The formats, by the path's suffix: what jupytext calls them (None: nbformat).
@@ -57,7 +57,7 @@ def export_thread(thread: Thread, tools: Mapping[str, Tool], path: str | Path) -
 def thread_cells(thread: Thread, tools: Mapping[str, Tool]) -> Exported:
     """The cells of ``thread``: its messages in order, each tool call as its code."""
     results = {r.call_id: r for r in thread.tool_results()}
-    pending = {p.call_id for p in thread.pending}
+    pending = {p.call_id: p.state for p in thread.pending}
     exported = Exported([])
     expected: dict[str, str] = {}
     setups: list[str] = []
@@ -81,7 +81,7 @@ def thread_cells(thread: Thread, tools: Mapping[str, Tool]) -> Exported:
                 )
                 tool = tools.get(call.name)
                 cell, runs = _call_cell(
-                    number, call, tool, results.get(call.id), call.id in pending, ctx
+                    number, call, tool, results.get(call.id), pending.get(call.id), ctx
                 )
                 body.append(cell)
                 if runs:
@@ -102,7 +102,7 @@ def _call_cell(
     call: ToolCall,
     tool: Tool | None,
     result: ToolResult | None,
-    pending: bool,
+    pending: CallState | None,
     ctx: CodeContext,
 ) -> tuple[Cell, bool]:
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
@@ -129,9 +129,22 @@ def _call_cell(
     return Cell("code", f"{head}\n{code}\n{ctx.result}"), True
 
 
-def _write_outcome(result: ToolResult | None, pending: bool) -> str:
+#: What an export says of a write that had no result yet, by its state in the thread.
+_UNFINISHED = {
+    None: "never run",
+    "pending": "waiting for approval when this was exported",
+    "approved": "approved, waiting for the other calls of its turn when this was exported",
+    "rejected": "rejected by the user: nothing was written",
+    "running": "running when this was exported",
+    "unknown": "of unknown outcome when this was exported (the kernel stopped while it ran): "
+    "check whether it wrote",
+    "done": "done; its result was not saved when this was exported",
+}
+
+
+def _write_outcome(result: ToolResult | None, pending: CallState | None) -> str:
     if result is None:
-        return "waiting for approval when this was exported" if pending else "never run"
+        return _UNFINISHED[pending]
     if result.approval == "rejected":
         return "rejected by the user: nothing was written"
     decided = "approved by the user" if result.approval == "approved" else "run without approval"

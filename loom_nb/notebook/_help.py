@@ -46,8 +46,9 @@ class Subcommand:
     summary: str
     #: The argument's name as shown (``ID``), None when the form takes none.
     metavar: str | None = None
-    #: argparse's ``nargs``: None for exactly one, "?" for an optional one, "+" for a list.
-    nargs: Literal["?", "+"] | None = None
+    #: argparse's ``nargs``: None for exactly one, "?" for an optional one, "+" for a list,
+    #: 2 for two (their names in ``metavar``, one string).
+    nargs: Literal["?", "+", 2] | None = None
     #: Options with a value, each optional (``--to PATH``).
     options: tuple[Option, ...] = ()
 
@@ -56,7 +57,7 @@ class Subcommand:
         """``%loom NAME ARG`` as typed, e.g. ``%loom threads [AGENT]``."""
         words = ["%loom", self.name] if self.name else ["%loom"]
         if (m := self.metavar) is not None:
-            words.append({None: m, "?": f"[{m}]", "+": f"{m} [{m} ...]"}[self.nargs])
+            words.append({None: m, 2: m, "?": f"[{m}]", "+": f"{m} [{m} ...]"}[self.nargs])
         words += [f"[{o.usage}]" for o in self.options]
         return " ".join(words)
 
@@ -95,6 +96,13 @@ SUBCOMMANDS = (
     Subcommand("approvals", "every call waiting for approval, with Approve / Reject buttons"),
     Subcommand("approve", "approve and resume in this cell (terminal, scripts)", "CALL_ID", "+"),
     Subcommand("reject", "reject and resume in this cell", "CALL_ID", "+"),
+    Subcommand(
+        "resolve",
+        "a call whose outcome is unknown (its kernel stopped while it ran): CHOICE is "
+        "`happened` (go on), `retry` (run it again) or `failed` (tell the agent it failed)",
+        "CALL_ID CHOICE",
+        2,
+    ),
     Subcommand("help", "this list, the `%%loom` options and the settings"),
 )
 
@@ -103,7 +111,9 @@ CELL_USAGE = "%%loom [AGENT] [--new | --thread ID] [-o NAME] [-O NAME] [--result
 CELL_ABOUT = (
     "The cell continues the agent's current thread unless `--new` or `--thread ID`. "
     "`{name}` and `{name.attr}` in the cell are replaced from your variables when the name "
-    "exists; other braces (code, JSON) stay as written, and `{{name}}` keeps `{name}`."
+    "exists; other braces (code, JSON) stay as written, and `{{name}}` keeps `{name}`. An "
+    "unknown name, or an expression such as `{x * 2}` (never evaluated), is sent as written "
+    "with a one-line note."
 )
 CELL_OPTIONS = (
     Option(

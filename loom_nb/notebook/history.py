@@ -8,7 +8,7 @@ calls fold with ``<details>``, as the live view's accordions do. Live runs add w
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, ToolCall, ToolResult
@@ -24,12 +24,19 @@ from loom_nb.notebook._html import (
 )
 
 
-def history_html(messages: Iterable[Message], rows: int, calls: CallText | None = None) -> str:
-    """``messages`` as one block of HTML; tool results fold into their calls, which read in
-    words and as code when ``calls`` knows the agent's tools."""
+def history_html(
+    messages: Iterable[Message],
+    rows: int,
+    results: Mapping[str, ToolResult] | None = None,
+    calls: CallText | None = None,
+) -> str:
+    """``messages`` as one block of HTML; tool results fold into their calls (``results``:
+    those of a longer thread these messages are part of), which read in words and as code
+    when ``calls`` knows the agent's tools."""
     calls = calls or CallText()
     messages = list(messages)
-    results = {r.call_id: r for m in messages for r in m.tool_results}
+    if results is None:
+        results = {r.call_id: r for m in messages for r in m.tool_results}
     parts: list[str] = []
     for message in messages:
         if message.role == "user":

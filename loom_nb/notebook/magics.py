@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import keyword
 import shlex
+import sys
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -20,7 +21,7 @@ from traitlets.config import Configurable
 
 from loom_nb.notebook import _help, commands
 from loom_nb.notebook._help import CELL_OPTIONS, SUBCOMMANDS, Subcommand
-from loom_nb.notebook.interpolate import interpolate
+from loom_nb.notebook.interpolate import interpolate, unreplaced
 from loom_nb.notebook.session import Binding, Session
 
 _BY_NAME = {c.name: c for c in SUBCOMMANDS}
@@ -88,6 +89,9 @@ class LoomMagics(Magics, Configurable):
             prompt = cell
         else:
             prompt = interpolate(cell, self.session.namespace)
+            note = unreplaced(cell, self.session.namespace)
+            if note:
+                print(note, file=sys.stderr)
         if not prompt.strip():
             raise UsageError("the cell is empty: write the message for the agent below %%loom")
         commands.cell.run(
@@ -131,6 +135,8 @@ class LoomMagics(Magics, Configurable):
                 commands.approvals.run(s)
             case "approve" | "reject":
                 commands.decide.run(s, value, approve=name == "approve")
+            case "resolve":
+                commands.resolve.run(s, *value)
             case "help":
                 commands.help.run(type(self))
             case _:  # a form listed in _help.SUBCOMMANDS that has no handler here

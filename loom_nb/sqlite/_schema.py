@@ -72,8 +72,16 @@ def m002_search_text(conn: sqlite3.Connection) -> None:
     )
 
 
+def m003_thread_leases(conn: sqlite3.Connection) -> None:
+    """Who runs each thread now (one run per thread across processes), and until when. The
+    pending calls' lifecycle states live in the ``pending`` JSON, which older files hold in
+    the earlier form (``decision``); it is read as such, so nothing is rewritten."""
+    conn.execute("ALTER TABLE loom_threads ADD COLUMN lease_holder TEXT")
+    conn.execute("ALTER TABLE loom_threads ADD COLUMN lease_until_us INTEGER")
+
+
 #: Every migration, oldest first. Append only.
-MIGRATIONS: list[Migration] = [m001_threads_and_messages, m002_search_text]
+MIGRATIONS: list[Migration] = [m001_threads_and_messages, m002_search_text, m003_thread_leases]
 
 #: The schema version this code writes: the number of migrations it knows.
 VERSION = len(MIGRATIONS)

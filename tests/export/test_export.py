@@ -14,7 +14,21 @@ import nbformat
 import pytest
 from pandas.testing import assert_frame_equal
 
-from loom_nb import ReplayModel, Reply, UserError, define_agent, tool
+from loom_nb import (
+    Message,
+    PendingApproval,
+    ReplayModel,
+    Reply,
+    TextPart,
+    Thread,
+    ToolCall,
+    UserError,
+    define_agent,
+    tool,
+)
+from loom_nb._export import thread_cells
+from loom_nb._messages import CallState
+from loom_nb.frames import frame_tools
 from loom_nb.sqlite import sqlite_store
 from tests.export._threads import agent_for, frames_by_variable, run_thread, script
 from tests.frames._orders import orders_frame
@@ -129,8 +143,12 @@ def test_a_custom_tool_exports_its_own_code_and_others_say_they_have_none(tmp_pa
         ctx.expect("prices", "a dict of prices")
         return f"{ctx.result} = prices[{arguments['item']!r}] * {arguments['n']}"
 
+    def price_of(item: str, n: int) -> int:
+        """The price of n items."""
+        return {"apple": 2}[item] * n
+
     price = tool(
-        lambda item, n: {"apple": 2}[item] * n,
+        price_of,
         name="price",
         describe=lambda a: f"{a['n']} × {a['item']}",
         code=code,
@@ -219,3 +237,32 @@ def test_values_with_newlines_and_quotes_stay_inside_their_comment_and_literal(
     assert "\\nclosed" in nb.cells[-2].source.splitlines()[0]  # the words, on one line
     namespace = run_cells(nb, {"orders": orders_frame()})
     assert_frame_equal(namespace["result_1"], thread.frames[0])
+
+
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [
+        ("pending", "# A write, waiting for approval when this was exported."),
+        ("running", "# A write, running when this was exported."),
+        ("unknown", "# A write, of unknown outcome when this was exported (the kernel stopped"),
+    ],
+)
+def test_a_write_without_a_result_says_where_its_call_was(state: CallState, said: str) -> None:
+    update = {
+        "table": "orders",
+        "values": {"status": "x"},
+        "filters": [{"column": "id", "op": "eq", "value": 1}],
+    }
+    thread = Thread(
+        "t1",
+        "analyst",
+        messages=[
+            Message("user", [TextPart("Close order 1.")]),
+            Message("assistant", [ToolCall("c1", "frames_update", update)]),
+        ],
+        pending=[PendingApproval("c1", "frames_update", update, state=state)],
+    )
+    tools = frame_tools({"orders": {"frame": orders_frame(), "write": True}}).tools
+    [cell] = [c for c in thread_cells(thread, tools).cells if c.source.startswith("# Call 1")]
+    assert cell.source.splitlines()[1].startswith(said)
+    assert all(line.startswith("#") for line in cell.source.splitlines())  # never run

@@ -68,11 +68,14 @@ def test_text_from_the_user_and_the_model_cannot_inject_html():
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
-def test_tables_are_bounded_by_rows():
-    frame = pd.DataFrame({"id": range(100)})
+def test_tables_show_rows_rows_the_pandas_way_and_say_how_many_more():
+    frame = pd.DataFrame({"id": range(100), "total": [r / 4 for r in range(100)]})
     html = history_html([Message("tool", [ToolResult("c", "t", "100 rows", frame)])], rows=3)
-    assert "100 rows × 1 column (first 3 shown)" in html
+    assert "100 rows × 2 columns" in html and "… 97 more rows" in html
     assert "<td>2</td>" in html and "<td>3</td>" not in html
+    # pandas' own markup (its index as row headers), numbers right-aligned, no scroll box
+    assert '<table border="1" class="dataframe">' in html and "<th>2</th>" in html
+    assert "text-align:right" in html and "max-height" not in html
 
 
 def test_a_call_folds_to_its_query_in_words_and_unfolds_to_its_code_first():

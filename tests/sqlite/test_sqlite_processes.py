@@ -366,11 +366,11 @@ def test_two_processes_appending_at_once_lose_nothing_and_never_lock(tmp_path: P
         "own-k1": count,
         "own-k2": count,
     }
-    assert store.schema_version == 2
+    assert store.schema_version == 3
     store.close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    assert conn.execute("SELECT count(*) FROM loom_migrations").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM loom_migrations").fetchone()[0] == 3
     conn.close()
 
 

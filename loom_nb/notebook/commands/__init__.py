@@ -1,7 +1,8 @@
 """What each ``%loom`` subcommand does, one module each; ``magics.py`` parses and calls them.
 
 Every module has one ``run(...)`` taking the parsed arguments: ``cell`` is the ``%%loom``
-cell, ``chat`` is ``%loom AGENT``, ``decide`` is both ``approve`` and ``reject``. What they
+cell, ``chat`` is ``%loom AGENT``, ``decide`` is both ``approve`` and ``reject`` (and carries
+``resolve``'s choice). What they
 show and say is listed once, in ``loom_nb.notebook._help``.
 """
 
@@ -14,6 +15,7 @@ from loom_nb.notebook.commands import (
     export,
     help,
     new,
+    resolve,
     resume,
     show,
     threads,
@@ -28,6 +30,7 @@ __all__ = [
     "export",
     "help",
     "new",
+    "resolve",
     "resume",
     "show",
     "threads",
