@@ -15,6 +15,7 @@ BENCHES = [
     "bench_buckets",
     "bench_charts",
     "bench_widget",
+    "bench_export",
 ]
 
 

@@ -7,6 +7,7 @@ imported only by the parts that need them. The names defined in private modules 
 
 from loom_nb import _public
 from loom_nb._agent import Agent, Decision, RunResult, define_agent
+from loom_nb._code import CodeContext
 from loom_nb._context import RunContext
 from loom_nb._errors import (
     AuthenticationFailed,
@@ -56,6 +57,7 @@ __all__ = [
     "AuthenticationFailed",
     "CallAlreadyDecided",
     "CallState",
+    "CodeContext",
     "Connector",
     "ContextTooLong",
     "Decision",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
@@ -266,6 +267,17 @@ class Agent:
         """This agent's threads with a message containing ``text`` (case-insensitive), newest
         first."""
         return self.store.search(text, agent=self.name, user_id=self._user_id(context), limit=limit)
+
+    def export(
+        self, thread_id: str, path: str | Path, *, context: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Write thread ``thread_id`` as a notebook that redoes it without the agent: the
+        conversation as markdown, each tool call as the code that reproduces its result
+        (``.ipynb``, a jupytext ``.py`` script, or ``.md``, by the suffix of ``path``).
+        Returns the path written. Needs the ``jupyter`` extra (nbformat, jupytext)."""
+        from loom_nb._export import export_thread
+
+        return export_thread(self.thread(thread_id, context=context), self.tools, path)
 
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
         """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""

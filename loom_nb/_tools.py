@@ -12,10 +12,11 @@ import functools
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from loom_nb import _codec, _loop_thread
+from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
 from loom_nb._render import frame_for_model
@@ -55,22 +56,17 @@ class Tool:
         default=lambda a: ([], a), repr=False
     )
     _takes_ctx: str | None = field(default=None, repr=False)
+    #: The call in words, for its folded line in the thread view (see ``loom_nb._code``).
+    describe: Describe | None = field(default=None, repr=False)
+    #: The code that reproduces a call: shown when it is unfolded, written by ``export``.
+    code: WriteCode | None = field(default=None, repr=False)
 
     def named(self, name: str) -> Tool:
         """This tool under ``name`` (a connector's key names its tool)."""
         _check_name(name)
         if self.name == name:
             return self
-        return Tool(
-            name,
-            self.description,
-            self.parameters,
-            self.function,
-            self.needs_approval,
-            self.preview,
-            self._bind,
-            self._takes_ctx,
-        )
+        return replace(self, name=name)
 
     def requires_approval(self, arguments: dict[str, Any]) -> bool:
         """Whether a call with these arguments waits for the user's approval."""
@@ -142,6 +138,8 @@ def tool(
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
     preview: Callable[..., Any] | None = None,
+    describe: Describe | None = None,
+    code: WriteCode | None = None,
 ) -> Any: ...
 
 
@@ -155,6 +153,8 @@ def tool(
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
     preview: Callable[..., Any] | None = None,
+    describe: Describe | None = None,
+    code: WriteCode | None = None,
 ) -> Any:
     """Make a tool, in any of three forms::
 
@@ -170,15 +170,30 @@ def tool(
     ``input`` is a pydantic model, a JSON schema dict, or omitted (read from the type hints of
     the function). A parameter annotated :class:`RunContext` (or named ``ctx``) receives the run
     context. The function may be sync or async.
+
+    ``describe(arguments) -> str`` says a call in words (its folded line in the thread view);
+    ``code(arguments, ctx) -> str`` writes Python that reproduces it, assigning the result to
+    ``ctx.result`` (shown unfolded, and written by ``%loom export``). Without them a call
+    reads as ``name(arg=value)`` and exports as a comment.
     """
     _check_options(name, description, needs_approval, preview)
+    for option, hook in (("describe", describe), ("code", code)):
+        if hook is not None and not callable(hook):
+            raise UserError(
+                f"tool({option}=...) takes a function of the call's arguments, got {hook!r}"
+            )
+
+    def make(fn: Callable[..., Any], form: str) -> Tool:
+        made = _make(fn, form, name, description, input, needs_approval, preview)
+        return replace(made, describe=describe, code=code) if describe or code else made
+
     if function is not None:
-        return _make(function, "tool(...)", name, description, input, needs_approval, preview)
+        return make(function, "tool(...)")
     if run is not None:
-        return _make(run, "tool(run=...)", name, description, input, needs_approval, preview)
+        return make(run, "tool(run=...)")
 
     def decorator(fn: Callable[..., Any]) -> Tool:
-        return _make(fn, "@tool(...)", name, description, input, needs_approval, preview)
+        return make(fn, "@tool(...)")
 
     return decorator
 

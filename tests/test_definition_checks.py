@@ -145,6 +145,8 @@ def test_a_tool_with_no_docstring_and_untyped_parameters_is_refused() -> None:
         ({"preview": "rows"}, r"tool\(preview=\.\.\.\) takes a function of the arguments"),
         ({"needs_approval": "yes"}, r"tool\(needs_approval=\.\.\.\) takes True, False"),
         ({"description": 42}, r"tool\(description=\.\.\.\) takes the text"),
+        ({"describe": "rows"}, r"tool\(describe=\.\.\.\) takes a function of the call's"),
+        ({"code": "df.head()"}, r"tool\(code=\.\.\.\) takes a function of the call's"),
     ],
 )
 def test_tool_options_are_checked_when_the_tool_is_made(options: Any, message: str) -> None:

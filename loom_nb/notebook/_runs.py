@@ -48,11 +48,12 @@ def open_view(session: Session, agent: Agent, binding: Binding | None = None) ->
             rows=session.settings.rows,
             interval=session.settings.stream_interval,
             resumer=resume_click,
+            tools=agent.tools,
         )
     else:
         from loom_nb.notebook.text import TextView
 
-        view = TextView(title=agent.name, rows=session.settings.rows)
+        view = TextView(title=agent.name, rows=session.settings.rows, tools=agent.tools)
     session.views.add(view)
     session.last_view = view
     return view

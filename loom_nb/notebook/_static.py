@@ -15,9 +15,11 @@ what a button changes later lives in the widget (and in the store: ``%loom show`
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from loom_nb._messages import Message, PendingApproval, Thread
+from loom_nb._tools import Tool
+from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import ERROR_STYLE, esc, markdown_html
 from loom_nb.notebook.history import history_html
 
@@ -34,9 +36,11 @@ def thread_html(
     footer: str,
     rows: int,
     unfinished: str = "",
+    calls: CallText | None = None,
 ) -> str:
     """The thread: ``header``, the messages with each card (``(messages before it, html)``)
-    in its place, a streamed reply cut short, the errors and ``footer``."""
+    in its place, a streamed reply cut short, the errors and ``footer``; ``calls`` says each
+    call in words and as code."""
     start = max(0, len(messages) - MESSAGES)
     parts = [header]
     if start:
@@ -45,10 +49,10 @@ def thread_html(
     at = start
     for before, card in sorted(cards, key=lambda c: c[0]):
         if before > at:
-            parts.append(history_html(messages[at:before], rows, results))
+            parts.append(history_html(messages[at:before], rows, results, calls))
             at = before
         parts.append(card)
-    parts.append(history_html(messages[at:], rows, results))
+    parts.append(history_html(messages[at:], rows, results, calls))
     if unfinished:
         parts.append(
             '<div class="loom-message loom-assistant">'
@@ -66,12 +70,13 @@ def thread_text(
     pending: Sequence[PendingApproval],
     errors: Sequence[str],
     rows: int,
+    tools: Mapping[str, Tool] | None = None,
 ) -> str:
-    """The thread as terminal IPython prints it."""
+    """The thread as terminal IPython prints it (each call in words and code, by ``tools``)."""
     from loom_nb.notebook.text import TextView
 
     out = io.StringIO()
-    view = TextView(title=title, rows=rows, out=out)
+    view = TextView(title=title, rows=rows, out=out, tools=tools)
     view.show()
     shown = list(messages[-MESSAGES:])
     if len(shown) < len(messages):

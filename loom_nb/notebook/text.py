@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, TextIO
 
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
+from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
+from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import AFTER, NOTE, preview_note, records_frame, shape_text, to_json
 from loom_nb.notebook.session import RunInterrupted, interruption
 
@@ -74,8 +75,17 @@ def format_pending(p: PendingApproval, rows: int) -> str:
 class TextView:
     """Prints a thread, and a run as it streams, to ``out`` (stdout by default)."""
 
-    def __init__(self, *, title: str = "", rows: int = 10, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        title: str = "",
+        rows: int = 10,
+        out: TextIO | None = None,
+        tools: Mapping[str, Tool] | None = None,
+    ) -> None:
         self.rows = rows
+        #: The agent's tools say each call in words and as code.
+        self.calls = CallText(tools, agent=title)
         self.title = title
         self.out = out
         self.thread_id: str | None = None
@@ -94,7 +104,7 @@ class TextView:
 
     def render(self, thread: Thread, *, history: bool = True) -> None:
         """Print ``thread``: its messages (unless ``history=False``), pending calls, error."""
-        self.thread_id = thread.id
+        self.thread_id = self.calls.thread_id = thread.id
         if history:
             for m in thread.messages:
                 self._message(m)
@@ -152,12 +162,10 @@ class TextView:
             elif m.text:
                 self._write(f"assistant: {m.text}\n")
             for call in m.tool_calls:
-                args = (
-                    json.dumps(call.arguments, default=str)
-                    if call.arguments is not None
-                    else (call.raw_arguments or "")
-                )
-                self._write(f"  → {call.name}({_short(args, 200)})\n")
+                self._write(f"  → {self.calls.words(call)}\n")
+                code = self.calls.code(call)
+                if code is not None:
+                    self._write("".join(f"      {line}\n" for line in code.splitlines()))
         else:
             for r in m.tool_results:
                 self._result(r)

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import ipywidgets as widgets
@@ -19,8 +19,18 @@ import ipywidgets as widgets
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
+from loom_nb._messages import (
+    Message,
+    PendingApproval,
+    Resolution,
+    Thread,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
+from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     AFTER,
     ERROR_STYLE,
@@ -29,10 +39,8 @@ from loom_nb.notebook._html import (
     esc,
     failed_html,
     frame_html,
-    pre,
     preview_note,
     rejected_html,
-    to_json,
     user_html,
 )
 from loom_nb.notebook._static import thread_html, thread_text
@@ -71,6 +79,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         rows: int = 10,
         interval: float = 0.1,
         resumer: Resumer | None = None,
+        tools: Mapping[str, Tool] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.rows = rows
@@ -81,7 +90,10 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         #: How often streamed text was sent to the frontend (one comm message each).
         self.stream_updates = 0
         self.future: concurrent.futures.Future[Any] | None = None
-        self._details: dict[str, widgets.HTML] = {}
+        #: The agent's tools say each call in words and as code.
+        self.calls = CallText(tools, agent=agent_name)
+        #: Each call's accordion, with the call and its code, until its result arrives.
+        self._calls: dict[str, tuple[widgets.Accordion, ToolCall, str | None]] = {}
         self._stream: widgets.Output | None = None
         self._buffer: list[str] = []
         self._last_flush = 0.0
@@ -112,7 +124,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             self._set_thread(thread.id, thread.title)
             if history and thread.messages:
-                self._append(_html(history_html(thread.messages, self.rows), "loom-history"))
+                drawn = history_html(thread.messages, self.rows, calls=self.calls)
+                self._append(_html(drawn, "loom-history"))
                 self._messages.extend(thread.messages)
             self._add_cards(thread.pending)
             if thread.error:
@@ -140,6 +153,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 self.usage.value,
                 self.rows,
                 self._unfinished,
+                self.calls,
             )
 
     def static_text(self) -> str:
@@ -147,7 +161,13 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             waiting = [c.pending for c in self.cards if c.decision is None]
             return thread_text(
-                self.agent_name, self.thread_id, self._messages, waiting, self._errors, self.rows
+                self.agent_name,
+                self.thread_id,
+                self._messages,
+                waiting,
+                self._errors,
+                self.rows,
+                self.calls.tools,
             )
 
     def displayed_as(self, shown: Any, handle: Any) -> None:
@@ -224,6 +244,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     def _set_thread(self, thread_id: str, title: str | None = None) -> None:
         self.thread_id = thread_id
+        self.calls.thread_id = thread_id
         self._title = title or self._title
         for card in self.cards:
             card.thread_id = card.thread_id or thread_id
@@ -272,12 +293,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             out.outputs = (_md(message.text),)
             self.stream_updates += stream is not None
         for call in message.tool_calls:
-            args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments
-            details = widgets.HTML(pre(args or ""))
-            self._details[call.id] = details
-            box = widgets.Accordion(children=[details], titles=(f"tool call · {call.name}",))
+            code = self.calls.code(call)
+            details = widgets.HTML(body_html(call, code, None))
+            box = widgets.Accordion(children=[details], titles=(self.calls.words(call),))
             box.selected_index = None
             box.add_class("loom-tool-call")
+            self._calls[call.id] = (box, call, code)
             self._append(box)
 
     def _new_text_widget(self) -> widgets.Output:
@@ -288,10 +309,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         return out
 
     def _add_result(self, result: ToolResult) -> None:
-        details = self._details.get(result.call_id)
-        badge = f" · {result.approval}" if result.approval else ""
-        if details is not None:
-            details.value += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
+        shown = self._calls.pop(result.call_id, None)
+        if shown is not None:
+            box, call, code = shown
+            box.children[0].value = body_html(call, code, result)
+            box.titles = (summary(self.calls.words(call), result),)
         if is_dataframe(result.data):
             self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
         elif result.chart is not None:

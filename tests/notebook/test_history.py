@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from html import escape as html_escape
 
 import pandas as pd
 
 from loom_nb import Message, TextPart, ToolCall, ToolResult
+from loom_nb.frames import frame_tools
+from loom_nb.notebook._calls import CallText
 from loom_nb.notebook.history import history_html
 
 
@@ -51,9 +54,12 @@ def test_every_message_is_drawn_with_its_class():
     assert html.count('<details class="loom-tool-call"') == 2  # calls fold, as in the live view
     assert "2 rows × 2 columns" in html and "<td>7.5</td>" in html
     assert 'class="loom-rejected"' in html and "nothing was run or written" in html
-    # the result is folded under its call, with the decision
-    update = html[html.index("tool call · orders_update · rejected") :]  # badge on the fold
-    assert "result · rejected" in update[: update.index("</details>")]
+    # the result is folded under its call, with the decision on the fold; a tool without
+    # words reads as its name and arguments
+    fold = "orders_update({&quot;values&quot;: {&quot;status&quot;: &quot;paid&quot;}}) · rejected"
+    update = html[html.index(fold) :]
+    assert "what the model saw" in update
+    assert html_escape(json.dumps({"error": "rejected"})) in update
 
 
 def test_text_from_the_user_and_the_model_cannot_inject_html():
@@ -70,3 +76,33 @@ def test_tables_show_rows_rows_the_pandas_way_and_say_how_many_more():
     # pandas' own markup (its index as row headers), numbers right-aligned, no scroll box
     assert '<table border="1" class="dataframe">' in html and "<th>2</th>" in html
     assert "text-align:right" in html and "max-height" not in html
+
+
+def test_a_call_folds_to_its_query_in_words_and_unfolds_to_its_code_first():
+    orders = pd.DataFrame({"id": [1, 2], "status": ["open", "paid"], "total": [150.0, 20.0]})
+    tools = frame_tools({"orders": orders}).tools
+    args = {
+        "table": "orders",
+        "filters": [
+            {"column": "status", "op": "eq", "value": "open"},
+            {"column": "total", "op": "gt", "value": 100},
+        ],
+        "order": [{"column": "total", "desc": True}],
+    }
+    messages = [
+        Message("assistant", [ToolCall("c1", "frames_select", args)]),
+        Message("tool", [ToolResult("c1", "frames_select", "MODEL SAW THIS", orders.head(1))]),
+    ]
+    html = history_html(messages, rows=10, calls=CallText(tools))
+    fold = html_escape(
+        "frames_select · orders · status = 'open' AND total > 100 · order by total desc · 50 rows"
+    )
+    assert f"<summary>{fold}</summary>" in html
+    code, arguments, seen = (
+        html.index('class="loom-code"'),
+        html.index("<summary", html.index('class="loom-call-arguments"')),
+        html.index("MODEL SAW THIS"),
+    )
+    assert code < arguments < seen  # the code first, then the raw arguments, then the text
+    assert html_escape('orders[(orders["status"] == "open") & (orders["total"] > 100)]') in html
+    assert html_escape('"op": "gt"') in html  # the raw arguments, as the model sent them
