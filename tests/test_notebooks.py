@@ -26,6 +26,7 @@ ALL = [
     "02-supabase.ipynb",
     "03-your-own-connector.ipynb",
     "04-real-models.ipynb",
+    "05-exploration.ipynb",
 ]
 #: Variables that would switch a notebook to a real service.
 ONLINE = (
@@ -272,6 +273,39 @@ def test_real_models_offline(tmp_path: Path) -> None:
     assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
         nb, "no_key.run_sync"
     )
+
+
+def test_exploration(tmp_path: Path) -> None:
+    nb = run("05-exploration.ipynb", tmp_path)
+    # -o bound the weekly aggregate of the open orders above 100: weeks start on Monday.
+    weekly = output(nb, "weekly").splitlines()
+    assert [line.split()[1:] for line in weekly[1:]] == [
+        ["2026-01-05", "2", "430.50"],
+        ["2026-02-02", "2", "385.25"],
+        ["2026-03-02", "2", "540.00"],
+    ]
+    # The chart was drawn in the thread and is saved with it: displayed again, it is a PNG.
+    assert widget_values(nb, "loom-chart")[0].startswith('<img class="loom-chart-image"')
+    [chart_cell] = [c for c in nb.cells if "thread.charts[0]" in c.source]
+    assert "image/png" in chart_cell.outputs[0].data
+    said = json.dumps(widget_values(nb, "loom-assistant"))
+    assert "**6** open orders above 100 in **3** weeks" in said
+    assert "the week of 02 Mar has the most (540.00)" in said
+    # The export: what it expects, its code, and the same frame as the thread's.
+    assert "Exported thread " in output(nb, "%loom export --to")
+    ran = output(nb, "NotebookClient(exported")
+    assert "- `orders`: the DataFrame the agent read as table 'orders'" in ran
+    assert 'bucket_start(matched["created_at"], "week")' in output(nb, 'if "result_1 =" in')
+    assert output(nb, "pd.testing.assert_frame_equal").strip() == (
+        "the exported notebook gives the thread's frame: 3 weeks, 1,355.75 in total"
+    )
+    exported = nbformat.read(tmp_path / "work" / "exported" / "weekly-open-orders.ipynb", 4)
+    assert any('result_2 = draw_chart(result_1, "bar"' in c.source for c in exported.cells)
+    # The store: one thread, the aggregate then the chart of its result.
+    [thread] = threads(tmp_path / "work" / ".loom" / "loom.db")
+    calls = [p for m in thread["messages"] for p in m["parts"] if p["kind"] == "tool_call"]
+    assert [c["name"] for c in calls] == ["frames_aggregate", "chart"]
+    assert calls[1]["arguments"]["result"] == calls[0]["id"]
 
 
 @pytest.fixture
