@@ -545,3 +545,78 @@ def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
     from playwright.sync_api import expect
 
     expect(locator).to_contain_text(text, timeout=timeout)
+
+
+CHART_SETUP = """
+import pandas as pd
+from loom_nb import FunctionModel, Reply, define_agent
+from loom_nb.charts import chart_tools
+from loom_nb.frames import frame_tools
+from loom_nb.sqlite import sqlite_store
+
+%load_ext loom_nb
+
+orders = pd.DataFrame({
+    "status": ["open", "open", "open", "shipped", "open"],
+    "total": [120.0, 310.0, 150.0, 500.0, 40.0],
+    "created_at": pd.to_datetime(["2026-01-05", "2026-01-07", "2026-01-14", "2026-01-06",
+                                  "2026-01-20"]),
+})
+
+def script(request):
+    "The design example, scripted: a weekly aggregate of open orders above 100, then a chart."
+    last = request.messages[-1]
+    if last.role == "user":
+        return Reply("Totalling by week.", [("frames_aggregate", {
+            "table": "orders",
+            "filters": [{"column": "status", "op": "eq", "value": "open"},
+                        {"column": "total", "op": "gt", "value": 100}],
+            "group_by": [{"column": "created_at", "bucket": "week"}],
+            "aggregates": [{"fn": "sum", "column": "total"}],
+        })])
+    weekly = next(r for m in request.messages for r in m.tool_results
+                  if r.name == "frames_aggregate")
+    if last.tool_results[-1].name == "frames_aggregate":
+        return Reply("Now the chart.", [("chart", {
+            "result": weekly.call_id, "kind": "bar", "x": "week_created_at", "y": "sum_total",
+        })])
+    return "Two weeks have open orders above 100."
+
+explorer = define_agent(
+    name="explorer", model=FunctionModel(script), store=sqlite_store("loom.db"),
+    connectors=[frame_tools({"orders": {"frame": orders}}), chart_tools()],
+)
+"""
+
+CHART_ASK = """
+%%loom explorer --new
+Which orders above 100 are still open? Plot them by week.
+"""
+
+
+def test_the_design_example_draws_its_chart_and_draws_it_again_after_a_restart(
+    lab: LabServer, page: Any
+) -> None:
+    """ "Plot them by week": the bar chart is an image in the thread a person sees, and after
+    Kernel > Restart and ``%loom resume`` it is drawn again from the saved spec."""
+    cells = _cells(CHART_SETUP, CHART_ASK)
+    write_notebook(lab.root / "chart.ipynb", cells)
+    open_notebook(page, lab, "chart.ipynb")
+    run_all(page, len(cells))
+
+    thread = cell(page, 1).locator(".loom-thread")
+    expect_text(thread.locator(".loom-assistant").last, "Two weeks have open orders above 100.")
+    image = thread.locator("img.loom-chart-image")
+    image.wait_for(timeout=MEDIUM)
+    assert image.count() == 1
+    assert (image.get_attribute("src") or "").startswith("data:image/png;base64,")
+    # drawn, not a broken image: the browser decoded a picture with a real size
+    assert page.evaluate("(img) => img.naturalWidth", image.element_handle()) > 100
+    screenshot(page, "browser-chart", cell(page, 1))
+    thread_id = thread.locator(".loom-thread-id").inner_text().strip()
+
+    resumed = restart_and_resume(page, len(cells), thread_id)
+    again = resumed.locator("img.loom-chart-image")
+    again.wait_for(timeout=MEDIUM)
+    assert again.count() == 1
+    assert page.evaluate("(img) => img.naturalWidth", again.element_handle()) > 100
