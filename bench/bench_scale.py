@@ -66,10 +66,12 @@ def ratio_line(label: str, ours: float, floor: float) -> str:
 
 # ---- search and listing ---------------------------------------------------------------------
 
-WORDS = [
-    "".join(random.Random(i).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(3 + i % 7))
-    for i in range(3000)
-]
+def _word(rng: random.Random, length: int) -> str:
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))
+
+
+_rng = random.Random(11)
+WORDS = [_word(_rng, 3 + i % 7) for i in range(3000)]
 RARE = "zanzibarite"
 
 
@@ -359,8 +361,8 @@ def bench_frames(quick: bool) -> dict[str, float]:
         loom = Loom(Path(tmp) / "frames.db")
         loom.store._conn.execute("PRAGMA synchronous = OFF")
         loom.fill(conversation(n))
-        every = median_ms(loom.load_frames, 5)
-        load = median_ms(loom.load, 5)
+        every = median_ms(loom.load, 5)
+        load = median_ms(loom.load_lazy, 5)
         loom.close()
     print("\nstored DataFrames")
     print(f"  decode one 50-row frame                              {one:9.3f} ms")
