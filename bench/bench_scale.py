@@ -66,6 +66,7 @@ def ratio_line(label: str, ours: float, floor: float) -> str:
 
 # ---- search and listing ---------------------------------------------------------------------
 
+
 def _word(rng: random.Random, length: int) -> str:
     return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(length))
 

@@ -24,7 +24,10 @@ How it keeps what it is given:
 - The schema is versioned by named migrations applied on open (see ``loom_nb.sqlite._schema``);
   a file from a newer loom_nb is refused with a message saying to upgrade, never misread.
 - Text search is a case-insensitive (Unicode casefold) substring match over each message's text
-  and tool result contents, like ``memory_store()``, on a column kept for the purpose.
+  and tool result contents, like ``memory_store()``. An FTS5 trigram index, written in the
+  append's transaction, finds the messages that hold every three-character piece of the text;
+  each is then checked against the message itself, so the answers are exact. (Texts shorter
+  than three characters, or an SQLite without FTS5's trigram tokenizer, check every message.)
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from typing import Any, TypeVar
 from loom_nb._errors import UserError
 from loom_nb._messages import Message, Thread, ThreadInfo
 from loom_nb.sqlite import _schema as schema
-from loom_nb.sqlite._rows import message_row, row_message
+from loom_nb.sqlite._rows import message_contains, message_row, row_message, searchable
 
 __all__ = [
     "DEFAULT_PATH",
@@ -84,6 +87,8 @@ _THREAD_COLUMNS = (
     "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
     "pending_count"
 )
+#: What a listing shows, in ThreadInfo's field order.
+_INFO_COLUMNS = "id, agent, user_id, title, created_at, updated_at, message_count, pending_count"
 
 
 class SQLiteStore:
@@ -96,6 +101,7 @@ class SQLiteStore:
     ) -> None:
         self._lock = threading.RLock()
         self._closed = False
+        self._indexed = False
         if database is not None:
             if not isinstance(database, sqlite3.Connection):
                 raise UserError(
@@ -175,11 +181,13 @@ class SQLiteStore:
             ).fetchone()
             if found is None:
                 raise KeyError(f"append to a thread that was never saved: {thread.id}")
-            conn.execute(
-                "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data, search) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (thread.id, found[0] - 1, role, created_at, text, data, search),
-            )
+            row = conn.execute(
+                "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (thread.id, found[0] - 1, role, created_at, text, data),
+            ).lastrowid
+            if self._indexed:
+                conn.execute("INSERT INTO loom_search (rowid, text) VALUES (?, ?)", (row, search))
 
         self._write(write)
 
@@ -224,38 +232,61 @@ class SQLiteStore:
         limit: int = 50,
         offset: int = 0,
     ) -> list[ThreadInfo]:
-        sql = f"SELECT {_THREAD_COLUMNS} FROM loom_threads WHERE user_id IS ?"
+        sql = f"SELECT {_INFO_COLUMNS} FROM loom_threads WHERE user_id IS ?"
         params: builtins.list[Any] = [user_id]
         if agent is not None:
             sql += " AND agent = ?"
             params.append(agent)
         sql += " ORDER BY updated_us DESC, rowid LIMIT ? OFFSET ?"
         params += [max(int(limit), 0), max(int(offset), 0)]
-        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return [_info(r) for r in rows]
+        return [_info(r) for r in self._query(sql, params)]
 
     def search(
         self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
     ) -> builtins.list[ThreadInfo]:
-        sql = f"SELECT {_THREAD_COLUMNS} FROM loom_threads t WHERE user_id IS ?"
+        needle = text.casefold()
+        sql = f"SELECT {_INFO_COLUMNS} FROM loom_threads t WHERE user_id IS ?"
         params: builtins.list[Any] = [user_id]
         if agent is not None:
             sql += " AND agent = ?"
             params.append(agent)
-        sql += (
-            " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
-            " AND instr(m.search, ?) > 0)"
-            " ORDER BY updated_us DESC, rowid LIMIT ?"
-        )
-        params += [text.casefold(), max(int(limit), 0)]
-        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return [_info(r) for r in rows]
+        pieces = _trigrams(needle)
+        if self._indexed and pieces:
+            # Candidates from the index (the needle's pieces all present), each confirmed by
+            # its own text; threads newest first, so a common text stops after ``limit``.
+            match = " AND ".join('"' + p.replace('"', '""') + '"' for p in pieces)
+            sql = (
+                "WITH hits (id) AS (SELECT rowid FROM loom_search WHERE loom_search MATCH ?) "
+                + sql
+                + " AND t.id IN (SELECT m.thread_id FROM loom_messages m WHERE m.id IN hits)"
+                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
+                " AND m.id IN hits AND loom_contains(m.json, ?))"
+            )
+            params = [match, *params, needle]
+        else:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
+                " AND loom_contains(m.json, ?))"
+            )
+            params.append(needle)
+        sql += " ORDER BY updated_us DESC, rowid LIMIT ?"
+        params.append(max(int(limit), 0))
+        return [_info(r) for r in self._query(sql, params)]
 
     def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             gone = conn.execute(
                 "DELETE FROM loom_threads WHERE id = ? AND user_id IS ?", (thread_id, user_id)
             ).rowcount
+            if gone and self._indexed:
+                # A contentless index forgets a row when told the text it was given.
+                rows = conn.execute(
+                    "SELECT id, json FROM loom_messages WHERE thread_id = ?", (thread_id,)
+                ).fetchall()
+                conn.executemany(
+                    "INSERT INTO loom_search (loom_search, rowid, text) VALUES ('delete', ?, ?)",
+                    [(row, searchable(json.loads(text))) for row, text in rows],
+                )
             if gone:
                 conn.execute("DELETE FROM loom_messages WHERE thread_id = ?", (thread_id,))
             return bool(gone)
@@ -292,6 +323,9 @@ class SQLiteStore:
                 raise self._newer(newer)
             if len(done) < schema.VERSION:
                 self._write(self._migrate)
+            conn.create_function("loom_contains", 2, message_contains, deterministic=True)
+            #: Whether the file has the search index (not when its SQLite had no trigram FTS5).
+            self._indexed = self._read(_has_search_index)
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from exc
 
@@ -328,6 +362,15 @@ class SQLiteStore:
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._transaction(fn, "BEGIN")
+
+    def _query(self, sql: str, params: builtins.list[Any]) -> builtins.list[Any]:
+        """The rows of one SELECT: a statement reads one snapshot, no transaction needed."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                return _retry(lambda: conn.execute(sql, params).fetchall(), self.path)
+            except sqlite3.DatabaseError as exc:
+                raise _translate(exc, self.path) from exc
 
     def _transaction(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
         with self._lock:
@@ -468,18 +511,27 @@ def _check_shared_threads(conn: sqlite3.Connection) -> None:
         )
 
 
+def _has_search_index(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'loom_search'"
+    ).fetchone()
+    return found is not None
+
+
+def _trigrams(text: str) -> builtins.list[str]:
+    """Three-character pieces of ``text`` that cover every character of it: side by side,
+    the last one flush with the end ([] when the text is shorter than three)."""
+    if len(text) < 3:
+        return []
+    starts = [*range(0, len(text) - 2, 3), len(text) - 3]
+    return builtins.list(dict.fromkeys(text[i : i + 3] for i in starts))
+
+
 def _sort_key(moment: datetime) -> int:
     return round(moment.timestamp() * 1_000_000)
 
 
 def _info(row: Any) -> ThreadInfo:
-    return ThreadInfo(
-        id=row[0],
-        agent=row[1],
-        user_id=row[2],
-        title=row[3],
-        created_at=datetime.fromisoformat(row[4]),
-        updated_at=datetime.fromisoformat(row[5]),
-        message_count=row[8],
-        pending_count=row[9],
-    )
+    """A row of :data:`_INFO_COLUMNS`."""
+    parse = datetime.fromisoformat
+    return ThreadInfo(row[0], row[1], row[2], row[3], parse(row[4]), parse(row[5]), row[6], row[7])

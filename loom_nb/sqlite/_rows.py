@@ -44,6 +44,19 @@ def message_row(message: Message) -> tuple[str, str, str, str | None, str]:
     )
 
 
+def searchable(out: dict[str, Any]) -> str:
+    """What search looks in, from a message's JSON form: the same text as ``_searchable``."""
+    parts = out["parts"]
+    texts = ["".join(p["text"] for p in parts if p["kind"] == "text")]
+    texts += [p["content"] for p in parts if p["kind"] == "tool_result"]
+    return "\n".join(texts).casefold()
+
+
+def message_contains(text: str, needle: str) -> bool:
+    """SQL ``loom_contains(json, needle)``: the casefolded ``needle`` is in the message."""
+    return needle in searchable(json.loads(text))
+
+
 def row_message(text: str, data: str | None) -> Message:
     out = json.loads(text)
     message = Message.from_dict(out)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from loom_nb.sqlite import sqlite_store
+from loom_nb.sqlite._schema import MIGRATIONS
 
 
 def run_child(code: str, *args: str, timeout: float = 120) -> str:
@@ -362,11 +363,11 @@ def test_two_processes_appending_at_once_lose_nothing_and_never_lock(tmp_path: P
         "own-k1": count,
         "own-k2": count,
     }
-    assert store.schema_version == 2
+    assert store.schema_version == len(MIGRATIONS)
     store.close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    assert conn.execute("SELECT count(*) FROM loom_migrations").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM loom_migrations").fetchone()[0] == len(MIGRATIONS)
     conn.close()
 
 
