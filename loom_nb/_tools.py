@@ -18,6 +18,7 @@ from typing import Any, overload
 from loom_nb import _codec
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
+from loom_nb._json_schema import SchemaError, Validator
 from loom_nb._render import frame_for_model
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
@@ -236,28 +237,25 @@ def _schema_from_model(model: Any) -> tuple[dict[str, Any], Callable[..., Any]]:
 
 
 @functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    """A checked validator per distinct schema: checking against the metaschema costs a few ms,
-    and connectors define the same schemas again each time a notebook cell is re-run."""
-    import jsonschema
-
-    schema = json.loads(schema_json)
+def _validator(schema_json: str) -> Validator:
+    """A checked validator per distinct schema: connectors define the same schemas again each
+    time a notebook cell is re-run."""
     try:
-        validator_cls = jsonschema.validators.validator_for(schema)
-        validator_cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise UserError(f"tool input is not a valid JSON schema: {exc.message}") from None
-    return validator_cls(schema)
+        return Validator(json.loads(schema_json))
+    except SchemaError as exc:
+        raise UserError(f"tool input is not a valid JSON schema: {exc}") from None
 
 
 def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[..., Any]]:
     validator = _validator(json.dumps(schema, sort_keys=True))
 
     def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e[0]))
         if errors:
             raise ToolInputError(
-                "; ".join(f"{'/'.join(map(str, e.path)) or 'input'}: {e.message}" for e in errors)
+                "; ".join(
+                    f"{'/'.join(map(str, path)) or 'input'}: {message}" for path, message in errors
+                )
             )
         return [arguments], {}
 
