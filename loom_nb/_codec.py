@@ -8,6 +8,7 @@ imported only when a DataFrame is actually met: ``import loom_nb`` stays light.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 TAG = "__loom__"
@@ -57,6 +58,44 @@ def decode(data: Any) -> Any:
     raise ValueError(f"unknown encoded value {tag!r}")
 
 
+@dataclass
+class FrameHead:
+    """The first rows of a frame, with what a table of them says about the whole frame."""
+
+    head: Any
+    rows: int
+    columns: int
+    #: The whole frame's index is an unnamed 0..n-1 (nothing worth showing).
+    plain_index: bool
+
+
+def frame_head(value: Any, rows: int) -> FrameHead | None:
+    """:class:`FrameHead` of a DataFrame, or of an encoded one without decoding the rest of
+    it (a saved thread shows a few rows of each frame); None for anything else."""
+    if is_dataframe(value):
+        return FrameHead(value.head(rows), len(value), value.shape[1], _plain_index(value.index))
+    if not (isinstance(value, dict) and value.get(TAG) == "dataframe"):
+        return None
+    n_index = len(value["index_names"])
+    columns = value["columns"]
+    total = (
+        len(columns[0]["codes" if columns[0]["dtype"] == "category" else "values"])
+        if (columns)
+        else 0
+    )
+    if value["default_index"]:
+        plain = n_index == 1 and value["index_names"][0] is None
+    else:
+        plain = _plain_index(_decode_index(value, None))
+    return FrameHead(_decode_frame(value, max(rows, 0)), total, len(columns) - n_index, plain)
+
+
+def _plain_index(index: Any) -> bool:
+    import pandas as pd
+
+    return index.name is None and bool(index.equals(pd.RangeIndex(len(index))))
+
+
 def _encode_frame(df: Any) -> dict[str, Any]:
     import pandas as pd
 
@@ -104,31 +143,43 @@ def _encode_column(col: Any) -> dict[str, Any]:
     return {"dtype": str(dtype), "values": values}
 
 
-def _decode_column(data: dict[str, Any]) -> Any:
+def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
+    """One encoded column as a pandas array, in bulk (numpy reads the value lists at once);
+    only its first ``rows`` values when that is given."""
     import numpy as np
     import pandas as pd
 
     dtype = data["dtype"]
     if dtype == "category":
         categories = _decode_column(data["categories"])
+        codes = data["codes"] if rows is None else data["codes"][:rows]
         return pd.Categorical.from_codes(
-            data["codes"], categories=pd.Index(categories), ordered=data["ordered"]
+            np.array(codes, dtype=np.int64),
+            categories=pd.Index(categories),
+            ordered=data["ordered"],
         )
-    values = data["values"]
+    values = data["values"] if rows is None else data["values"][:rows]
     if dtype.startswith(("datetime64", "timedelta64")):
         base = dtype.split(",")[0].split("[")
         unit = base[1].rstrip("]") if len(base) > 1 else "ns"
         kind = "M8" if dtype.startswith("datetime") else "m8"
-        nat = np.iinfo(np.int64).min
-        raw = np.array([nat if v is None else v for v in values], dtype="int64").view(
+        raw = np.array([_NAT if v is None else v for v in values], dtype=np.int64).view(
             f"{kind}[{unit}]"
         )
-        series = pd.Series(raw)
-        if "," in dtype:  # tz-aware: values are UTC instants
-            series = series.dt.tz_localize("UTC").dt.tz_convert(dtype.split(",", 1)[1].strip(" ]"))
-        return series.array
+        if "," not in dtype:
+            return raw
+        zone = dtype.split(",", 1)[1].strip(" ]")  # tz-aware: the values are UTC instants
+        return pd.DatetimeIndex(raw).tz_localize("UTC").tz_convert(zone).array
     if dtype == "object":
         return pd.array([decode(v) for v in values], dtype=object)
+    kind = _numpy_kind(dtype)
+    if kind in ("i", "u", "b") or (kind == "f" and dtype != "float16"):
+        # null (a missing float) becomes NaN; ints and bools have no missing values
+        return np.array(values, dtype=dtype)
+    try:
+        return pd.array(values, dtype=dtype)  # str, Int64, boolean, Float64, ...: in bulk
+    except (TypeError, ValueError):
+        pass
     series = pd.Series([decode(v) for v in values], dtype=object)
     try:
         return series.astype(dtype).array
@@ -136,26 +187,55 @@ def _decode_column(data: dict[str, Any]) -> Any:
         return series.array
 
 
-def _decode_frame(data: dict[str, Any]) -> Any:
+_NAT = -(2**63)
+
+
+def _numpy_kind(dtype: str) -> str:
+    """The numpy kind of a dtype name ("" when numpy has no such dtype)."""
+    import numpy as np
+
+    try:
+        return np.dtype(dtype).kind
+    except TypeError:
+        return ""
+
+
+def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
+    """An encoded frame (its first ``rows`` rows when that is given)."""
     import pandas as pd
 
-    cols = data["columns"]
-    index_names = data["index_names"]
-    n_index = len(index_names)
-    arrays = [_decode_column(c) for c in cols]
-    # dtype= on each column: pandas 3 would infer "str" for an object column of strings.
-    frame = pd.DataFrame(
-        {i: pd.Series(arr, dtype=arr.dtype, copy=False) for i, arr in enumerate(arrays[n_index:])},
-    )
+    n_index = len(data["index_names"])
+    arrays = [_decode_column(c, rows) for c in data["columns"][n_index:]]
     labels = [decode(label) for label in data["labels"]]
+    index = None if data["default_index"] else _decode_index(data, rows)
+    body = [
+        # pandas 3 would infer "str" for an object column of strings: say object
+        pd.Series(arr, dtype=object, index=index, copy=False) if str(arr.dtype) == "object" else arr
+        for arr in arrays
+    ]
+    labels_dtype = data.get("labels_dtype", "object")
+    if len(set(map(_hashable, labels))) == len(labels):
+        frame = pd.DataFrame(dict(zip(labels, body, strict=True)), index=index, copy=False)
+        if type(frame.columns) is pd.Index and str(frame.columns.dtype) == labels_dtype:
+            return frame
+    else:  # repeated labels: by position, then named
+        frame = pd.DataFrame(dict(enumerate(body)), index=index, copy=False)
     try:
-        frame.columns = pd.Index(labels, dtype=data.get("labels_dtype", "object"))
+        frame.columns = pd.Index(labels, dtype=labels_dtype)
     except (TypeError, ValueError):
         frame.columns = pd.Index(labels, dtype=object)
-    if data["default_index"]:
-        return frame.set_axis(pd.RangeIndex(len(frame)), axis=0)
-    if n_index == 1:
-        index = pd.Index(arrays[0], dtype=arrays[0].dtype, name=index_names[0])
-    else:
-        index = pd.MultiIndex.from_arrays(arrays[:n_index], names=index_names)
-    return frame.set_axis(index, axis=0)
+    return frame
+
+
+def _decode_index(data: dict[str, Any], rows: int | None) -> Any:
+    import pandas as pd
+
+    names = data["index_names"]
+    arrays = [_decode_column(c, rows) for c in data["columns"][: len(names)]]
+    if len(names) == 1:
+        return pd.Index(arrays[0], dtype=arrays[0].dtype, name=names[0])
+    return pd.MultiIndex.from_arrays(arrays, names=names)
+
+
+def _hashable(label: Any) -> Any:
+    return repr(label) if isinstance(label, (list, dict)) else (type(label), label)

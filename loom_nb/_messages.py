@@ -99,6 +99,11 @@ class ToolResult:
             return self.content
         return str(data.get("error", self.content)) if isinstance(data, dict) else self.content
 
+    def _frame_head(self, rows: int) -> _codec.FrameHead | None:
+        """The first ``rows`` rows of ``data`` when it is a DataFrame, else None (a result
+        read from a store overrides this so as not to decode the rest)."""
+        return _codec.frame_head(self.data, rows)
+
 
 Part = TextPart | ToolCall | ToolResult
 

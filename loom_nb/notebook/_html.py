@@ -7,7 +7,7 @@ import html
 import json
 from typing import Any
 
-from loom_nb._codec import encode, is_dataframe
+from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
 
 ERROR_STYLE = (
     "border-left:4px solid #d32f2f;background:#fdecea;color:#8b1a1a;"
@@ -36,6 +36,10 @@ def to_json(value: Any) -> str:
 def shape_text(df: Any) -> str:
     """``3 rows × 2 columns``."""
     rows, cols = df.shape
+    return _shape_words(rows, cols)
+
+
+def _shape_words(rows: int, cols: int) -> str:
     return f"{rows} row{'s' if rows != 1 else ''} × {cols} column{'s' if cols != 1 else ''}"
 
 
@@ -51,17 +55,23 @@ TABLE_STYLE = (
 def frame_html(df: Any, rows: int, title: str = "") -> str:
     """A bounded table with the frame's shape above it (the index only when it says
     something: a default 0..n-1 index is left out)."""
-    shown = df.head(max(rows, 0))
-    note = f" (first {len(shown)} shown)" if len(shown) < len(df) else ""
-    caption = f"<b>{esc(title)}</b> · " if title else ""
-    import pandas as pd
+    found = frame_head(df, max(rows, 0))
+    if found is None:
+        raise TypeError(f"frame_html takes a DataFrame, got {type(df).__name__}")
+    return head_html(found, title)
 
-    plain_index = df.index.name is None and df.index.equals(pd.RangeIndex(len(df)))
+
+def head_html(found: FrameHead, title: str = "") -> str:
+    """:func:`frame_html` of a frame's first rows (all a saved frame needs decoded)."""
+    shown = found.head
+    note = f" (first {len(shown)} shown)" if len(shown) < found.rows else ""
+    caption = f"<b>{esc(title)}</b> · " if title else ""
     table = TABLE_STYLE + shown.to_html(
-        border=0, max_cols=30, notebook=False, index=not plain_index, classes="loom-table"
+        border=0, max_cols=30, notebook=False, index=not found.plain_index, classes="loom-table"
     )
+    shape = _shape_words(found.rows, found.columns)
     return (
-        f'<div style="font-size:90%;color:#555">{caption}DataFrame · {shape_text(df)}{note}</div>'
+        f'<div style="font-size:90%;color:#555">{caption}DataFrame · {shape}{note}</div>'
         f'<div style="max-height:360px;overflow:auto">{table}</div>'
     )
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, ToolCall, ToolResult
 from loom_nb.notebook._html import (
     esc,
     failed_html,
-    frame_html,
+    head_html,
     markdown_html,
     pre,
     rejected_html,
@@ -38,8 +37,10 @@ def history_html(messages: Iterable[Message], rows: int) -> str:
             parts.extend(_call(call, results) for call in message.tool_calls)
         else:
             for result in message.tool_results:
-                if is_dataframe(result.data):
-                    parts.append(_block(frame_html(result.data, rows, result.name), "loom-frame"))
+                # a saved frame: only the rows shown are decoded
+                head = result._frame_head(rows)
+                if head is not None:
+                    parts.append(_block(head_html(head, result.name), "loom-frame"))
                 elif result.approval == "rejected":
                     parts.append(_block(rejected_html(result.name), "loom-rejected"))
                 elif result.is_error:

@@ -81,6 +81,9 @@ class _RawData:
     def decode(self, index: int) -> Any:
         return _codec.decode(self._parsed()[index])
 
+    def head(self, index: int, rows: int) -> _codec.FrameHead | None:
+        return _codec.frame_head(self._parsed()[index], rows)
+
     def _parsed(self) -> list[Any]:
         with self._lock:
             if self._items is None:
@@ -119,6 +122,13 @@ class ToolResult(_ToolResult):
     def data(self, value: Any) -> None:
         self.__dict__.pop("_raw", None)
         self.__dict__["_data"] = value
+
+    def _frame_head(self, rows: int) -> _codec.FrameHead | None:
+        pending = self.__dict__.get("_raw")
+        if pending is None:  # decoded already (or set)
+            return super()._frame_head(rows)
+        raw: _RawData = pending[0]
+        return raw.head(pending[1], rows)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _ToolResult):

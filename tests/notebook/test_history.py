@@ -67,3 +67,26 @@ def test_tables_are_bounded_by_rows():
     html = history_html([Message("tool", [ToolResult("c", "t", "100 rows", frame)])], rows=3)
     assert "100 rows × 1 column (first 3 shown)" in html
     assert "<td>2</td>" in html and "<td>3</td>" not in html
+
+
+def test_a_saved_thread_is_drawn_decoding_only_the_rows_it_shows(tmp_path):
+    from loom_nb import Thread
+    from loom_nb.sqlite import sqlite_store
+
+    big = pd.DataFrame({"id": range(500), "total": [i / 4 for i in range(500)]})
+    odd_index = pd.DataFrame({"x": range(12)}, index=[*range(10), 40, 41])  # 0..9 at the top
+    store = sqlite_store(tmp_path / "loom.db")
+    thread = Thread(id="t", agent="a")
+    store.save_thread(thread)
+    for i, frame in enumerate([big, odd_index]):
+        message = Message("tool", [ToolResult(f"c{i}", "orders_select", "rows", frame)])
+        thread.messages.append(message)
+        store.append(thread, message)
+    loaded = store.load("t")
+    store.close()
+    html = history_html(loaded.messages, rows=3)
+    results = [r for m in loaded.messages for r in m.tool_results]
+    assert all("_raw" in r.__dict__ for r in results)  # still encoded: nothing decoded whole
+    assert html == history_html(thread.messages, rows=3)  # the same drawing as the frames give
+    assert "500 rows × 2 columns (first 3 shown)" in html
+    assert "<th>40</th>" not in html and "<th>2</th>" in html  # that index is shown
