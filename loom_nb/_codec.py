@@ -76,18 +76,14 @@ def frame_head(value: Any, rows: int) -> FrameHead | None:
         return FrameHead(value.head(rows), len(value), value.shape[1], _plain_index(value.index))
     if not (isinstance(value, dict) and value.get(TAG) == "dataframe"):
         return None
-    n_index = len(value["index_names"])
-    columns = value["columns"]
-    total = (
-        len(columns[0]["codes" if columns[0]["dtype"] == "category" else "values"])
-        if (columns)
-        else 0
-    )
-    if value["default_index"]:
-        plain = n_index == 1 and value["index_names"][0] is None
+    names = value["index_names"]
+    body = value["columns"][len(names) :]
+    total = len(body[0]["codes" if body[0]["dtype"] == "category" else "values"]) if body else 0
+    if value["default_index"]:  # no names: not written (earlier versions wrote [None])
+        plain = not names or names == [None]
     else:
         plain = _plain_index(_decode_index(value, None))
-    return FrameHead(_decode_frame(value, max(rows, 0)), total, len(columns) - n_index, plain)
+    return FrameHead(_decode_frame(value, max(rows, 0)), total, len(body), plain)
 
 
 def _plain_index(index: Any) -> bool:
@@ -99,10 +95,11 @@ def _plain_index(index: Any) -> bool:
 def _encode_frame(df: Any) -> dict[str, Any]:
     import pandas as pd
 
-    n_index = df.index.nlevels
-    index_names = list(df.index.names)
-    # Index levels first, then the columns by position (reset_index would re-infer an object
-    # index of strings as "str", and flat[c] breaks on duplicate column labels).
+    default = _is_default_index(df)
+    # An unnamed 0..n-1 index is not written (no index names, no values); any other index
+    # comes first, level by level, then the columns by position (reset_index would re-infer
+    # an object index of strings as "str", and flat[c] breaks on duplicate column labels).
+    n_index = 0 if default and df.index.name is None else df.index.nlevels
     levels = [df.index.get_level_values(i) for i in range(n_index)]
     flat = [pd.Series(level, dtype=level.dtype) for level in levels]
     flat += [df.iloc[:, j] for j in range(df.shape[1])]
@@ -110,8 +107,8 @@ def _encode_frame(df: Any) -> dict[str, Any]:
         "columns": [_encode_column(c) for c in flat],
         "labels": [encode(c) for c in df.columns],
         "labels_dtype": str(df.columns.dtype),
-        "index_names": index_names,
-        "default_index": _is_default_index(df),
+        "index_names": list(df.index.names)[:n_index],
+        "default_index": default,
     }
 
 
@@ -207,7 +204,7 @@ def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
     n_index = len(data["index_names"])
     arrays = [_decode_column(c, rows) for c in data["columns"][n_index:]]
     labels = [decode(label) for label in data["labels"]]
-    index = None if data["default_index"] else _decode_index(data, rows)
+    index = _decode_index(data, rows)
     body = [
         # pandas 3 would infer "str" for an object column of strings: say object
         pd.Series(arr, dtype=object, index=index, copy=False) if str(arr.dtype) == "object" else arr
@@ -228,9 +225,15 @@ def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
 
 
 def _decode_index(data: dict[str, Any], rows: int | None) -> Any:
+    """The frame's index; None for an unnamed 0..n-1 (the frame makes that one)."""
     import pandas as pd
 
     names = data["index_names"]
+    if data["default_index"]:
+        if not names or names[0] is None:
+            return None
+        first = data["columns"][0]["values"]  # a named 0..n-1: its values were written
+        return pd.RangeIndex(len(first) if rows is None else min(rows, len(first)), name=names[0])
     arrays = [_decode_column(c, rows) for c in data["columns"][: len(names)]]
     if len(names) == 1:
         return pd.Index(arrays[0], dtype=arrays[0].dtype, name=names[0])

@@ -89,6 +89,7 @@ def frames() -> dict[str, pd.DataFrame]:
             {"x": [1, 2]}, index=pd.Index(["a", "b"], dtype=object, name="key")
         ),
         "unnamed_int_index": pd.DataFrame({"x": [1, 2, 3]}, index=[7, 3, 5]),
+        "named_range_index": pd.DataFrame({"x": [1, 2]}, index=pd.RangeIndex(2, name="n")),
         "datetime_index": pd.DataFrame(
             {"n": [1, 2]}, index=pd.DatetimeIndex(["2025-01-06", "2025-01-13"], name="week")
         ),

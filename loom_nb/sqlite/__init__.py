@@ -169,7 +169,7 @@ class SQLiteStore:
         self._write(write)
 
     def append(self, thread: Thread, message: Message) -> None:
-        role, created_at, text, data, search = message_row(message)
+        text, data, search = message_row(message)
         updated = thread.updated_at
         touch = (updated.isoformat(), _sort_key(updated), thread.id)
 
@@ -182,9 +182,8 @@ class SQLiteStore:
             if found is None:
                 raise KeyError(f"append to a thread that was never saved: {thread.id}")
             row = conn.execute(
-                "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (thread.id, found[0] - 1, role, created_at, text, data),
+                "INSERT INTO loom_messages (thread_id, seq, json, data) VALUES (?, ?, ?, ?)",
+                (thread.id, found[0] - 1, text, data),
             ).lastrowid
             if self._indexed:
                 conn.execute("INSERT INTO loom_search (rowid, text) VALUES (?, ?)", (row, search))

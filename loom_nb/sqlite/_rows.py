@@ -20,8 +20,8 @@ from loom_nb._store import _searchable
 _UNSET: Any = object()
 
 
-def message_row(message: Message) -> tuple[str, str, str, str | None, str]:
-    """``(role, created_at, json, data, search)`` for one message."""
+def message_row(message: Message) -> tuple[str, str | None, str]:
+    """``(json, data, search)`` for one message."""
     out = message.to_dict()
     data: list[Any] = []
     for part in out["parts"]:
@@ -36,8 +36,6 @@ def message_row(message: Message) -> tuple[str, str, str, str | None, str]:
         else None
     )
     return (
-        message.role,
-        out["created_at"],
         json.dumps(out, ensure_ascii=False, separators=(",", ":")),
         data_json,
         _searchable(message),

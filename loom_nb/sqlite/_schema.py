@@ -76,21 +76,22 @@ def m002_search_text(conn: sqlite3.Connection) -> None:
 #: holding every trigram of a needle is checked against the message's own text), contentless:
 #: the index keeps no copy of the text. ``case_sensitive 1``: the text is casefolded already.
 SEARCH_INDEX_DDL = (
-    "CREATE VIRTUAL TABLE loom_search USING fts5(text, content='', detail=none, "
+    "CREATE VIRTUAL TABLE loom_search USING fts5(text, content='', detail=none, columnsize=0, "
     "tokenize='trigram case_sensitive 1')"
 )
 
 
-def m003_message_rowids_and_search_index(conn: sqlite3.Connection) -> None:
+def m004_message_rowids_and_search_index(conn: sqlite3.Connection) -> None:
     """Messages move to a rowid table (rows of a few kB pack into pages there, where a WITHOUT
     ROWID table spilled every one into a half-empty overflow page), keyed for loading by a
-    unique (thread_id, seq) index; search moves from the casefolded copy to an FTS5 index
+    unique (thread_id, seq) index, without the columns the JSON holds already (role,
+    created_at); search moves from the casefolded copy to an FTS5 index
     (:data:`SEARCH_INDEX_DDL`) whose rowids are the messages' ids. Thread listing gets indexes
     in its own order (newest first, ties in the order the threads were made)."""
     info = conn.execute("PRAGMA table_info(loom_messages)").fetchall()
-    # Every column but the copy, as declared (another migration may have added some).
+    # Every other column, as declared (another migration may have added some).
     kept = [(name, kind, notnull, default) for _, name, kind, notnull, default, _ in info]
-    kept = [c for c in kept if c[0] != "search"]
+    kept = [c for c in kept if c[0] not in ("search", "role", "created_at")]
     columns = ", ".join(
         f"{name} {kind}{' NOT NULL' if notnull else ''}"
         + (f" DEFAULT {default}" if default is not None else "")
@@ -133,7 +134,7 @@ def search_index_available(conn: sqlite3.Connection) -> bool:
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
     m002_search_text,
-    m003_message_rowids_and_search_index,
+    m004_message_rowids_and_search_index,
 ]
 
 #: The schema version this code writes: the number of migrations it knows.
