@@ -18,8 +18,8 @@ demo: $(VENV)/.installed
 	$(BIN)/python notebooks/run.py
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check loom_nb tests bench
-	$(BIN)/ruff format --check loom_nb tests bench
+	$(BIN)/ruff check loom_nb tests bench notebooks
+	$(BIN)/ruff format --check loom_nb tests bench notebooks
 	$(BIN)/mypy
 
 test: lint

@@ -10,6 +10,7 @@ BENCHES = [
     "bench_agent",
     "bench_store",
     "bench_scale",
+    "bench_postgres",
     "bench_supabase",
     "bench_frames",
     "bench_widget",

@@ -22,6 +22,7 @@ from loom_nb._errors import (
     RateLimited,
     RunError,
     StepLimitExceeded,
+    StoreError,
     ThreadNotFound,
     UserError,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "RunResult",
     "StepLimitExceeded",
     "Store",
+    "StoreError",
     "TextDelta",
     "TextPart",
     "Thread",

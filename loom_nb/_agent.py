@@ -25,9 +25,10 @@ from loom_nb._messages import (
     new_thread_id,
 )
 from loom_nb._run import Run, RunDeps
-from loom_nb._store import MemoryStore, Store
+from loom_nb._store import Store, store_from_env
 from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, resolve_model
+from loom_nb.models._deadlines import check_settings
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -299,8 +300,9 @@ def define_agent(
 ) -> Agent:
     """Define an agent. Every configuration mistake raises here, before any run.
 
-    ``store`` defaults to an in-memory store; pass ``loom_nb.sqlite.sqlite_store()`` to keep
-    threads across kernel restarts. ``auth(context) -> user_id`` scopes threads to users.
+    ``store`` defaults to the one named by ``LOOM_STORE`` (a SQLite path or a ``postgresql://``
+    URL), else ``sqlite_store()`` at ``.loom/loom.db``: threads survive a kernel restart.
+    ``auth(context) -> user_id`` scopes threads to users.
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError("define_agent(name=...) needs a non-empty name")
@@ -325,13 +327,15 @@ def define_agent(
             all_tools[tool_name] = t
             origin[tool_name] = where
     if store is None:
-        store = MemoryStore()
+        store = store_from_env()
     elif not isinstance(store, Store):
         raise UserError(
             f"store={store!r} is not a store: use memory_store() or loom_nb.sqlite.sqlite_store()"
         )
     if auth is not None and not callable(auth):
         raise UserError("auth must be a function auth(context) -> user id")
+    if model_settings is not None:
+        check_settings(model_settings)
     return Agent(
         name=name,
         model=resolve_model(model),

@@ -31,6 +31,14 @@ class MissingExtra(UserError, ImportError):
         )
 
 
+class StoreError(LoomError):
+    """A store could not read or save: its server went away or failed mid-operation.
+
+    The message names the server. A write that raised this wrote nothing, or (when the server
+    failed during the commit itself) says that it may have been saved.
+    """
+
+
 class RunError(LoomError):
     """A run failed. What completed before the failure is saved in the thread."""
 

@@ -125,6 +125,7 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
+        """Input and output tokens together."""
         return self.input_tokens + self.output_tokens
 
 
@@ -142,17 +143,21 @@ class Message:
 
     @property
     def text(self) -> str:
+        """The text parts of the message, joined."""
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
     @property
     def tool_calls(self) -> list[ToolCall]:
+        """The tool calls the model made in this message."""
         return [p for p in self.parts if isinstance(p, ToolCall)]
 
     @property
     def tool_results(self) -> list[ToolResult]:
+        """The tool results this message carries."""
         return [p for p in self.parts if isinstance(p, ToolResult)]
 
     def to_dict(self) -> dict[str, Any]:
+        """The message as JSON-ready data (what stores save)."""
         out: dict[str, Any] = {
             "role": self.role,
             "parts": [_part_to_dict(p) for p in self.parts],
@@ -170,6 +175,7 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Message:
+        """The message that ``to_dict`` gave."""
         usage = data.get("usage")
         return cls(
             role=data["role"],
@@ -181,10 +187,12 @@ class Message:
 
     @classmethod
     def user(cls, text: str) -> Message:
+        """A user message with this text."""
         return cls("user", [TextPart(text)])
 
     @classmethod
     def assistant(cls, text: str) -> Message:
+        """An assistant message with this text."""
         return cls("assistant", [TextPart(text)])
 
 
@@ -252,6 +260,7 @@ class PendingApproval:
             self.digest = arguments_digest(self.arguments)
 
     def to_dict(self) -> dict[str, Any]:
+        """The approval as JSON-ready data (the preview encoded)."""
         out = {
             "call_id": self.call_id,
             "tool": self.tool,
@@ -265,6 +274,7 @@ class PendingApproval:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PendingApproval:
+        """The approval that ``to_dict`` gave."""
         preview = data.get("preview")
         return cls(
             call_id=data["call_id"],
@@ -294,12 +304,14 @@ class Thread:
 
     @property
     def status(self) -> RunStatus:
+        """'awaiting_approval', 'error' (the last run failed) or 'complete'."""
         if self.pending:
             return "awaiting_approval"
         return "error" if self.error else "complete"
 
     @property
     def usage(self) -> Usage:
+        """The tokens of every model turn in the thread, added up."""
         total = Usage()
         for m in self.messages:
             if m.usage is not None:
@@ -307,6 +319,7 @@ class Thread:
         return total
 
     def tool_results(self) -> Iterator[ToolResult]:
+        """Every tool result in the thread, oldest first."""
         for m in self.messages:
             yield from m.tool_results
 
@@ -324,6 +337,7 @@ class Thread:
         return ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The thread and its messages as JSON-ready data."""
         return {
             "version": FORMAT_VERSION,
             **self.info_dict(),
@@ -345,6 +359,7 @@ class Thread:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], messages: list[Message] | None = None) -> Thread:
+        """The thread that ``to_dict`` gave (with ``messages`` when they are stored apart)."""
         version = data.get("version", FORMAT_VERSION)
         if version > FORMAT_VERSION:
             raise ValueError(

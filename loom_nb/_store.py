@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import os
 import threading
 from typing import Protocol, runtime_checkable
 
@@ -20,6 +21,8 @@ from loom_nb._messages import Message, Thread, ThreadInfo
 
 @runtime_checkable
 class Store(Protocol):
+    """What the agent needs from a thread store: MemoryStore, SQLiteStore or your own."""
+
     def save_thread(self, thread: Thread) -> None:
         """Create or update the thread's record (not its messages)."""
 
@@ -64,7 +67,7 @@ def info_of(thread: Thread) -> ThreadInfo:
     )
 
 
-class MemoryStore:
+class MemoryStore(Store):
     """Threads in this process's memory: fine for tests; lost when the process ends."""
 
     def __init__(self) -> None:
@@ -136,6 +139,10 @@ class MemoryStore:
     def close(self) -> None:
         self._threads.clear()
 
+    def describe(self) -> str:
+        """Where this store keeps threads, for ``%loom threads``."""
+        return "memory (lost when the kernel stops)"
+
 
 def _searchable(message: Message) -> str:
     texts = [message.text] + [r.content for r in message.tool_results]
@@ -145,3 +152,65 @@ def _searchable(message: Message) -> str:
 def memory_store() -> MemoryStore:
     """A store that keeps threads in memory (for tests and throwaway sessions)."""
     return MemoryStore()
+
+
+# ---- the default store --------------------------------------------------------------------------
+
+#: The environment variable naming the store agents use when ``define_agent`` gets no ``store=``.
+STORE_VARIABLE = "LOOM_STORE"
+
+_defaults: dict[str, Store] = {}
+_defaults_lock = threading.Lock()
+
+
+def store_from_env() -> Store:
+    """The store named by ``LOOM_STORE``, else ``sqlite_store()`` (``.loom/loom.db`` beside the
+    notebook, which is the kernel's working folder).
+
+    ``LOOM_STORE`` is a SQLite file path, a ``sqlite:///relative/path`` or
+    ``sqlite:////absolute/path`` URL, or a ``postgresql://`` URL (so a hub admin sets it once
+    for every user). Agents defined with the same setting share one store (one connection).
+    """
+    spec = os.environ.get(STORE_VARIABLE, "").strip()
+    kind, target = _parse_store_spec(spec)
+    key = f"{kind}:{os.path.abspath(target) if kind == 'sqlite' else target}"
+    with _defaults_lock:
+        found = _defaults.get(key)
+        if found is not None and not getattr(found, "_closed", False):
+            return found
+        if kind == "postgresql":
+            from loom_nb.postgres import postgres_store
+
+            store: Store = postgres_store(target)
+        else:
+            from loom_nb.sqlite import sqlite_store
+
+            store = sqlite_store(target)
+        _defaults[key] = store
+        return store
+
+
+def _parse_store_spec(spec: str) -> tuple[str, str]:
+    from loom_nb._errors import UserError
+
+    if not spec:
+        from loom_nb.sqlite import DEFAULT_PATH
+
+        return "sqlite", DEFAULT_PATH
+    scheme, sep, rest = spec.partition("://")
+    if not sep:
+        return "sqlite", os.path.expanduser(spec)
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql", spec
+    if scheme == "sqlite" and rest.startswith("/") and len(rest) > 1:
+        return "sqlite", rest[1:]  # sqlite:///a.db is a.db; sqlite:////abs/a.db is /abs/a.db
+    raise UserError(
+        f"{STORE_VARIABLE}={spec!r} names no store loom_nb knows; set it to a SQLite file path "
+        "(or sqlite:///path/to/loom.db) or a postgresql://USER:PASSWORD@HOST/DATABASE URL"
+    )
+
+
+def describe(store: Store) -> str:
+    """A short line saying where ``store`` keeps threads (its ``describe()``, when it has one)."""
+    described = getattr(store, "describe", None)
+    return str(described()) if callable(described) else type(store).__name__

@@ -70,6 +70,7 @@ class Tool:
         )
 
     def requires_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether a call with these arguments waits for the user's approval."""
         rule = self.needs_approval
         return bool(rule(arguments)) if callable(rule) else bool(rule)
 
@@ -78,6 +79,7 @@ class Tool:
         return self._bind(arguments)
 
     async def call(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        """Validate the arguments and run the function (sync ones on a worker thread)."""
         args, kwargs = self.validate(arguments)
         if self._takes_ctx:
             kwargs[self._takes_ctx] = ctx

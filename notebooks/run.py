@@ -29,8 +29,14 @@ RESTART = "restart-kernel"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
-def execute(notebook: Path | Any, workdir: Path, *, timeout: int = 120,
-            kernel_name: str = "python3", env: dict[str, str] | None = None) -> Any:
+def execute(
+    notebook: Path | Any,
+    workdir: Path,
+    *,
+    timeout: int = 120,
+    kernel_name: str = "python3",
+    env: dict[str, str] | None = None,
+) -> Any:
     """Run All in a new kernel, restarting where a cell is tagged; returns the executed notebook.
 
     ``notebook`` is a path or a notebook node (changed in place). ``env`` is the kernel's
@@ -39,11 +45,15 @@ def execute(notebook: Path | Any, workdir: Path, *, timeout: int = 120,
     """
     nb = nbformat.read(notebook, as_version=4) if isinstance(notebook, (str, Path)) else notebook
     workdir.mkdir(parents=True, exist_ok=True)
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
-                            resources={"metadata": {"path": str(workdir)}},
-                            # the kernel's own log: errors only (ipykernel 7 warns about
-                            # plain-TCP sockets on every start)
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=kernel_name,
+        resources={"metadata": {"path": str(workdir)}},
+        # the kernel's own log: errors only (ipykernel 7 warns about
+        # plain-TCP sockets on every start)
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+    )
 
     async def run_all() -> None:
         async with client.async_setup_kernel(env=env if env is not None else dict(os.environ)):
@@ -53,7 +63,8 @@ def execute(notebook: Path | Any, workdir: Path, *, timeout: int = 120,
                     await client.km.restart_kernel()
                     await client.kc.wait_for_ready(timeout=timeout)
                 await client.async_execute_cell(
-                    cell, index, execution_count=client.code_cells_executed + 1)
+                    cell, index, execution_count=client.code_cells_executed + 1
+                )
             client.set_widgets_metadata()
 
     asyncio.run(run_all())
@@ -127,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     elapsed = time.monotonic() - started
     saved = workdir / source.name
+    # A record, not a walkthrough: saving it in JupyterLab writes no jupytext .py beside it.
+    nb.metadata.get("jupytext", {}).pop("formats", None)
     nbformat.write(nb, saved)
     # Trusted for you (like `jupyter trust`): JupyterLab shows the stored widgets (the thread
     # views) only for trusted notebooks, and plain text otherwise.

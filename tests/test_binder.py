@@ -36,7 +36,7 @@ IGNORE = shutil.ignore_patterns(
     ".ipynb_checkpoints",
 )
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_binder_requirements_install_and_the_notebooks_run(tmp_path: Path) -> None:
@@ -75,6 +75,17 @@ def test_binder_requirements_install_and_the_notebooks_run(tmp_path: Path) -> No
     assert not (repo / "binder" / "postBuild").exists() or os.access(
         repo / "binder" / "postBuild", os.X_OK
     )
+    # jupytext's server extension: a walkthrough saved in that JupyterLab updates its .py too.
+    extensions = subprocess.run(
+        [str(python), "-m", "jupyter", "server", "extension", "list"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    listed = (extensions.stdout + extensions.stderr).splitlines()
+    assert any("jupyterlab_jupytext" in line and "enabled" in line for line in listed), listed
 
     # The kernel is that environment's, and loom_nb is the clone's.
     probe = nbformat.v4.new_notebook()

@@ -16,7 +16,7 @@ from tests.test_notebooks import ONLINE
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def test_demo_script_prints_the_session_and_saves_the_notebook(tmp_path: Path) -> None:

@@ -19,7 +19,17 @@ from pathlib import Path
 import loom_nb
 
 #: What ``import loom_nb`` must not import (DESIGN.md, "Layers").
-HEAVY = ["pandas", "numpy", "IPython", "ipywidgets", "supabase", "openai", "anthropic"]
+HEAVY = [
+    "pandas",
+    "numpy",
+    "IPython",
+    "ipywidgets",
+    "supabase",
+    "openai",
+    "anthropic",
+    "psycopg",
+    "psycopg_pool",
+]
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +40,7 @@ ONLINE = (
     "USER_A_JWT",
 )
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _load_runner() -> Any:
@@ -109,16 +107,31 @@ def threads(db: Path) -> list[dict[str, Any]]:
         store.close()
 
 
-def test_notebooks_are_generated_and_stored_without_outputs() -> None:
-    check = subprocess.run(
-        [sys.executable, str(NOTEBOOKS / "_build.py"), "--check"], capture_output=True, text=True
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+def cells(nb: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(c.cell_type, c.source, dict(c.metadata)) for c in nb.cells]
+
+
+def test_each_notebook_is_its_text_file_and_is_stored_without_outputs() -> None:
+    """Each .ipynb is paired with a jupytext percent script (the reviewed, linted text): both
+    hold the same cells, so an edit to one and not the other fails here."""
+    import jupytext
+
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == ALL
+    assert sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]-*.py")) == [
+        name.replace(".ipynb", ".py") for name in ALL
+    ]
     for name in ALL:
         nb = nbformat.read(NOTEBOOKS / name, as_version=4)
         nbformat.validate(nb)
-        assert nb.metadata["kernelspec"]["name"] == "python3"
+        text = jupytext.read(NOTEBOOKS / name.replace(".ipynb", ".py"))
+        assert cells(nb) == cells(text), (
+            f"{name} and its .py differ: run `jupytext --sync notebooks/{name}` "
+            "(the file changed last wins)"
+        )
+        for metadata in (nb.metadata, text.metadata):
+            assert metadata["jupytext"]["formats"] == "ipynb,py:percent", name
+            assert metadata["jupytext"]["custom_cell_magics"] == "loom", name
+            assert metadata["kernelspec"]["name"] == "python3", name
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert code and all(not c.outputs and c.execution_count is None for c in code), name
         assert "widgets" not in nb.metadata

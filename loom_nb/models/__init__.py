@@ -30,12 +30,23 @@ __all__ = [
 
 
 class ModelSettings(TypedDict, total=False):
-    """Settings passed to the provider; each adapter maps the ones its API knows."""
+    """Settings passed to the provider; each adapter maps the ones its API knows.
+
+    The provider adapters bound every model turn (seconds; positive numbers):
+    ``connect_timeout`` (default 10) to connect; ``idle_timeout`` (default 60) for the answer
+    to start, then between two stream events; ``turn_timeout`` (default 300, or longer when
+    the two waits above add up to more) for the whole turn, retries included. ``timeout`` is
+    one value for each network wait, as the SDKs read it: it sets ``connect_timeout`` and
+    ``idle_timeout`` at once, and those keys win over it.
+    """
 
     temperature: float
     max_tokens: int
     top_p: float
     timeout: float
+    connect_timeout: float
+    idle_timeout: float
+    turn_timeout: float
 
 
 @dataclass

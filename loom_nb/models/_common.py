@@ -1,11 +1,10 @@
-"""What the provider adapters share: the errors a user meets, and bounded retries.
+"""What the provider adapters share besides the request's life: the words of every error a
+user meets, bounded retries, and one SDK client per event loop.
 
-No SDK is imported here. Each adapter turns its SDK's exceptions into one of the
+No SDK is imported here. :class:`ProviderFacts` words each failure as one of the
 :class:`~loom_nb.ProviderError` subclasses (a :class:`~loom_nb.ModelError`, so the agent loop
-records it as the thread's error and keeps what completed) through :class:`ProviderFacts`, and
-runs its request through :func:`stream_with_retries`, which retries what is worth retrying with
-exponential backoff a bounded number of times, and only before the first event reached the
-caller.
+records it as the thread's error and keeps what completed); ``_base.StreamingAdapter`` decides
+which failure it was.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import json
 import math
 import random
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -29,7 +28,6 @@ from loom_nb._errors import (
     UserError,
 )
 from loom_nb._messages import ToolCall, new_call_id
-from loom_nb.models import ModelEvent, check_allow_model_requests
 
 #: Sent as the key to servers that need none (the SDKs refuse to start without one).
 NO_KEY = "not-needed"
@@ -107,6 +105,29 @@ def body_message(body: object) -> str:
 
 
 @dataclass(frozen=True)
+class ServerError:
+    """What an SDK exception says the server answered: an HTTP error status, or an error event
+    inside a 200 stream (``status`` None)."""
+
+    status: int | None
+    message: str
+    #: The error's code or type (``"rate_limit_exceeded"``, ``"overloaded_error"``, ...).
+    code: str | None = None
+    retry_after: float | None = None
+
+
+#: Error events inside a stream carry a code instead of a status; these read as one.
+_STREAM_ERROR_STATUS = {
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "overloaded_error": 529,
+    "overloaded": 529,
+    "api_error": 500,
+    "server_error": 500,
+}
+
+
+@dataclass(frozen=True)
 class ProviderFacts:
     """What an adapter knows about where its request went: the errors below say what happened
     there and how to fix it, in the same words for every provider."""
@@ -121,37 +142,109 @@ class ProviderFacts:
     not_found_advice: str
     unreachable_advice: str
 
-    def timed_out(self) -> ProviderError:
+    # ---- the connection and its deadlines -------------------------------------------------
+
+    def refused(self, cause: str) -> ProviderError:
+        """No connection at all (refused, unknown host)."""
         return ProviderUnreachable(
-            f"{self.name}: {self.where} did not answer in time. Try again, or allow more time "
-            "with model_settings={'timeout': <seconds>}."
+            f"{self.name}: could not connect to {self.where}{cause}. {self.unreachable_advice}"
         )
 
-    def unreachable(self, cause: object) -> ProviderError:
+    def connect_timed_out(self, seconds: float) -> ProviderError:
         return ProviderUnreachable(
-            f"{self.name}: could not connect to {self.where} ({cause}). {self.unreachable_advice}"
+            f"{self.name}: could not connect to {self.where} within connect_timeout={seconds:g} "
+            f"s. {self.unreachable_advice} If it is only slow, allow more time with "
+            "model_settings={'connect_timeout': <seconds>}."
+        )
+
+    def closed_without_answer(self, cause: str) -> ProviderError:
+        return ProviderUnreachable(
+            f"{self.name}: {self.where} closed the connection without answering{cause}. "
+            "This is usually temporary: run again."
+        )
+
+    def no_answer(self, seconds: float) -> ProviderError:
+        """Connected, and then nothing came back."""
+        return ProviderUnreachable(
+            f"{self.name}: {self.where} accepted the connection but sent no answer within "
+            f"idle_timeout={seconds:g} s. Try again, or allow more time with "
+            "model_settings={'idle_timeout': <seconds>}."
+        )
+
+    def stalled(self, seconds: float) -> ProviderError:
+        """The answer started, then stopped."""
+        return ProviderUnreachable(
+            f"{self.name}: {self.where} stopped sending mid-answer: no event for "
+            f"idle_timeout={seconds:g} s. Run again, or allow longer pauses with "
+            "model_settings={'idle_timeout': <seconds>}."
+        )
+
+    def dropped(self, cause: str) -> ProviderError:
+        return ProviderUnreachable(
+            f"{self.name}: the connection to {self.where} dropped mid-answer{cause}. "
+            "This is usually temporary: run again."
+        )
+
+    def turn_expired(self, seconds: float) -> ProviderError:
+        return ProviderUnreachable(
+            f"{self.name}: {self.where} did not finish its answer within "
+            f"turn_timeout={seconds:g} s (the deadline of one model turn, retries included). "
+            "Run again, ask for a shorter answer, or allow more time with "
+            "model_settings={'turn_timeout': <seconds>}.",
+            retryable=False,
+        )
+
+    # ---- answers that are not what the API defines ----------------------------------------
+
+    def not_an_event_stream(self, url: str, content_type: str) -> ProviderError:
+        return ProviderError(
+            f"{self.name}: {url} answered with {content_type!r}, not an event stream. Is "
+            "base_url the API itself, and not a proxy's login page or a web page?"
+        )
+
+    def no_event(self, url: str, content_type: str) -> ProviderError:
+        return ProviderError(
+            f"{self.name}: {url} answered with a stream that ended with no event (content "
+            f"type {content_type!r}). Run again; if it repeats, check base_url and the "
+            "server's logs."
+        )
+
+    def malformed(self, cause: str) -> ProviderError:
+        return ProviderError(
+            f"{self.name}: {self.where} sent a malformed event mid-answer{cause}. Run again; "
+            "if it repeats, the server (or a proxy in between) does not speak the API."
         )
 
     def unexpected(self, exc: Exception) -> ProviderError:
         return ProviderError(f"{self.name} failed: {type(exc).__name__}: {exc}")
 
-    def status_error(
-        self,
-        status: int,
-        message: str,
-        *,
-        detail: str,
-        retry_after: float | None,
-        code: str | None = None,
-    ) -> ProviderError:
-        """The error for an HTTP ``status`` and the server's ``message`` (and error ``code``),
-        shown as ``detail``."""
-        name, where = self.name, self.where
-        if looks_like_context_overflow(code, message) or status == 413:
+    # ---- what the server said -------------------------------------------------------------
+
+    def server_error(self, error: ServerError) -> ProviderError:
+        """The error for an HTTP error status, or for an error event inside the stream."""
+        code = error.code
+        if error.status is not None:
+            status: int | None = error.status
+            detail = f"{status}: {error.message}"
+        else:
+            status = _STREAM_ERROR_STATUS.get(code or "")
+            if status is None and code and code.isdigit():
+                status = int(code)
+            detail = f"error event{f' {code}' if code else ''}: {error.message}"
+        if looks_like_context_overflow(code, error.message) or status == 413:
             return ContextTooLong(
-                f"{name}: the conversation is too long for the model ({detail}). {CONTEXT_ADVICE}",
-                status=status,
+                f"{self.name}: the conversation is too long for the model ({detail}). "
+                f"{CONTEXT_ADVICE}",
+                status=error.status,
             )
+        if status is None:
+            return ProviderError(
+                f"{self.name}: {self.where} reported an error mid-answer ({detail})."
+            )
+        return self._status_error(status, error, detail)
+
+    def _status_error(self, status: int, error: ServerError, detail: str) -> ProviderError:
+        name, where, retry_after = self.name, self.where, error.retry_after
         if status in (401, 403):
             what = "refused the API key" if status == 401 else "denied access"
             return AuthenticationFailed(
@@ -168,7 +261,7 @@ class ProviderFacts:
                 status=status,
             )
         if status == 429:
-            if code == "insufficient_quota":  # OpenAI's "no credit left" is a 429 too
+            if error.code == "insufficient_quota":  # OpenAI's "no credit left" is a 429 too
                 return RateLimited(
                     f"{name}: the account behind this key has no quota left ({detail}). "
                     "Check your plan and billing; retrying will not help.",
@@ -191,7 +284,7 @@ class ProviderFacts:
                 retryable=True,
             )
         hint = ""
-        if "support tools" in message.lower():
+        if "support tools" in error.message.lower():
             hint = " Pick a model that supports tool calling, or define the agent without tools."
         return ProviderError(
             f"{name}: {where} refused the request ({detail}).{hint}", status=status
@@ -246,55 +339,6 @@ class RetryPolicy:
             return retry_after if retry_after <= self.max_retry_after else None
         base = min(self.initial_delay * (2.0**retry), self.max_delay)
         return base * (1.0 - 0.25 * random.random())
-
-
-async def _sleep(seconds: float) -> None:
-    """Indirection so tests can record the backoff without waiting."""
-    await asyncio.sleep(seconds)
-
-
-async def stream_with_retries(
-    attempt: Callable[[], AsyncGenerator[ModelEvent, None]],
-    translate: Callable[[Exception], ProviderError],
-    policy: RetryPolicy,
-) -> AsyncIterator[ModelEvent]:
-    """Run ``attempt()`` and pass its events on; retry retryable failures before the first
-    event was passed on, at most ``policy.max_retries`` times.
-
-    ``check_allow_model_requests()`` is called before every request. Exceptions that are not
-    ``Exception`` (cancellation, generator close) pass through untouched, and closing this
-    generator closes the attempt's stream, so the HTTP response is released.
-    """
-    retries = 0
-    while True:
-        check_allow_model_requests()
-        started = False
-        stream = attempt()
-        try:
-            async for event in stream:
-                started = True
-                yield event
-            return
-        except ProviderError as exc:
-            failure = exc
-            cause: Exception = exc
-        except Exception as exc:
-            failure = translate(exc)
-            cause = exc
-        finally:
-            await stream.aclose()
-        wait = None
-        if failure.retryable and not started and retries < policy.max_retries:
-            wait = policy.delay(retries, failure.retry_after)
-        if wait is None:
-            failure.attempts = retries + 1
-            if failure.retryable and retries:
-                failure.args = (f"{failure} Gave up after {retries + 1} attempts.",)
-            if failure is cause:
-                raise failure
-            raise failure from cause
-        retries += 1
-        await _sleep(wait)
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:

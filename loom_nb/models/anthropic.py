@@ -6,29 +6,19 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
-from loom_nb._errors import MissingAPIKey, MissingExtra, ProviderError, UserError
+from loom_nb._errors import MissingAPIKey, MissingExtra
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
-from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta, ToolDefinition
-from loom_nb.models._common import (
-    NO_KEY,
-    ClientPerLoop,
-    ProviderFacts,
-    RetryPolicy,
-    body_message,
-    parse_retry_after,
-    stream_with_retries,
-    tool_call,
-)
+from loom_nb.models import ModelEvent, ModelRequest, TextDelta, ToolDefinition
+from loom_nb.models._base import Advice, StreamingAdapter
+from loom_nb.models._common import NO_KEY, ServerError, body_message, parse_retry_after, tool_call
+from loom_nb.models._deadlines import Deadlines
 
 try:
     import anthropic
-    from anthropic import AsyncAnthropic, not_given, omit
+    from anthropic import AsyncAnthropic, AsyncStream, omit
     from anthropic.types import (
         AssistantMessageParam,
         ContentBlockParam,
@@ -46,8 +36,10 @@ __all__ = ["AnthropicModel"]
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
+_Prepared = tuple[list[MessageParam], list[ToolUnionParam]]
 
-class AnthropicModel(Model):
+
+class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStreamEvent]):
     """A Claude model behind Anthropic's Messages API.
 
     Args:
@@ -57,15 +49,23 @@ class AnthropicModel(Model):
         base_url: defaults to ``ANTHROPIC_BASE_URL``, then Anthropic. A server at another URL
             gets a placeholder key when none is set.
         client: your own ``anthropic.AsyncAnthropic`` (then ``api_key`` / ``base_url`` are
-            unused).
+            unused; its own retries and timeout give way to the ones below).
         max_tokens: the reply limit; the Messages API requires one. ``model_settings``'s
             ``max_tokens`` overrides it per agent.
         max_retries, retry_delay, max_retry_delay: bounded retries with exponential backoff
-            on rate limits, overload (529), 5xx and network errors; the SDK's own retries are
-            turned off so that this bound is the only one.
+            on rate limits, overload (529), 5xx and network errors, before the first event
+            only; the SDK's own retries are turned off so that this bound is the only one.
 
-    Model settings: ``temperature``, ``top_p``, ``max_tokens``, ``timeout`` (seconds).
+    Model settings: ``temperature``, ``top_p``, ``max_tokens``, and the deadlines
+    ``connect_timeout``, ``idle_timeout``, ``turn_timeout`` and ``timeout`` (seconds; see
+    :class:`~loom_nb.models.ModelSettings`).
     """
+
+    client_class = AsyncAnthropic
+    vendor = "Anthropic"
+    vendor_host = "api.anthropic.com"
+    default_base_url = ANTHROPIC_BASE_URL
+    base_url_env = "ANTHROPIC_BASE_URL"
 
     def __init__(
         self,
@@ -79,54 +79,36 @@ class AnthropicModel(Model):
         retry_delay: float = 0.5,
         max_retry_delay: float = 8.0,
     ) -> None:
-        self.model_name = model
-        self.name = f"anthropic:{model}"
+        super().__init__(
+            model,
+            provider="anthropic",
+            base_url=base_url,
+            api_key=api_key,
+            client=client,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            max_retry_delay=max_retry_delay,
+        )
         self.max_tokens = max_tokens
-        self._api_key = api_key
-        self._base_url = base_url
-        self.retry = RetryPolicy(max_retries, retry_delay, max_retry_delay)
-        if client is not None and not isinstance(client, AsyncAnthropic):
-            raise UserError(
-                f"client= takes an anthropic.AsyncAnthropic (loom_nb runs are async), "
-                f"got {type(client).__name__}"
-            )
-        self._client = client.with_options(max_retries=0) if client is not None else None
-        self._clients = ClientPerLoop(self._new_client)
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.model_name!r}, base_url={self.base_url!r})"
-
-    @property
-    def base_url(self) -> str:
-        if self._client is not None:
-            return str(self._client.base_url).rstrip("/")
-        url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL
-        return url.rstrip("/")
 
     @property
     def is_anthropic(self) -> bool:
-        return (urlsplit(self.base_url).hostname or "").endswith("api.anthropic.com")
+        """True when requests go to Anthropic itself."""
+        return self.at_vendor
 
     # ---- the request ------------------------------------------------------------------------
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        client = self._client_for_this_loop()  # raises MissingAPIKey before any request
-        messages = map_messages(request.messages)
-        tools = map_tools(request.tools)
+    def _prepare(self, request: ModelRequest) -> _Prepared:
+        return map_messages(request.messages), map_tools(request.tools)
 
-        def attempt() -> AsyncGenerator[ModelEvent, None]:
-            return self._attempt(client, messages, tools, request)
-
-        async for event in stream_with_retries(attempt, self._translate, self.retry):
-            yield event
-
-    async def _attempt(
+    async def _open(
         self,
         client: AsyncAnthropic,
-        messages: list[MessageParam],
-        tools: list[ToolUnionParam],
+        prepared: _Prepared,
         request: ModelRequest,
-    ) -> AsyncGenerator[ModelEvent, None]:
+        deadlines: Deadlines,
+    ) -> AsyncStream[RawMessageStreamEvent]:
+        messages, tools = prepared
         settings = request.settings
         # This SDK's create() has no sampling parameters; the API reads them from the body.
         sampling: dict[str, float] = {}
@@ -134,25 +116,19 @@ class AnthropicModel(Model):
             sampling["temperature"] = settings["temperature"]
         if "top_p" in settings:
             sampling["top_p"] = settings["top_p"]
-        response = await client.messages.create(
+        return await client.messages.create(
             model=self.model_name,
             max_tokens=settings.get("max_tokens", self.max_tokens),
             messages=messages,
             system=request.instructions or omit,
             tools=tools if tools else omit,
             stream=True,
-            timeout=settings.get("timeout", not_given),
+            timeout=anthropic.Timeout(deadlines.idle, connect=deadlines.connect),
             extra_body=sampling or None,
         )
-        assembler = _EventAssembler()
-        async with response:  # closes the HTTP response on cancel, error or early exit
-            async for event in response:
-                for out in assembler.feed(event):
-                    yield out
-        yield assembler.usage()
 
-    def _client_for_this_loop(self) -> AsyncAnthropic:
-        return self._client if self._client is not None else self._clients.get()
+    def _decoder(self) -> _EventAssembler:
+        return _EventAssembler()
 
     def _new_client(self) -> AsyncAnthropic:
         client = AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, max_retries=0)
@@ -167,48 +143,28 @@ class AnthropicModel(Model):
             )
         return AsyncAnthropic(api_key=NO_KEY, base_url=self.base_url, max_retries=0)
 
-    async def aclose(self) -> None:
-        """Close the connections this model opened on the running event loop (a client you
-        passed in stays yours to close). The model stays usable: it reconnects when asked."""
-        await self._clients.aclose()
-
     # ---- errors -----------------------------------------------------------------------------
 
-    def _facts(self) -> ProviderFacts:
+    def _advice(self) -> Advice:
         if self.is_anthropic:
-            where, unreachable = "Anthropic", "Check your network connection."
+            unreachable = "Check your network connection."
         else:
-            where = f"the server at {self.base_url}"
             unreachable = "Is the server running? Check base_url=... (or ANTHROPIC_BASE_URL)."
-        return ProviderFacts(
-            self.name,
-            self.model_name,
-            where,
-            key_advice="Check the key in the ANTHROPIC_API_KEY environment variable "
-            "(or api_key=...).",
-            not_found_advice="Check the model name, e.g. 'claude-sonnet-4-5' or "
-            "'claude-haiku-4-5'.",
-            unreachable_advice=unreachable,
+        return Advice(
+            key="Check the key in the ANTHROPIC_API_KEY environment variable (or api_key=...).",
+            not_found="Check the model name, e.g. 'claude-sonnet-4-5' or 'claude-haiku-4-5'.",
+            unreachable=unreachable,
         )
 
-    def _translate(self, exc: Exception) -> ProviderError:
-        """An SDK exception as an error that says what happened and what to do."""
-        facts = self._facts()
-        if isinstance(exc, anthropic.APITimeoutError):
-            return facts.timed_out()
-        if isinstance(exc, anthropic.APIConnectionError):
-            return facts.unreachable(exc.__cause__ or exc)
+    def _server_error(self, exc: Exception) -> ServerError | None:
         if not isinstance(exc, anthropic.APIStatusError):
-            return facts.unexpected(exc)
-        status, kind = exc.status_code, exc.type or ""
-        message = exc.api_message or body_message(exc.body) or exc.message
-        detail = f"{status if status >= 400 else 'stream'} {kind}: {message}".strip()
-        if status < 400:  # an "error" event inside a 200 stream: its type says what happened
-            status = {"rate_limit_error": 429, "overloaded_error": 529, "api_error": 500}.get(
-                kind, 400
-            )
-        return facts.status_error(
-            status, message, detail=detail, retry_after=parse_retry_after(exc.response.headers)
+            return None
+        status = exc.status_code
+        return ServerError(
+            status if status >= 400 else None,  # below: an "error" event inside a 200 stream
+            exc.api_message or body_message(exc.body) or exc.message,
+            exc.type,
+            parse_retry_after(exc.response.headers),
         )
 
 
@@ -346,5 +302,5 @@ class _EventAssembler:
             raw = json.dumps(partial.start_input)  # a server that sent the input whole
         return [tool_call(partial.id, partial.name, raw)]
 
-    def usage(self) -> Usage:
-        return Usage(self._input_tokens, self._output_tokens, 1)
+    def finish(self) -> list[ModelEvent]:
+        return [Usage(self._input_tokens, self._output_tokens, 1)]

@@ -8,30 +8,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from loom_nb._errors import ContextTooLong, MissingAPIKey, MissingExtra, ProviderError, UserError
+from loom_nb._errors import MissingAPIKey, MissingExtra
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
-from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta, ToolDefinition
-from loom_nb.models._common import (
-    CONTEXT_ADVICE,
-    NO_KEY,
-    ClientPerLoop,
-    ProviderFacts,
-    RetryPolicy,
-    body_message,
-    looks_like_context_overflow,
-    parse_retry_after,
-    stream_with_retries,
-    tool_call,
-)
+from loom_nb.models import ModelEvent, ModelRequest, TextDelta, ToolDefinition
+from loom_nb.models._base import Advice, StreamingAdapter
+from loom_nb.models._common import NO_KEY, ServerError, body_message, parse_retry_after, tool_call
+from loom_nb.models._deadlines import Deadlines
 
 try:
     import openai
-    from openai import AsyncOpenAI, not_given, omit
+    from openai import AsyncOpenAI, AsyncStream, omit
     from openai.types.chat import (
         ChatCompletionAssistantMessageParam,
         ChatCompletionChunk,
@@ -48,8 +38,10 @@ __all__ = ["OpenAIModel", "ollama"]
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
 
+_Prepared = tuple[list[ChatCompletionMessageParam], list[ChatCompletionToolUnionParam]]
 
-class OpenAIModel(Model):
+
+class OpenAIModel(StreamingAdapter[AsyncOpenAI, _Prepared, ChatCompletionChunk]):
     """A chat model behind the OpenAI Chat Completions API.
 
     Args:
@@ -59,9 +51,11 @@ class OpenAIModel(Model):
         api_key: defaults to ``OPENAI_API_KEY``. Required for OpenAI itself; a server at
             another ``base_url`` gets a placeholder when no key is set (local servers need
             none; one that does answers 401 and the error says which variable to set).
-        client: your own ``openai.AsyncOpenAI`` (then ``base_url`` / ``api_key`` are unused).
-        max_retries: extra attempts on rate limits, overload, 5xx and network errors; the
-            SDK's own retries are turned off so that this bound is the only one.
+        client: your own ``openai.AsyncOpenAI`` (then ``base_url`` / ``api_key`` are unused;
+            its own retries and timeout give way to the ones below).
+        max_retries: extra attempts on rate limits, overload, 5xx and network errors, before
+            the first event only; the SDK's own retries are turned off so that this bound is
+            the only one.
         retry_delay: the first backoff wait in seconds; it doubles each retry, capped at
             ``max_retry_delay``. A server's ``Retry-After`` is honoured up to 60 s.
         extra_body: extra JSON fields for every request (server-specific options, e.g.
@@ -69,8 +63,16 @@ class OpenAIModel(Model):
 
     Model settings: ``temperature``, ``top_p``, ``max_tokens`` (sent as
     ``max_completion_tokens`` to OpenAI itself, which requires it for its reasoning models, and
-    as ``max_tokens`` to other servers, which know that one) and ``timeout`` (seconds).
+    as ``max_tokens`` to other servers, which know that one), and the deadlines
+    ``connect_timeout``, ``idle_timeout``, ``turn_timeout`` and ``timeout`` (seconds; see
+    :class:`~loom_nb.models.ModelSettings`).
     """
+
+    client_class = AsyncOpenAI
+    vendor = "OpenAI"
+    vendor_host = "api.openai.com"
+    default_base_url = OPENAI_BASE_URL
+    base_url_env = "OPENAI_BASE_URL"
 
     def __init__(
         self,
@@ -86,62 +88,37 @@ class OpenAIModel(Model):
         provider: str = "openai",
         api_key_env: str = "OPENAI_API_KEY",
     ) -> None:
-        self.model_name = model
-        self.name = f"{provider}:{model}"
-        self.provider = provider
-        self._base_url = base_url
-        self._api_key = api_key
+        super().__init__(
+            model,
+            provider=provider,
+            base_url=base_url,
+            api_key=api_key,
+            client=client,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            max_retry_delay=max_retry_delay,
+        )
         self._api_key_env = api_key_env
-        self.retry = RetryPolicy(max_retries, retry_delay, max_retry_delay)
         self.extra_body = dict(extra_body) if extra_body else None
-        # The SDK's retries would multiply with ours: one bound, ours.
-        if client is not None and not isinstance(client, AsyncOpenAI):
-            raise UserError(
-                f"client= takes an openai.AsyncOpenAI (loom_nb runs are async), "
-                f"got {type(client).__name__}"
-            )
-        self._client = client.with_options(max_retries=0) if client is not None else None
-        self._clients = ClientPerLoop(self._new_client)
-
-    def __repr__(self) -> str:
-        return f"OpenAIModel({self.model_name!r}, base_url={self.base_url!r})"
-
-    @property
-    def base_url(self) -> str:
-        """The server requests go to."""
-        if self._client is not None:
-            return str(self._client.base_url).rstrip("/")
-        return (self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
 
     @property
     def is_openai(self) -> bool:
         """True when requests go to OpenAI itself (not a compatible server)."""
-        return (urlsplit(self.base_url).hostname or "").endswith("api.openai.com")
+        return self.at_vendor
 
     # ---- the request ------------------------------------------------------------------------
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        client = self._client_for_this_loop()  # raises MissingAPIKey before any request
-        messages = map_messages(request.instructions, request.messages)
-        tools = map_tools(request.tools)
+    def _prepare(self, request: ModelRequest) -> _Prepared:
+        return map_messages(request.instructions, request.messages), map_tools(request.tools)
 
-        def attempt() -> AsyncGenerator[ModelEvent, None]:
-            return self._attempt(client, messages, tools, request)
-
-        async for event in stream_with_retries(attempt, self._translate, self.retry):
-            yield event
-
-    async def _attempt(
-        self,
-        client: AsyncOpenAI,
-        messages: list[ChatCompletionMessageParam],
-        tools: list[ChatCompletionToolUnionParam],
-        request: ModelRequest,
-    ) -> AsyncGenerator[ModelEvent, None]:
+    async def _open(
+        self, client: AsyncOpenAI, prepared: _Prepared, request: ModelRequest, deadlines: Deadlines
+    ) -> AsyncStream[ChatCompletionChunk]:
+        messages, tools = prepared
         settings = request.settings
         max_tokens = settings.get("max_tokens")
         use_completion_tokens = self.is_openai
-        response = await client.chat.completions.create(
+        return await client.chat.completions.create(
             model=self.model_name,
             messages=messages,
             tools=tools if tools else omit,
@@ -153,20 +130,12 @@ class OpenAIModel(Model):
             max_completion_tokens=(
                 max_tokens if max_tokens is not None and use_completion_tokens else omit
             ),
-            timeout=settings.get("timeout", not_given),
+            timeout=openai.Timeout(deadlines.idle, connect=deadlines.connect),
             extra_body=self.extra_body,
         )
-        assembler = _ChunkAssembler()
-        async with response:  # closes the HTTP response on cancel, error or early exit
-            async for chunk in response:
-                for text in assembler.feed(chunk):
-                    yield TextDelta(text)
-        for call in assembler.tool_calls():
-            yield call
-        yield assembler.usage()
 
-    def _client_for_this_loop(self) -> AsyncOpenAI:
-        return self._client if self._client is not None else self._clients.get()
+    def _decoder(self) -> _ChunkAssembler:
+        return _ChunkAssembler()
 
     def _new_client(self) -> AsyncOpenAI:
         key = self._api_key or os.environ.get(self._api_key_env)
@@ -178,22 +147,15 @@ class OpenAIModel(Model):
             )
         return AsyncOpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0)
 
-    async def aclose(self) -> None:
-        """Close the connections this model opened on the running event loop (a client you
-        passed in stays yours to close). The model stays usable: it reconnects when asked."""
-        await self._clients.aclose()
-
     # ---- errors -----------------------------------------------------------------------------
 
-    def _facts(self) -> ProviderFacts:
+    def _advice(self) -> Advice:
         key = f"Check the key in the {self._api_key_env} environment variable (or api_key=...)"
         if self.is_openai:
-            where = "OpenAI"
             key += "."
             not_found = "Check the model name."
             unreachable = "Check your network connection."
         else:
-            where = f"the server at {self.base_url}"
             key += " and that base_url is the right server."
             not_found = (
                 "Check the model name (list them with GET /models) and base_url: "
@@ -206,40 +168,21 @@ class OpenAIModel(Model):
                 "Is Ollama running? Start it with `ollama serve` (or the Ollama app); set "
                 "OLLAMA_HOST or base_url=... if it listens elsewhere."
             )
-        return ProviderFacts(self.name, self.model_name, where, key, not_found, unreachable)
+        return Advice(key, not_found, unreachable)
 
-    def _translate(self, exc: Exception) -> ProviderError:
-        """An SDK exception as an error that says what happened and what to do."""
-        facts = self._facts()
-        if isinstance(exc, openai.APITimeoutError):
-            return facts.timed_out()
-        if isinstance(exc, openai.APIConnectionError):
-            return facts.unreachable(exc.__cause__ or exc)
-        if not isinstance(exc, openai.APIError):
-            return facts.unexpected(exc)
-        message = body_message(exc.body) or exc.message
+    def _server_error(self, exc: Exception) -> ServerError | None:
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            return facts.status_error(
-                status,
-                message,
-                detail=f"{status}: {message}",
-                retry_after=parse_retry_after(exc.response.headers),
-                code=exc.code,
+            return ServerError(
+                exc.status_code,
+                body_message(exc.body) or exc.message,
+                exc.code,
+                parse_retry_after(exc.response.headers),
             )
-        # An error event inside the stream: no status, its code says what happened.
-        if looks_like_context_overflow(exc.code, message):
-            return ContextTooLong(
-                f"{facts.name}: the conversation is too long ({message}). {CONTEXT_ADVICE}"
-            )
-        code = str(exc.code or exc.type or "")
-        retryable = code in {"rate_limit_exceeded", "server_error", "overloaded"} or (
-            code.isdigit() and (int(code) == 429 or int(code) >= 500)
-        )
-        return ProviderError(
-            f"{facts.name}: {facts.where} reported an error while streaming: {message}",
-            retryable=retryable,
-        )
+        if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
+            # An error event inside the stream: no status, its code says what happened.
+            code = str(exc.code or exc.type or "")
+            return ServerError(None, body_message(exc.body) or exc.message, code or None)
+        return None
 
 
 def ollama(
@@ -346,8 +289,8 @@ class _ChunkAssembler:
         self._input_tokens = 0
         self._output_tokens = 0
 
-    def feed(self, chunk: ChatCompletionChunk) -> list[str]:
-        texts: list[str] = []
+    def feed(self, chunk: ChatCompletionChunk) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
         if chunk.usage is not None:
             self._input_tokens = chunk.usage.prompt_tokens or 0
             self._output_tokens = chunk.usage.completion_tokens or 0
@@ -356,9 +299,9 @@ class _ChunkAssembler:
             if getattr(choice, "index", 0) not in (0, None) or delta is None:
                 continue
             if delta.content:
-                texts.append(delta.content)
+                out.append(TextDelta(delta.content))
             if delta.refusal:
-                texts.append(delta.refusal)
+                out.append(TextDelta(delta.refusal))
             for piece in delta.tool_calls or []:
                 # Some servers leave out "index" or "id" on later pieces.
                 piece_id: str | None = getattr(piece, "id", None)
@@ -373,7 +316,7 @@ class _ChunkAssembler:
                         call.name += piece.function.name
                     if piece.function.arguments:
                         call.arguments += piece.function.arguments
-        return texts
+        return out
 
     def _index_for(self, call_id: str | None) -> int:
         """Servers that leave out ``index``: a new id starts a new call."""
@@ -384,12 +327,12 @@ class _ChunkAssembler:
                 return index
         return len(self._calls)
 
-    def tool_calls(self) -> list[ToolCall]:
-        return [
+    def finish(self) -> list[ModelEvent]:
+        """The tool calls, complete now, then the usage."""
+        out: list[ModelEvent] = [
             tool_call(c.id, c.name, c.arguments)
             for _, c in sorted(self._calls.items())
             if c.name or c.arguments
         ]
-
-    def usage(self) -> Usage:
-        return Usage(self._input_tokens, self._output_tokens, 1)
+        out.append(Usage(self._input_tokens, self._output_tokens, 1))
+        return out

@@ -29,6 +29,7 @@ class Reply:
     usage: Usage | None = None
 
     def events(self, chunk_words: int = 1) -> list[ModelEvent]:
+        """This turn as a model's stream: text in ``chunk_words``-word deltas, the calls, usage."""
         events: list[ModelEvent] = [TextDelta(t) for t in _chunks(self.text, chunk_words)]
         for call in self.tool_calls:
             events.append(_as_call(call))

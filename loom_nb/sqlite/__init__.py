@@ -45,9 +45,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
+from loom_nb._message_rows import message_contains, message_row, row_message, searchable
 from loom_nb._messages import Message, Thread, ThreadInfo
+from loom_nb._store import Store
 from loom_nb.sqlite import _schema as schema
-from loom_nb.sqlite._rows import message_contains, message_row, row_message, searchable
 
 __all__ = [
     "DEFAULT_PATH",
@@ -91,7 +92,7 @@ _THREAD_COLUMNS = (
 _INFO_COLUMNS = "id, agent, user_id, title, created_at, updated_at, message_count, pending_count"
 
 
-class SQLiteStore:
+class SQLiteStore(Store):  # the methods say what they do once, in Store
     """A :class:`loom_nb.Store` in a SQLite file. Make one with :func:`sqlite_store`."""
 
     def __init__(
@@ -126,6 +127,10 @@ class SQLiteStore:
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<SQLiteStore {self.path!r}{state}>"
+
+    def describe(self) -> str:
+        """Which file this store reads, for ``%loom threads``."""
+        return f"SQLite file {self.path}"
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -169,7 +174,7 @@ class SQLiteStore:
         self._write(write)
 
     def append(self, thread: Thread, message: Message) -> None:
-        text, data, search = message_row(message)
+        _, _, text, data, search = message_row(message)  # role and created_at are in the JSON
         updated = thread.updated_at
         touch = (updated.isoformat(), _sort_key(updated), thread.id)
 

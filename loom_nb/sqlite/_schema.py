@@ -15,6 +15,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
+from loom_nb._message_rows import searchable
 from loom_nb._messages import Message
 from loom_nb._store import _searchable
 
@@ -105,10 +106,13 @@ def m004_message_rowids_and_search_index(conn: sqlite3.Connection) -> None:
     )
     if search_index_available(conn):
         conn.execute(SEARCH_INDEX_DDL)
-        conn.execute(
-            "INSERT INTO loom_search (rowid, text) SELECT n.id, o.search "
-            "FROM loom_messages_by_rowid n JOIN loom_messages o "
-            "ON o.thread_id = n.thread_id AND o.seq = n.seq WHERE o.search IS NOT NULL"
+        # From each message's JSON, as appends write it and deletes take it back out.
+        conn.executemany(
+            "INSERT INTO loom_search (rowid, text) VALUES (?, ?)",
+            (
+                (row, searchable(json.loads(text)))
+                for row, text in conn.execute("SELECT id, json FROM loom_messages_by_rowid")
+            ),
         )
     conn.execute("DROP TABLE loom_messages")
     conn.execute("ALTER TABLE loom_messages_by_rowid RENAME TO loom_messages")

@@ -59,8 +59,9 @@ async def ids(conn: Connector, args: dict[str, Any], tool: str = "frames_select"
     return [int(i) for i in out.data["id"]]
 
 
-async def refused(conn: Connector, tool: str, args: dict[str, Any]) -> str:
-    with pytest.raises(ToolInputError) as info:
+async def refused(conn: Connector, tool: str, args: dict[str, Any], match: str) -> str:
+    """The message of the ToolInputError the call raises; it must contain `match` (a regex)."""
+    with pytest.raises(ToolInputError, match=match) as info:
         await call(conn, tool, args)
     return str(info.value)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from _orders import orders_frame
 
 from loom_nb._tools import Connector
 from loom_nb.frames import frame_tools
+from tests.frames._orders import orders_frame
 
 
 @pytest.fixture

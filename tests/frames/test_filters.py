@@ -6,13 +6,13 @@ import re
 
 import pandas as pd
 import pytest
-from _orders import flt, ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loom_nb._tables.grammar import OPERATORS
 from loom_nb.frames import frame_tools
 from loom_nb.frames._filters import like_regex
+from tests.frames._orders import flt, ids
 
 # ---- select: every operator, on every dtype, and its negation ------------------------------------
 

@@ -23,7 +23,7 @@ def test_tool_names_follow_the_prefix_and_writes_exist_only_for_writable_frames(
     }
     # two connectors live in one agent when their prefixes differ, not otherwise
     define_agent(name="a", model=ReplayModel([]), connectors=[read_only, both])
-    with pytest.raises(DuplicateToolError):
+    with pytest.raises(DuplicateToolError, match="two tools are named 'frames_list_tables'"):
         define_agent(
             name="a", model=ReplayModel([]), connectors=[read_only, frame_tools({"x": orders})]
         )

@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 import pandas as pd
-from _orders import orders_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
@@ -14,6 +13,7 @@ from pandas.testing import assert_frame_equal
 from loom_nb._tables.grammar import OPERATORS
 from loom_nb._tools import Connector, ToolInputError, ToolOutput, to_output
 from loom_nb.frames import frame_tools
+from tests.frames._orders import orders_frame
 
 COLUMNS = [*orders_frame().columns, "secret", "x y", "", "order"]
 scalars = st.one_of(

@@ -7,11 +7,11 @@ import re
 
 import pandas as pd
 import pytest
-from _orders import call, flt, ids, orders_frame, refused
 from pandas.testing import assert_frame_equal
 
 from loom_nb import ReplayModel, Reply, define_agent
 from loom_nb.frames import frame_tools
+from tests.frames._orders import call, flt, ids, orders_frame, refused
 
 # ---- list_tables --------------------------------------------------------------------------------
 
@@ -99,20 +99,16 @@ async def test_list_tables_names_rows_dtypes_categories_and_writability(orders):
     ],
 )
 async def test_bad_select_arguments_are_explained(conn, args, message):
-    assert message in await refused(conn, "frames_select", args)
+    await refused(conn, "frames_select", args, re.escape(message))
 
 
 async def test_mixed_object_columns_that_cannot_be_compared_give_an_error():
     frame = pd.DataFrame({"id": [1, 2], "mixed": pd.Series([1, "x"], dtype=object)})
     conn = frame_tools({"orders": frame})
-    message = await refused(
-        conn, "frames_select", {"table": "orders", "filters": [flt("mixed", "gt", 0)]}
-    )
-    assert "cannot apply gt to orders.mixed (object)" in message
-    message = await refused(
-        conn, "frames_select", {"table": "orders", "order": [{"column": "mixed"}]}
-    )
-    assert "cannot sort orders" in message
+    gt = {"table": "orders", "filters": [flt("mixed", "gt", 0)]}
+    await refused(conn, "frames_select", gt, re.escape("cannot apply gt to orders.mixed (object)"))
+    by_mixed = {"table": "orders", "order": [{"column": "mixed"}]}
+    await refused(conn, "frames_select", by_mixed, "cannot sort orders")
 
 
 async def test_a_bad_argument_reaches_the_model_as_an_error_and_the_run_goes_on(conn):
@@ -166,8 +162,8 @@ async def test_the_column_allowlist_holds_everywhere(orders):
         ("frames_aggregate", {"aggregates": [{"fn": "max", "column": "qty"}]}),
         ("frames_aggregate", {"filters": [flt("qty", "gt", 1)]}),
     ]:
-        message = await refused(conn, tool, {"table": "orders", **args})
-        assert re.search(r"'(paid|qty)' is not .*\['id', 'status', 'total'\]", message)
+        hidden = r"'(paid|qty)' is not .*\['id', 'status', 'total'\]"
+        await refused(conn, tool, {"table": "orders", **args}, hidden)
     listing = (await call(conn, "frames_list_tables", {})).content or ""
     assert "paid" not in listing and "qty" not in listing
 

@@ -2,9 +2,11 @@
 
 It answers each request with the next queued :class:`Reply`: a JSON body (errors, non-streamed
 answers) or a server-sent-event stream sent with chunked transfer encoding, as the providers
-do. Every request is recorded (method, path, headers, JSON body) so tests can assert what the
-real SDK sent. A stream may ``hold`` the connection open after its events, until the client
-goes away: that is how tests see that cancelling a run closes the request.
+do, and the faults a real network has: a stall, a stream that trickles forever, a cut or a
+reset mid-stream, a body that is not what the API defines. Every request is recorded (method,
+path, headers, JSON body) so tests can assert what the real SDK sent. A stream may ``hold`` the
+connection open after its events, until the client goes away: that is how tests see that
+cancelling a run closes the request.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 import json
 import select
 import socket
+import struct
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,6 +46,18 @@ class Reply:
     stall: float = 0.0
     #: End the stream abruptly (no final chunk): a server that died mid-answer.
     cut: bool = False
+    #: Close the connection at once, without answering.
+    hang_up: bool = False
+    #: End the stream with a TCP reset instead (a proxy or a server that crashed), once the
+    #: client had a moment to read the events.
+    reset: bool = False
+    #: After the events, send this block every ``every`` seconds until the client goes away.
+    trickle: str | None = None
+    every: float = 0.05
+    #: A body sent as is (e.g. a proxy's HTML login page), instead of ``body``'s JSON.
+    raw: str | None = None
+    #: Instead of ``application/json`` (answers) or ``text/event-stream`` (streams).
+    content_type: str | None = None
 
 
 @dataclass
@@ -211,15 +228,19 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             reply = server.next_reply()
             if reply.stall and server._stop.wait(reply.stall):
                 return
+            if reply.hang_up:
+                self.close_connection = True
+                return
             if reply.events is None:
                 self._json(reply)
             else:
                 self._stream(reply)
 
         def _json(self, reply: Reply) -> None:
-            payload = json.dumps(reply.body).encode()
+            text = reply.raw if reply.raw is not None else json.dumps(reply.body)
+            payload = text.encode()
             self.send_response(reply.status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", reply.content_type or "application/json")
             self.send_header("content-length", str(len(payload)))
             for k, v in reply.headers.items():
                 self.send_header(k, v)
@@ -229,7 +250,9 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
 
         def _stream(self, reply: Reply) -> None:
             self.send_response(reply.status)
-            self.send_header("content-type", "text/event-stream; charset=utf-8")
+            self.send_header(
+                "content-type", reply.content_type or "text/event-stream; charset=utf-8"
+            )
             self.send_header("cache-control", "no-cache")
             self.send_header("transfer-encoding", "chunked")
             for k, v in reply.headers.items():
@@ -237,9 +260,20 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             try:
                 for block in reply.events or []:
-                    chunk = block.encode()
-                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                    self.wfile.flush()
+                    self._chunk(block)
+                if reply.trickle is not None:
+                    deadline = time.monotonic() + PATIENCE
+                    while time.monotonic() < deadline and not server._stop.wait(reply.every):
+                        self._chunk(reply.trickle)
+                if reply.reset:  # SO_LINGER 0: closing sends RST, not FIN
+                    # A reset discards what the client has not read yet: let it read first.
+                    server._stop.wait(0.2)
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.connection.close()
+                    self.close_connection = True
+                    return
                 if reply.cut:
                     self.close_connection = True
                     return
@@ -253,6 +287,11 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 server.disconnected.set()
                 self.close_connection = True
+
+        def _chunk(self, block: str) -> None:
+            data = block.encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
         def _wait_for_disconnect(self) -> None:
             sock: socket.socket = self.connection
@@ -277,6 +316,30 @@ def closed_port_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def unanswered_connects() -> Iterator[str]:
+    """A loopback URL where connecting hangs: the listener never accepts and its backlog is
+    full, so the kernel drops further connection requests."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
 
 
 def allow_network(monkeypatch: Any) -> None:

@@ -1,13 +1,15 @@
-"""Fixtures for the model adapters: a local wire server, a clean environment, no real waits."""
+"""Fixtures for the model adapters: a local wire server, each adapter on it, a clean
+environment, no real retry waits."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from _wire import OPENED, WireServer
 
 from loom_nb.models import allow_model_requests
+from tests.models._adapters import AnthropicCase, OpenAICase
+from tests.models._wire import OPENED, WireServer
 
 #: Variables the SDKs and adapters read; a developer's own settings must not leak into tests.
 PROVIDER_ENV = (
@@ -45,6 +47,19 @@ def server() -> Iterator[WireServer]:
         wire.close()
 
 
+# One fixture per adapter; test_contract.py runs every contract test over each.
+
+
+@pytest.fixture
+def openai_case(server: WireServer) -> OpenAICase:
+    return OpenAICase(server)
+
+
+@pytest.fixture
+def anthropic_case(server: WireServer) -> AnthropicCase:
+    return AnthropicCase(server)
+
+
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Records each retry backoff instead of waiting it."""
@@ -53,7 +68,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def fake_sleep(seconds: float) -> None:
         recorded.append(seconds)
 
-    monkeypatch.setattr("loom_nb.models._common._sleep", fake_sleep)
+    monkeypatch.setattr("loom_nb.models._base._sleep", fake_sleep)
     return recorded
 
 

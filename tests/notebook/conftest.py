@@ -6,9 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nb_kernels import VERSIONS, build
 
 from tests.conftest import require
+from tests.notebook.nb_kernels import VERSIONS, build
 
 
 @pytest.fixture(scope="session", params=list(VERSIONS), ids=[f"ipykernel-{v}" for v in VERSIONS])

@@ -9,9 +9,10 @@ import textwrap
 from typing import Any
 
 import pytest
-from browser import fixtures
-from browser.lab import LabServer
-from browser.page import (
+
+from tests.notebook.browser import fixtures
+from tests.notebook.browser.lab import LabServer
+from tests.notebook.browser.page import (
     MEDIUM,
     cell,
     cell_output_text,
@@ -30,7 +31,7 @@ lab = fixtures.lab
 chromium = fixtures.chromium
 page = fixtures.page
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
 
 
 def _cells(*sources: str) -> list[str]:

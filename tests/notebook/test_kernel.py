@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nb_kernels import Kernel, execute, printed, text_of, with_class
 
-pytestmark = pytest.mark.timeout(240)
+from tests.notebook.nb_kernels import Kernel, execute, printed, text_of, with_class
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 SETUP = """
 %load_ext loom_nb

@@ -324,11 +324,11 @@ def test_agents_with_auth_give_the_same_error_for_foreign_and_unknown_threads(tm
     ann = agent.run_sync("hi", context={"user": "ann"})
     errors = []
     for thread_id in (ann.thread_id, new_thread_id()):
-        with pytest.raises(ThreadNotFound) as caught:
+        with pytest.raises(ThreadNotFound, match=f"no thread '{thread_id}' for agent") as caught:
             agent.thread(thread_id, context={"user": "bob"})
         errors.append(str(caught.value).replace(thread_id, "<id>"))
     assert errors[0] == errors[1]
-    with pytest.raises(ThreadNotFound):
+    with pytest.raises(ThreadNotFound, match=f"no thread '{ann.thread_id}' for agent"):
         agent.delete_thread(ann.thread_id, context={"user": "bob"})
     assert agent.threads(context={"user": "bob"}) == []
     assert [t.id for t in agent.threads(context={"user": "ann"})] == [ann.thread_id]
@@ -488,7 +488,7 @@ def test_a_file_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path):
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(NewerSchemaError) as caught:
+    with pytest.raises(NewerSchemaError, match="was written by a newer loom_nb") as caught:
         sqlite_store(path)
     message = str(caught.value)
     assert "newer loom_nb" in message and "m003_something_new" in message
@@ -512,7 +512,7 @@ def test_a_file_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path):
 def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path, content: bytes):
     path = tmp_path / "notes.db"
     path.write_bytes(content)
-    with pytest.raises(NotADatabaseError) as caught:
+    with pytest.raises(NotADatabaseError, match="is not a SQLite database") as caught:
         sqlite_store(path)
     message = str(caught.value)
     assert str(path) in message and "not a SQLite database" in message
@@ -524,7 +524,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path, con
 def test_a_folder_that_cannot_be_created_is_a_clear_error(tmp_path: Path):
     blocker = tmp_path / "file"
     blocker.write_text("I am a file")
-    with pytest.raises(StoreNotWritableError) as caught:
+    with pytest.raises(StoreNotWritableError, match="cannot create the folder") as caught:
         sqlite_store(blocker / "sub" / "loom.db")
     assert "cannot create the folder" in str(caught.value)
     assert "sqlite_store(path=...)" in str(caught.value)

@@ -12,8 +12,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from loom_nb.sqlite import sqlite_store
 from loom_nb.sqlite._schema import MIGRATIONS
+
+pytestmark = pytest.mark.slow
 
 
 def run_child(code: str, *args: str, timeout: float = 120) -> str:

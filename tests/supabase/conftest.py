@@ -3,20 +3,12 @@ Supabase-style roles and RLS, a strict PostgREST-subset shim in front (see rig/)
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-# `tests` is importable when the repository is installed in development mode (make test);
-# this makes it so for a bare `pytest tests/supabase` too.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.append(_ROOT)
-
-from tests.conftest import require  # noqa: E402
-from tests.supabase.rig import Rig, missing_reason  # noqa: E402
+from tests.conftest import require
+from tests.supabase.rig import Rig, missing_reason
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ approvals, errors, DataFrames."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -13,13 +14,13 @@ from typing import Any
 import httpx
 import pandas as pd
 import pytest
-from _capture import CaptureServer, Reply, Request, error_reply, rows_reply
 from supabase import ClientOptions, acreate_client, create_client
 
 from loom_nb import MissingExtra, ReplayModel, RunContext, UserError, define_agent
 from loom_nb import Reply as ModelReply
 from loom_nb._tools import Connector, ToolInputError, ToolOutput
 from loom_nb.supabase import supabase_tools
+from tests.supabase._capture import CaptureServer, Reply, Request, error_reply, rows_reply
 
 KEY = "anon-key-for-tests"
 
@@ -215,62 +216,146 @@ async def test_an_empty_result_keeps_its_columns(server, factory):
 
 # ---- refusals: nothing leaves --------------------------------------------------------------
 
-HOSTILE_SELECTS: list[dict[str, Any]] = [
-    {"table": "../auth/v1/admin/users"},
-    {"table": "rpc/delete_everything"},
-    {"table": "secrets"},
-    {"table": "orders", "columns": ["owner:profiles(email)"]},
-    {"table": "orders", "columns": ["secrets!inner(*)"]},
-    {"table": "orders", "columns": ["...profiles(email)"]},
-    {"table": "orders", "columns": ["pw:password_hash"]},
-    {"table": "orders", "columns": ["meta->>token"]},
-    {"table": "orders", "columns": ["id::text"]},
-    {"table": "orders", "columns": ["count()"]},
-    {"table": "orders", "columns": ['"id"']},
-    {"table": "orders", "columns": ["*"]},
-    {"table": "orders", "columns": ["name"]},  # a column of another table
-    {"table": "orders", "order": [{"column": "id.desc,meta->>k"}]},
-    {"table": "orders", "order": [{"column": "id", "desc": "true"}]},
-    {"table": "orders", "filters": [{"column": "secrets.value", "op": "eq", "value": "x"}]},
-    {"table": "orders", "filters": [{"column": "meta->>role", "op": "eq", "value": "x"}]},
-    {"table": "orders", "filters": [{"column": "limit", "op": "eq", "value": "x"}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "or", "value": "(id.eq.1)"}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "match", "value": ".*"}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "fts", "value": "x"}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "is_null", "value": "anything"}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "in", "value": [1, None]}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "in", "value": []}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": None}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": {"a": 1}}]},
-    {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": 1, "raw": "x"}]},
-    {"table": "orders", "limit": "5&select=*"},
-    {"table": "orders", "limit": -1},
-    {"table": "orders", "offset": "1"},
-    {"table": "orders", "select": "*,secrets(*)"},
+HOSTILE_SELECTS: list[tuple[dict[str, Any], str]] = [  # (arguments, what the refusal says)
+    ({"table": "../auth/v1/admin/users"}, "table: '../auth/v1/admin/users' is not one of"),
+    ({"table": "rpc/delete_everything"}, "table: 'rpc/delete_everything' is not one of"),
+    ({"table": "secrets"}, "table: 'secrets' is not one of"),
+    (
+        {"table": "orders", "columns": ["owner:profiles(email)"]},
+        "columns/0: 'owner:profiles(email)' is not one of",
+    ),
+    (
+        {"table": "orders", "columns": ["secrets!inner(*)"]},
+        "columns/0: 'secrets!inner(*)' is not one of",
+    ),
+    (
+        {"table": "orders", "columns": ["...profiles(email)"]},
+        "columns/0: '...profiles(email)' is not one of",
+    ),
+    (
+        {"table": "orders", "columns": ["pw:password_hash"]},
+        "columns/0: 'pw:password_hash' is not one of",
+    ),
+    ({"table": "orders", "columns": ["meta->>token"]}, "columns/0: 'meta->>token' is not one of"),
+    ({"table": "orders", "columns": ["id::text"]}, "columns/0: 'id::text' is not one of"),
+    ({"table": "orders", "columns": ["count()"]}, "columns/0: 'count()' is not one of"),
+    ({"table": "orders", "columns": ['"id"']}, "columns/0: '\"id\"' is not one of"),
+    ({"table": "orders", "columns": ["*"]}, "columns/0: '*' is not one of"),
+    (
+        {"table": "orders", "columns": ["name"]},
+        "column 'name' is not available in 'orders'",
+    ),  # a column of another table
+    (
+        {"table": "orders", "order": [{"column": "id.desc,meta->>k"}]},
+        "order/0/column: 'id.desc,meta->>k' is not one of",
+    ),
+    (
+        {"table": "orders", "order": [{"column": "id", "desc": "true"}]},
+        "order/0/desc: 'true' is not of type 'boolean'",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "secrets.value", "op": "eq", "value": "x"}]},
+        "filters/0/column: 'secrets.value' is not one of",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "meta->>role", "op": "eq", "value": "x"}]},
+        "filters/0/column: 'meta->>role' is not one of",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "limit", "op": "eq", "value": "x"}]},
+        "filters/0/column: 'limit' is not one of",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "or", "value": "(id.eq.1)"}]},
+        "filters/0/op: 'or' is not one of",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "match", "value": ".*"}]},
+        "filters/0/op: 'match' is not one of",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "fts", "value": "x"}]},
+        "filters/0/op: 'fts' is not one of",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "is_null", "value": "anything"}]},
+        "is_null takes no value",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "in", "value": [1, None]}]},
+        "filters/0/value: [1, None] is not valid",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "in", "value": []}]},
+        "'in' takes a non-empty list of values",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": None}]},
+        "filters/0/value: None is not valid",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": {"a": 1}}]},
+        "filters/0/value: {'a': 1} is not valid",
+    ),
+    (
+        {"table": "orders", "filters": [{"column": "id", "op": "eq", "value": 1, "raw": "x"}]},
+        "Additional properties are not allowed ('raw' was unexpected)",
+    ),
+    ({"table": "orders", "limit": "5&select=*"}, "limit: '5&select=*' is not of type 'integer'"),
+    ({"table": "orders", "limit": -1}, "limit: -1 is less than the minimum of 0"),
+    ({"table": "orders", "offset": "1"}, "offset: '1' is not of type 'integer'"),
+    (
+        {"table": "orders", "select": "*,secrets(*)"},
+        "Additional properties are not allowed ('select' was unexpected)",
+    ),
 ]
 
 
-@pytest.mark.parametrize("args", HOSTILE_SELECTS, ids=lambda a: json.dumps(a)[:60])
-async def test_hostile_selects_are_refused_before_any_request(server, args):
+@pytest.mark.parametrize(("args", "says"), HOSTILE_SELECTS, ids=lambda a: json.dumps(a)[:60])
+async def test_hostile_selects_are_refused_before_any_request(server, args, says):
     made = []
     conn = supabase_tools(
         client=lambda ctx: made.append(1) or create_client(server.url, KEY), tables=TABLES
     )
-    with pytest.raises(ToolInputError):
+    with pytest.raises(ToolInputError, match=re.escape(says)):
         await call(conn, "supabase_select", args)
     assert server.requests == []
     assert made == []  # not even a client was made
 
 
-HOSTILE_WRITES: list[tuple[str, dict[str, Any]]] = [
-    ("supabase_insert", {"table": "orders", "rows": [{"status": "x"}]}),  # read-only table
-    ("supabase_insert", {"table": "tickets", "rows": [{"password_hash": "x"}]}),
-    ("supabase_insert", {"table": "tickets", "rows": [{"title": "a", "owner:x": 1}]}),
-    ("supabase_insert", {"table": "tickets", "rows": []}),
-    ("supabase_insert", {"table": "tickets", "rows": [{}]}),
-    ("supabase_insert", {"table": "tickets", "rows": [{"title": float("nan")}]}),
-    ("supabase_update", {"table": "tickets", "values": {"state": "closed"}, "filters": []}),
-    ("supabase_update", {"table": "tickets", "values": {"state": "closed"}}),
+HOSTILE_WRITES: list[tuple[str, dict[str, Any], str]] = [  # (tool, arguments, refusal)
+    (
+        "supabase_insert",
+        {"table": "orders", "rows": [{"status": "x"}]},
+        "table: 'orders' is not one of ['tickets']",  # read-only table
+    ),
+    (
+        "supabase_insert",
+        {"table": "tickets", "rows": [{"password_hash": "x"}]},
+        "rows/0: 'password_hash' is not one of",
+    ),
+    (
+        "supabase_insert",
+        {"table": "tickets", "rows": [{"title": "a", "owner:x": 1}]},
+        "rows/0: 'owner:x' is not one of",
+    ),
+    ("supabase_insert", {"table": "tickets", "rows": []}, "rows: [] should be non-empty"),
+    ("supabase_insert", {"table": "tickets", "rows": [{}]}, "rows/0: {} should be non-empty"),
+    (
+        "supabase_insert",
+        {"table": "tickets", "rows": [{"title": float("nan")}]},
+        "rows[0].title: nan is not a JSON number",
+    ),
+    (
+        "supabase_update",
+        {"table": "tickets", "values": {"state": "closed"}, "filters": []},
+        "filters: [] should be non-empty",
+    ),
+    (
+        "supabase_update",
+        {"table": "tickets", "values": {"state": "closed"}},
+        "'filters' is a required property",
+    ),
     (
         "supabase_update",
         {
@@ -278,6 +363,7 @@ HOSTILE_WRITES: list[tuple[str, dict[str, Any]]] = [
             "values": {"status": "x"},
             "filters": [{"column": "id", "op": "eq", "value": 1}],
         },
+        "table: 'orders' is not one of ['tickets']",
     ),
     (
         "supabase_update",
@@ -286,6 +372,7 @@ HOSTILE_WRITES: list[tuple[str, dict[str, Any]]] = [
             "values": {"secret": "x"},
             "filters": [{"column": "id", "op": "eq", "value": 1}],
         },
+        "values: 'secret' is not one of",
     ),
     (
         "supabase_update",
@@ -294,16 +381,17 @@ HOSTILE_WRITES: list[tuple[str, dict[str, Any]]] = [
             "values": {"state": "x"},
             "filters": [{"column": "id", "op": "in", "value": [" 1", "\t2"]}],
         },
+        "start with a space or tab cannot be sent exactly",
     ),
 ]
 
 
-@pytest.mark.parametrize(("tool", "args"), HOSTILE_WRITES, ids=lambda a: json.dumps(a)[:60])
-async def test_hostile_writes_are_refused_before_any_request(server, tool, args):
+@pytest.mark.parametrize(("tool", "args", "says"), HOSTILE_WRITES, ids=lambda a: json.dumps(a)[:60])
+async def test_hostile_writes_are_refused_before_any_request(server, tool, args, says):
     conn = supabase_tools(
         client=lambda ctx: create_client(server.url, KEY), tables=TABLES, approve_writes=False
     )
-    with pytest.raises(ToolInputError):
+    with pytest.raises(ToolInputError, match=re.escape(says)):
         await call(conn, tool, args)
     assert server.requests == []
 
@@ -783,7 +871,7 @@ async def test_list_tables_describes_the_allowlist(server):
 def test_without_supabase_the_import_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "supabase", None)
     monkeypatch.delitem(sys.modules, "loom_nb.supabase", raising=False)
-    with pytest.raises(MissingExtra) as info:
+    with pytest.raises(MissingExtra, match="needs the 'supabase' package") as info:
         import loom_nb.supabase  # noqa: F401
     assert str(info.value) == (
         "loom_nb.supabase needs the 'supabase' package, which is not installed. "

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from _capture import CaptureServer, Request
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from supabase import create_client
@@ -17,6 +17,7 @@ from loom_nb import RunContext
 from loom_nb._tables.options import IDENTIFIER, RESERVED
 from loom_nb._tools import Connector, ToolInputError
 from loom_nb.supabase import supabase_tools
+from tests.supabase._capture import CaptureServer, Request
 
 MAX_ROWS = 7
 TABLES: dict[str, Any] = {
@@ -279,6 +280,7 @@ def check_request(req: Request, tool: str) -> None:
         assert isinstance(body, dict) and body and all(column_ok(k) for k in body), body
 
 
+@pytest.mark.slow  # a few seconds of generated requests
 def test_every_request_that_leaves_stays_inside_the_allowlist():
     with CaptureServer() as server:
         client = create_client(server.url, "anon-key")

@@ -23,7 +23,7 @@ from tests.supabase.rig import USER_A, USER_B, Rig
 supabase_module = pytest.importorskip("loom_nb.supabase")
 supabase_tools = supabase_module.supabase_tools
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 TABLES = {
     "orders": {

@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import require
-
-from .lab import (
+from tests.notebook.browser.lab import (
     LabServer,
     chromium_path,
     jupyter_lab_available,
     jupyter_notebook_available,
     start_lab,
 )
-from .page import chromium_context, playwright_available, screenshot
+from tests.notebook.browser.page import chromium_context, playwright_available, screenshot
 
 
 @pytest.fixture(scope="module")

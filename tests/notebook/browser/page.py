@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .lab import REPO_ROOT, LabServer
+from tests.notebook.browser.lab import REPO_ROOT, LabServer
 
 #: Flags that work for Debian's chromium headless as root in a container.
 CHROMIUM_ARGS = [

@@ -22,8 +22,8 @@ from typing import Any
 import jwt
 import psycopg
 
-from .postgres import Postgres, find_bin_dir, missing_reason
-from .shim import Seen, Shim
+from tests.postgres_server import Postgres, find_bin_dir, missing_reason
+from tests.supabase.rig.shim import Seen, Shim
 
 __all__ = ["USER_A", "USER_B", "Rig", "RigUser", "Seen", "Shim", "missing_reason"]
 

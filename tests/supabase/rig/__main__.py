@@ -14,7 +14,7 @@ import json
 import signal
 import threading
 
-from . import USER_A, USER_B, Rig
+from tests.supabase.rig import USER_A, USER_B, Rig
 
 
 def main() -> None:

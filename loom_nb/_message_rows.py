@@ -1,4 +1,4 @@
-"""Messages to rows and back, for the SQLite store.
+"""Messages to rows and back, for the stores that keep messages as rows (SQLite, PostgreSQL).
 
 A message row keeps the message's JSON form with the structured data of its tool results cut
 out into a column of its own. Loading a thread parses the light part only; each tool result's
@@ -20,8 +20,8 @@ from loom_nb._store import _searchable
 _UNSET: Any = object()
 
 
-def message_row(message: Message) -> tuple[str, str | None, str]:
-    """``(json, data, search)`` for one message."""
+def message_row(message: Message) -> tuple[str, str, str, str | None, str]:
+    """``(role, created_at, json, data, search)`` for one message."""
     out = message.to_dict()
     data: list[Any] = []
     for part in out["parts"]:
@@ -36,6 +36,8 @@ def message_row(message: Message) -> tuple[str, str | None, str]:
         else None
     )
     return (
+        message.role,
+        out["created_at"],
         json.dumps(out, ensure_ascii=False, separators=(",", ":")),
         data_json,
         _searchable(message),

@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL server: initdb in a temp dir, listening on 127.0.0.1 only.
 
+Used by the Supabase rig, the PostgreSQL store's tests and ``bench/bench_postgres.py``.
 Run as root (CI containers), initdb refuses to work, so the data dir is handed to the
 ``postgres`` user and the server tools run through ``runuser -u postgres --``.
 """
@@ -67,6 +68,10 @@ class Postgres:
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="loom-pg-")))
     port: int = 0
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    #: Keep PostgreSQL's own durability (fsync): for benchmarks. Tests turn fsync off, as
+    #: they crash processes, never the machine; a commit still reaches the OS before it
+    #: returns (synchronous commit), so a server killed with ``-m immediate`` keeps it.
+    durable: bool = False
     running: bool = False
 
     @property
@@ -113,36 +118,53 @@ class Postgres:
         pwfile.unlink()
         for attempt in range(3):
             self.port = free_port()
-            options = " ".join(
-                [
-                    "-c listen_addresses=127.0.0.1",
-                    f"-c port={self.port}",
-                    f"-c unix_socket_directories={self.root / 'sock'}",
-                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-                    "-c max_connections=40 -c shared_buffers=16MB -c timezone=UTC",
-                ]
-            )
             try:
-                self._run(
-                    "pg_ctl",
-                    "-D",
-                    str(self.data),
-                    "-l",
-                    str(self.root / "server.log"),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                )
+                self._start_server()
             except RuntimeError:
                 if attempt == 2:  # the port was taken between free_port() and start: retry
                     raise
                 continue
-            self.running = True
             return self
         raise AssertionError("unreachable")
+
+    def _start_server(self) -> None:
+        options = [
+            "-c listen_addresses=127.0.0.1",
+            f"-c port={self.port}",
+            f"-c unix_socket_directories={self.root / 'sock'}",
+            "-c max_connections=40 -c shared_buffers=16MB -c timezone=UTC",
+        ]
+        if not self.durable:
+            options.append("-c fsync=off -c full_page_writes=off")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "server.log"),
+            "-o",
+            " ".join(options),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+        self.running = True
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop the server (``pg_ctl -m mode``) and start it again on the same port, with its
+        data: every open connection is cut, as when a database server is restarted."""
+        self.halt(mode)
+        self._start_server()
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data (``start_again()`` brings it back)."""
+        if self.running:
+            self.running = False
+            self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def start_again(self) -> None:
+        self._start_server()
 
     def dsn(
         self, user: str = SUPERUSER, password: str | None = None, dbname: str = "postgres"
@@ -166,3 +188,60 @@ class Postgres:
             finally:
                 self.running = False
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass
+class LoomDatabase:
+    """One database set up as the README tells a team to: an owner role that creates and
+    migrates the store's schema, and an app role (what kernels connect as) holding only what
+    ``grants_sql`` gives. Neither is a superuser."""
+
+    server: Postgres
+    dbname: str = "loom_tests"
+    owner: str = "loom_owner"
+    app: str = "loom_app"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+
+    @classmethod
+    def create(cls, server: Postgres) -> LoomDatabase:
+        db = cls(server)
+        with server.connect() as conn:
+            for role in (db.owner, db.app):
+                conn.execute(
+                    psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                        psycopg.sql.Identifier(role), psycopg.sql.Literal(db.password)
+                    )
+                )
+            conn.execute(
+                psycopg.sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    psycopg.sql.Identifier(db.dbname), psycopg.sql.Identifier(db.owner)
+                )
+            )
+        return db
+
+    def dsn(self, role: str | None = None) -> str:
+        """A ``postgresql://`` URL for ``role`` (the app role by default)."""
+        user = role or self.app
+        return f"postgresql://{user}:{self.password}@127.0.0.1:{self.server.port}/{self.dbname}"
+
+    def connect(self, role: str | None = None) -> psycopg.Connection:
+        return psycopg.connect(self.dsn(role or self.owner), autocommit=True)
+
+    def new_schema(self, name: str | None = None) -> str:
+        """A fresh schema made by the owner (opening a store creates it) and granted to the
+        app role; its name."""
+        from loom_nb.postgres import grants_sql, postgres_store
+
+        name = name or "t_" + secrets.token_hex(6)
+        postgres_store(self.dsn(self.owner), schema=name).close()
+        with self.connect() as conn:
+            conn.execute(grants_sql(self.app, schema=name))
+        return name
+
+    def drop_schema(self, name: str) -> None:
+        with self.connect() as conn:
+            conn.execute(
+                psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    psycopg.sql.Identifier(name)
+                )
+            )

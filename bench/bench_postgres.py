@@ -1,0 +1,317 @@
+"""Thread storage in PostgreSQL: loom_nb's postgres_store vs a raw psycopg floor and
+LangGraph's PostgresSaver, in the same run, on one throwaway PostgreSQL on loopback.
+
+1. Append one text message to threads of 100, 1,000 and 5,000 messages (the same conversation
+   as ``bench_store``: ~300-character texts, every fifth message a 50-row DataFrame result):
+   median time per append, round-robin across the systems.
+2. Load a 5,000-message thread.
+3. Search over 100,000 messages in 200 threads: the 50 newest threads holding a word or phrase
+   (a rare word, a phrase in 1 % of messages, a word in every message).
+
+Run: ``python -m bench.bench_postgres [--quick]``. It starts PostgreSQL with the repository's
+test helper (``tests/postgres_server.py``: Debian's server, initdb in a temp folder), with
+PostgreSQL's own durability on (fsync, synchronous commit): every system's append is one
+commit on disk when the call returns.
+
+Fairness notes (also in bench/README.md):
+- the floor appends with one autocommitted ``INSERT`` of ``json.dumps(message.to_dict())`` into
+  a ``(thread_id, seq)``-keyed table, and loads with one ``SELECT`` plus ``json.loads`` per row;
+  loom_nb's append also updates the thread's record (message count, updated time: what listing
+  needs) and feeds the word index, in the same transaction;
+- the search floor is the plain tsvector query for the same answer on the same tables and GIN
+  index (``plainto_tsquery``, the 50 newest matching threads' records); loom_nb's query also
+  checks the exact text (phrases, punctuation), covers messages too long to index and text
+  without words, and builds ``ThreadInfo`` objects;
+- LangGraph's saver writes a checkpoint holding the whole message list per step (how a
+  LangGraph agent saves), so its append grows with the thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.bench_store import conversation, langchain_message
+
+ROOT = Path(__file__).resolve().parents[1]
+LENGTHS = (100, 1_000, 5_000)
+NEEDLES = {
+    "rare word (10 messages)": "zyxwvut",
+    "phrase (1 % of messages)": "quarterly revenue",
+    "word in every message": "orders",
+}
+
+
+class Loom:
+    name = "loom_nb postgres_store"
+
+    def __init__(self, dsn: str, thread_id: str) -> None:
+        from loom_nb import Thread
+        from loom_nb.postgres import postgres_store
+
+        self.store = postgres_store(dsn, schema="bench")
+        self.thread = Thread(id=thread_id, agent="bench")
+        self.store.save_thread(self.thread)
+
+    def fill(self, messages: list[Any]) -> None:
+        for m in messages:
+            self.append(m)
+
+    def append(self, message: Any) -> None:
+        self.thread.messages.append(message)
+        self.thread.updated_at = message.created_at
+        self.store.append(self.thread, message)
+
+    def load(self) -> object:
+        return self.store.load(self.thread.id)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class Floor:
+    name = "raw psycopg INSERT (floor)"
+
+    def __init__(self, dsn: str, thread_id: str) -> None:
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS raw_messages (thread_id text NOT NULL, seq int NOT NULL, "
+            "json text NOT NULL, PRIMARY KEY (thread_id, seq))"
+        )
+        self.thread_id, self.seq = thread_id, 0
+
+    def fill(self, messages: list[Any]) -> None:
+        for m in messages:
+            self.append(m)
+
+    def append(self, message: Any) -> None:
+        self.conn.execute(
+            "INSERT INTO raw_messages (thread_id, seq, json) VALUES (%s, %s, %s)",
+            (self.thread_id, self.seq, json.dumps(message.to_dict())),
+        )
+        self.seq += 1
+
+    def load(self) -> object:
+        rows = self.conn.execute(
+            "SELECT json FROM raw_messages WHERE thread_id = %s ORDER BY seq", (self.thread_id,)
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class LangGraph:
+    name = "LangGraph PostgresSaver"
+
+    def __init__(self, dsn: str, thread_id: str) -> None:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        self.conn = psycopg.connect(dsn, autocommit=True, row_factory=dict_row)  # as it asks
+        self.saver = PostgresSaver(self.conn)  # type: ignore[arg-type]
+        self.saver.setup()
+        self.config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        self.thread_id = thread_id
+        self.messages: list[Any] = []
+        self.step = 0
+
+    def fill(self, messages: list[Any]) -> None:
+        self.messages = [langchain_message(m) for m in messages[:-1]]
+        self.append(messages[-1])
+
+    def append(self, message: Any) -> None:
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        self.messages.append(langchain_message(message))
+        self.step += 1
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": self.messages}
+        checkpoint["channel_versions"] = {"messages": self.step}
+        self.config = self.saver.put(
+            self.config, checkpoint, {"source": "loop", "step": self.step}, {"messages": self.step}
+        )
+
+    def load(self) -> object:
+        config: Any = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
+        found = self.saver.get_tuple(config)
+        assert found is not None
+        return found.checkpoint["channel_values"]["messages"]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+SYSTEMS: list[type[Any]] = [Floor, Loom, LangGraph]
+
+
+def start_server() -> Any:
+    sys.path.insert(0, str(ROOT))
+    from tests.postgres_server import Postgres, find_bin_dir, missing_reason
+
+    reason = missing_reason()
+    if reason:
+        raise SystemExit(f"cannot start PostgreSQL: {reason}")
+    bin_dir = find_bin_dir()
+    assert bin_dir is not None
+    return Postgres(bin_dir, durable=True).start()
+
+
+def bench_appends(dsn: str, lengths: tuple[int, ...], appends: int, loads: int) -> dict[str, Any]:
+    base = conversation(max(lengths) + appends * 2)
+    extra = [m for m in base if m.role == "user"][:appends]
+    out: dict[str, Any] = {}
+    for n in lengths:
+        opened = []
+        for system in SYSTEMS:
+            s = system(dsn, f"{system.__name__}-{n}")
+            s.fill(base[:n])
+            opened.append(s)
+        times: dict[str, list[float]] = {s.name: [] for s in opened}
+        for m in extra:  # round-robin: the machine's noise falls on every system alike
+            for s in opened:
+                start = time.perf_counter()
+                s.append(m)
+                times[s.name].append(time.perf_counter() - start)
+        for s in opened:
+            out.setdefault(s.name, {})[n] = {"append": statistics.median(times[s.name]) * 1000}
+        if n == max(lengths):
+            load_times: dict[str, list[float]] = {s.name: [] for s in opened}
+            for _ in range(loads):
+                for s in opened:
+                    start = time.perf_counter()
+                    s.load()
+                    load_times[s.name].append(time.perf_counter() - start)
+            for s in opened:
+                out[s.name]["load"] = statistics.median(load_times[s.name]) * 1000
+        for s in opened:
+            s.close()
+            print(
+                f"  {s.name:28} n={n:5}: append {out[s.name][n]['append']:7.3f} ms", file=sys.stderr
+            )
+    return out
+
+
+def bench_search(dsn: str, total: int, repeat: int) -> dict[str, dict[str, float]]:
+    """200 threads of ``total / 200`` messages, filled in bulk (the same rows appends make)."""
+    from loom_nb import Message, TextPart, Thread
+    from loom_nb._message_rows import message_row
+    from loom_nb.postgres import postgres_store
+
+    store = postgres_store(dsn, schema="bench_search")
+    threads = 200
+    per = total // threads
+    text = "Open orders above 100 are mostly from the web shop; three are older than a week. "
+    rows = []
+    for t in range(threads):
+        thread = Thread(id=f"s{t}", agent="bench")
+        store.save_thread(thread)
+        for i in range(per):
+            k = t * per + i
+            body = text + f"Item {k} of batch {k % 97}."
+            if k % 100 == 7:
+                body += " Quarterly revenue grew."
+            if k % (total // 10) == 3:
+                body += " Code zyxwvut."
+            role, created_at, js, data, search = message_row(Message("user", [TextPart(body)]))
+            rows.append((thread.id, i, role, created_at, js, data, search))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY bench_search.messages (thread_id, seq, role, created_at, json, data, search) "
+                "FROM STDIN"
+            ) as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+        conn.execute(
+            "UPDATE bench_search.threads t SET message_count = %s, "
+            "updated_us = (substr(id, 2))::int",
+            (per,),
+        )
+        for table in ("messages", "threads"):  # what autovacuum does after bulk inserts
+            conn.execute(f"VACUUM ANALYZE bench_search.{table}")
+        # The floor: the plain tsvector query for the same answer, on the same tables.
+        floor_sql = (
+            "SELECT id, agent, user_id, title, created_at, updated_at, pending, error, "
+            "message_count, pending_count FROM bench_search.threads WHERE user_id IS NULL AND "
+            "id IN (SELECT thread_id FROM bench_search.messages "
+            "WHERE words @@ plainto_tsquery('simple', %s)) ORDER BY updated_us DESC LIMIT 50"
+        )
+        out: dict[str, dict[str, float]] = {}
+        for label, needle in NEEDLES.items():
+            loom_t, floor_t = [], []
+            found = [i.id for i in store.search(needle)]
+            floor_found = [r[0] for r in conn.execute(floor_sql, (needle,))]
+            assert found == floor_found, (label, found[:5], floor_found[:5])
+            for _ in range(repeat):
+                start = time.perf_counter()
+                store.search(needle)
+                loom_t.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                conn.execute(floor_sql, (needle,)).fetchall()
+                floor_t.append(time.perf_counter() - start)
+            out[label] = {
+                "loom": statistics.median(loom_t) * 1000,
+                "floor": statistics.median(floor_t) * 1000,
+                "threads": len(found),
+            }
+    store.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller search")
+    args = parser.parse_args()
+    appends, loads, repeat = (20, 3, 5) if args.quick else (60, 7, 21)
+    total = 20_000 if args.quick else 100_000
+    server = start_server()
+    try:
+        dsn = server.dsn()
+        results = bench_appends(dsn, LENGTHS, appends, loads)
+        searches = bench_search(dsn, total, repeat)
+    finally:
+        server.stop()
+    report(results, searches, total)
+
+
+def report(results: dict[str, Any], searches: dict[str, dict[str, float]], total: int) -> None:
+    floor, loom = results[Floor.name], results[Loom.name]
+    print("\nappend one message (median ms; PostgreSQL on loopback, fsync on)")
+    print(f"{'':34}" + "".join(f"{n:>12,}" for n in LENGTHS))
+    for name, rows in results.items():
+        print(f"{name:34}" + "".join(f"{rows[n]['append']:12.3f}" for n in LENGTHS))
+    print(
+        f"{'  loom / floor':34}"
+        + "".join(f"{loom[n]['append'] / floor[n]['append']:11.2f}x" for n in LENGTHS)
+    )
+    if LangGraph.name in results:
+        lg = results[LangGraph.name]
+        print(
+            f"{'  loom / PostgresSaver':34}"
+            + "".join(f"{loom[n]['append'] / lg[n]['append']:11.2f}x" for n in LENGTHS)
+        )
+    print(f"\nload a {max(LENGTHS):,}-message thread (median ms)")
+    for name, rows in results.items():
+        print(f"{name:34}{rows['load']:12.2f}")
+    print(f"{'  loom / floor':34}{loom['load'] / floor['load']:11.2f}x")
+    print(f"\nsearch {total:,} messages in 200 threads, 50 newest matches (median ms)")
+    print(f"{'':34}{'loom':>10}{'floor':>10}{'ratio':>9}{'threads':>9}")
+    for label, row in searches.items():
+        print(
+            f"{label:34}{row['loom']:10.2f}{row['floor']:10.2f}"
+            f"{row['loom'] / row['floor']:8.2f}x{row['threads']:9.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

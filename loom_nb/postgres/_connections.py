@@ -1,0 +1,252 @@
+"""Where the PostgreSQL store gets its connections, and what it says when they fail.
+
+Three sources, one shape (``borrow()`` a connection, ``discard()`` it after a failure):
+
+- a connection string: the store opens one connection of its own (guarded by a lock, as the
+  agent saves from its event-loop thread while the notebook lists threads) and opens it again
+  when the server went away between two calls;
+- ``connection=``: yours; the store uses it and never closes it;
+- ``pool=``: a ``psycopg_pool.ConnectionPool``; a connection is borrowed for each operation.
+
+A connection the server closed while it sat idle (a restart, an idle timeout) has the server's
+goodbye waiting on its socket; :func:`alive` looks for that without a round trip, so the next
+call reconnects instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg import pq
+
+from loom_nb._errors import StoreError, UserError
+
+
+class PostgresStoreError(UserError):
+    """The PostgreSQL store cannot use its database as configured; the message says the fix."""
+
+
+#: Added to a connection string unless it says otherwise.
+CONNECT_DEFAULTS = {"connect_timeout": "10", "application_name": "loom_nb"}
+
+
+def alive(conn: psycopg.Connection[Any], *, replaceable: bool = True) -> bool:
+    """False when the server has closed this idle connection (checked without a round trip).
+
+    An idle connection has nothing to read unless the server said goodbye (PostgreSQL sends
+    "terminating connection" as it shuts down, then closes). A connection the store can
+    replace is given up at any sign of that; yours is read first (a LISTEN notification
+    looks the same), and given up only if the read shows it closed.
+    """
+    if conn.closed or conn.broken:
+        return False
+    pgconn = conn.pgconn
+    try:
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+        if readable:
+            if replaceable:
+                return False
+            pgconn.consume_input()
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return (
+        pgconn.status == pq.ConnStatus.OK
+        and pgconn.transaction_status != pq.TransactionStatus.UNKNOWN
+    )
+
+
+def where(conn: psycopg.Connection[Any]) -> str:
+    """``user@host:port/dbname``: how errors and ``describe()`` name the server."""
+    info = conn.info
+    return _where(info.user, info.host, str(info.port), info.dbname)
+
+
+def _where(user: str | None, host: str | None, port: str | None, dbname: str | None) -> str:
+    host = host or "localhost"
+    if host.startswith("/"):  # a Unix socket folder
+        host = f"[{host}]"
+    at = f"{host}:{port}" if port and port != "5432" else host
+    return f"{user}@{at}/{dbname}" if user else f"{at}/{dbname}"
+
+
+def connect(dsn: str) -> psycopg.Connection[Any]:
+    """Open a connection, or raise one :class:`PostgresStoreError` that says how to fix it."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise PostgresStoreError(
+            f"postgres_store() cannot read the connection string ({exc}); write it as "
+            "postgresql://USER:PASSWORD@HOST:5432/DATABASE"
+        ) from None
+    for key, value in CONNECT_DEFAULTS.items():
+        params.setdefault(key, value)
+    try:
+        return psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise _connect_error(exc, params) from None
+
+
+def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> PostgresStoreError:
+    import getpass
+    import os
+
+    user = params.get("user") or os.environ.get("PGUSER") or getpass.getuser()
+    dbname = params.get("dbname") or os.environ.get("PGDATABASE") or user
+    server = _where(
+        user,
+        params.get("host") or os.environ.get("PGHOST"),
+        str(params.get("port") or os.environ.get("PGPORT") or "5432"),
+        dbname,
+    )
+    said = str(exc).strip()
+    reason = said.rsplit("FATAL:", 1)[-1].strip().splitlines()[0] if said else type(exc).__name__
+    lowered = said.lower()
+    if "password authentication failed" in lowered or "no password supplied" in lowered:
+        fix = (
+            f"check the password of user {user!r} in the connection string "
+            "(postgresql://USER:PASSWORD@HOST/DATABASE), in PGPASSWORD or in ~/.pgpass"
+        )
+    elif "role" in lowered and "does not exist" in lowered:
+        fix = f"create the role (CREATE ROLE {user} LOGIN PASSWORD '...') or connect as another"
+    elif "database" in lowered and "does not exist" in lowered:
+        fix = (
+            f"create it (CREATE DATABASE {dbname}) or name an existing database at the end "
+            "of the connection string"
+        )
+    elif "connection refused" in lowered or "no such file or directory" in lowered:
+        fix = "start the server, or check the host and port in the connection string"
+    elif "could not translate host name" in lowered or "name or service not known" in lowered:
+        fix = "check the host name in the connection string"
+    elif "timeout" in lowered:
+        fix = "check that the host and port are reachable from this machine (firewall, VPN)"
+    elif "pg_hba.conf" in lowered:
+        fix = "ask the database's admin to allow this host and user in pg_hba.conf"
+    else:
+        fix = "check the connection string"
+    return PostgresStoreError(f"cannot open the PostgreSQL store at {server}: {reason}; {fix}")
+
+
+class OwnedConnection:
+    """One connection the store opened from a connection string, reopened when it died."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = connect(dsn)
+        self.where = where(self._conn)
+
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            if (
+                self._conn is None
+                or not alive(self._conn)
+                # left inside a transaction by an interrupted call (Ctrl-C): start afresh
+                or self._conn.info.transaction_status != pq.TransactionStatus.IDLE
+            ):
+                self.discard()
+                try:
+                    self._conn = connect(self._dsn)
+                except PostgresStoreError as exc:
+                    raise StoreError(
+                        f"the PostgreSQL server {self.where} is unreachable: {exc}"
+                    ) from None
+            yield self._conn
+
+    def discard(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+                self._conn = None
+
+    def close(self) -> None:
+        self.discard()
+
+
+class GivenConnection:
+    """Your connection: used under a lock, never closed or replaced."""
+
+    def __init__(self, conn: Any) -> None:
+        if not isinstance(conn, psycopg.Connection):
+            raise UserError(
+                "postgres_store(connection=...) takes a psycopg.Connection (psycopg 3, not "
+                f"async), got {type(conn).__name__}; or pass a connection string"
+            )
+        self._conn = conn
+        self._lock = threading.RLock()
+        if conn.closed:
+            raise UserError("the connection passed as postgres_store(connection=...) is closed")
+        self.where = where(conn)
+
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            if not alive(self._conn, replaceable=False):
+                raise StoreError(
+                    f"the connection to the PostgreSQL server {self.where} passed as "
+                    "postgres_store(connection=...) is closed; pass a new one, or a connection "
+                    "string so the store can reconnect by itself"
+                )
+            if self._conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                raise UserError(
+                    "the connection passed as postgres_store(connection=...) is inside a "
+                    "transaction; commit or roll it back before the store uses it"
+                )
+            yield self._conn
+
+    def discard(self) -> None:
+        """Yours to replace: the next call says so."""
+
+    def close(self) -> None:
+        """Yours to close."""
+
+
+class GivenPool:
+    """Your ``psycopg_pool.ConnectionPool``: a connection per operation, dead ones dropped."""
+
+    def __init__(self, pool: Any) -> None:
+        if not (hasattr(pool, "getconn") and hasattr(pool, "putconn")):
+            raise UserError(
+                "postgres_store(pool=...) takes a psycopg_pool.ConnectionPool, got "
+                f"{type(pool).__name__}"
+            )
+        self._pool = pool
+        self._local = threading.local()
+        with self.borrow() as conn:
+            self.where = where(conn)
+
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[psycopg.Connection[Any]]:
+        conn = self._get()
+        if not alive(conn):
+            conn.close()  # the pool drops a closed connection when it comes back
+            self._pool.putconn(conn)
+            conn = self._get()
+        self._local.conn = conn
+        try:
+            yield conn
+        finally:
+            self._local.conn = None
+            self._pool.putconn(conn)
+
+    def _get(self) -> psycopg.Connection[Any]:
+        try:
+            conn: psycopg.Connection[Any] = self._pool.getconn()
+        except psycopg.Error as exc:  # psycopg_pool.PoolTimeout is one
+            raise StoreError(f"the connection pool gave no connection: {exc}") from None
+        return conn
+
+    def discard(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def close(self) -> None:
+        """Yours to close."""

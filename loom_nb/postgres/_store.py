@@ -1,0 +1,472 @@
+"""The PostgreSQL store: the store contract over psycopg 3, mirroring the SQLite store.
+
+- A message is one row, appended by one statement that also touches its thread's record and
+  takes the next ``seq`` from it: O(1) at any length, atomic (nothing is ever half-written),
+  and safe with many kernels appending to one thread (the thread row's lock orders them).
+- Each operation is one statement, or one transaction when it needs several (a thread's
+  record and messages are read in one ``REPEATABLE READ`` snapshot, as in SQLite). A
+  connection the server closed while idle is replaced before use (see ``_connections``); a
+  read that still meets a dead one runs again; a write that fails raises
+  :class:`~loom_nb.StoreError` naming the server and saying whether anything was saved.
+- Scoping: ``user_id`` is matched exactly; with a user, the statement runs in a transaction
+  that sets ``loom.user_id`` (local to it), which the optional row level security policies
+  read (see ``_sql``).
+- Search: see :meth:`PostgresStore.search`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+
+from loom_nb._errors import StoreError, UserError
+from loom_nb._message_rows import message_row, row_message
+from loom_nb._messages import Message, Thread, ThreadInfo
+from loom_nb._store import Store
+from loom_nb.postgres import _schema as schema
+from loom_nb.postgres._connections import (
+    GivenConnection,
+    GivenPool,
+    OwnedConnection,
+    PostgresStoreError,
+)
+
+T = TypeVar("T")
+
+#: Text the word index finds exactly: one ASCII word or number, its own lexeme.
+_ONE_WORD = re.compile(r"[a-z0-9]+")
+
+_THREAD_COLUMNS = (
+    "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
+    "pending_count"
+)
+
+
+class _Queries:
+    """Every statement, with the schema name quoted in once."""
+
+    def __init__(self, name: str) -> None:
+        s = '"' + name.replace('"', '""') + '"'
+        self.set_user = "SELECT set_config('loom.user_id', %s, true)"
+        self.snapshot = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+        self.save = f"""
+            INSERT INTO {s}.threads (id, agent, user_id, title, created_at, updated_at,
+                updated_us, pending, pending_count, error)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (id) DO UPDATE SET
+                agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
+                created_at = excluded.created_at, updated_at = excluded.updated_at,
+                updated_us = excluded.updated_us, pending = excluded.pending,
+                pending_count = excluded.pending_count, error = excluded.error"""
+        self.append = f"""
+            WITH touched AS (
+                UPDATE {s}.threads SET message_count = message_count + 1, updated_at = %s,
+                    updated_us = %s
+                WHERE id = %s RETURNING message_count
+            )
+            INSERT INTO {s}.messages (thread_id, seq, role, created_at, json, data, search)
+            SELECT %s, message_count - 1, %s, %s, %s, %s, %s FROM touched
+            RETURNING seq"""
+        self.thread = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE id = %(id)s AND "
+        self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
+        self.listing = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE "
+        self.order = " ORDER BY updated_us DESC, made"
+        # Candidates from the word index (every word of the text is a word of the message),
+        # then the exact casefolded text on those rows, unless the text is one plain word,
+        # which a word of the message already contains; messages too long for the index, and
+        # text without a word at all, by the text alone. One condition, so the planner may
+        # also walk threads newest first and stop at ``limit`` (a very common word).
+        words = "plainto_tsquery('simple'::regconfig, %(needle)s)"
+        self.found = f"""
+            id IN (
+                SELECT thread_id FROM {s}.messages
+                WHERE (words @@ {words} AND (%(one_word)s OR strpos(search, %(needle)s) > 0))
+                    OR ((words IS NULL OR numnode({words}) = 0)
+                        AND strpos(search, %(needle)s) > 0)
+            )"""
+        self.delete = f"DELETE FROM {s}.threads WHERE id = %(id)s AND "
+
+
+class PostgresStore(Store):  # the methods say what they do once, in Store
+    """A :class:`loom_nb.Store` in PostgreSQL. Make one with
+    :func:`loom_nb.postgres.postgres_store`."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        connection: Any = None,
+        pool: Any = None,
+        schema: str = "loom",
+    ) -> None:
+        given = [name for name, v in (("connection", connection), ("pool", pool)) if v is not None]
+        if len(given) > 1 or (given and dsn is not None):
+            raise UserError(
+                "postgres_store() takes one of a connection string, connection=... or "
+                f"pool=..., got {' and '.join((['dsn'] if dsn is not None else []) + given)}"
+            )
+        if not isinstance(schema, str) or not schema or len(schema.encode()) > 63:
+            raise UserError(
+                f"postgres_store(schema=...) needs a schema name of 1 to 63 bytes, got {schema!r}"
+            )
+        if dsn is not None and not isinstance(dsn, str):
+            raise UserError(f"postgres_store(dsn) takes a connection string, got {dsn!r}")
+        self.schema = schema
+        self._q = _Queries(schema)
+        self._closed = False
+        if connection is not None:
+            self._source: OwnedConnection | GivenConnection | GivenPool = GivenConnection(
+                connection
+            )
+        elif pool is not None:
+            self._source = GivenPool(pool)
+        else:
+            self._source = OwnedConnection(dsn or "")
+        try:
+            self._open()
+        except BaseException:
+            self._source.close()
+            raise
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<PostgresStore {self.describe()}{state}>"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        """Which database this store reads, for ``%loom threads``; never the password."""
+        return f"PostgreSQL {self._source.where} schema {self.schema}"
+
+    # ---- the store contract -----------------------------------------------------------------
+
+    def save_thread(self, thread: Thread) -> None:
+        info = thread.info_dict()
+        row = (
+            thread.id,
+            thread.agent,
+            thread.user_id,
+            thread.title,
+            info["created_at"],
+            info["updated_at"],
+            _sort_key(thread.updated_at),
+            json.dumps(info["pending"], ensure_ascii=False, separators=(",", ":")),
+            len(thread.pending),
+            thread.error,
+        )
+        self._run(
+            lambda conn: conn.execute(self._q.save, row),
+            user_id=thread.user_id,
+            write=True,
+            doing=f"saving thread {thread.id}",
+            single=True,
+        )
+
+    def append(self, thread: Thread, message: Message) -> None:
+        role, created_at, text, data, search = message_row(message)
+        updated = thread.updated_at
+        params = (
+            updated.isoformat(),
+            _sort_key(updated),
+            thread.id,
+            thread.id,
+            role,
+            created_at,
+            text,
+            data,
+            search.replace("\x00", ""),  # PostgreSQL text holds no NUL; search ignores them
+        )
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            if conn.execute(self._q.append, params).fetchone() is None:
+                raise KeyError(f"append to a thread that was never saved: {thread.id}")
+
+        self._run(
+            write,
+            user_id=thread.user_id,
+            write=True,
+            doing=f"saving a message to {thread.id}",
+            single=True,
+        )
+
+    def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
+        where, params = _owner(user_id, id=thread_id)
+
+        def read(conn: psycopg.Connection[Any]) -> tuple[Any, builtins.list[Any]] | None:
+            record = conn.execute(self._q.thread + where, params).fetchone()
+            if record is None:
+                return None
+            return record, conn.execute(self._q.messages, params).fetchall()
+
+        found = self._run(
+            read, user_id=user_id, write=False, doing=f"reading thread {thread_id}", snapshot=True
+        )
+        if found is None:
+            return None
+        record, rows = found
+        return Thread.from_dict(
+            {
+                "id": record[0],
+                "agent": record[1],
+                "user_id": record[2],
+                "title": record[3],
+                "created_at": record[4],
+                "updated_at": record[5],
+                "pending": json.loads(record[6]),
+                "error": record[7],
+            },
+            messages=[row_message(text, data) for text, data in rows],
+        )
+
+    def list(
+        self,
+        *,
+        agent: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> builtins.list[ThreadInfo]:
+        where, params = _owner(user_id, agent=agent)
+        query = self._q.listing + where + self._q.order + " LIMIT %(limit)s OFFSET %(offset)s"
+        params.update(limit=max(int(limit), 0), offset=max(int(offset), 0))
+        rows = self._run(
+            lambda conn: conn.execute(query, params).fetchall(),
+            user_id=user_id,
+            write=False,
+            doing="listing threads",
+            single=True,
+        )
+        return [_info(r) for r in rows]
+
+    def search(
+        self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> builtins.list[ThreadInfo]:
+        """Threads with a message that contains ``text``, newest first.
+
+        Case-insensitive like the SQLite store (Unicode casefold), and found through the word
+        index: a message matches when it contains the text exactly *and* every word of the
+        text is a whole word of the message (as PostgreSQL's parser splits words). So
+        ``revenue`` and ``total revenue`` find "Total revenue"; ``venue`` or ``total rev``
+        (pieces of words) find it in the SQLite and memory stores only.
+        """
+        where, params = _owner(user_id, agent=agent)
+        needle = text.casefold().replace("\x00", "")
+        params.update(needle=needle, one_word=_ONE_WORD.fullmatch(needle) is not None)
+        params["limit"] = max(int(limit), 0)
+        query = self._q.listing + where + " AND " + self._q.found + self._q.order
+        query += " LIMIT %(limit)s"
+        rows = self._run(
+            lambda conn: conn.execute(query, params).fetchall(),
+            user_id=user_id,
+            write=False,
+            doing="searching threads",
+            single=True,
+        )
+        return [_info(r) for r in rows]
+
+    def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
+        where, params = _owner(user_id, id=thread_id)
+        return self._run(
+            lambda conn: conn.execute(self._q.delete + where, params).rowcount > 0,
+            user_id=user_id,
+            write=True,
+            doing=f"deleting thread {thread_id}",
+            single=True,
+        )
+
+    def close(self) -> None:
+        """Close the store's own connection (a connection or pool you passed stays open)."""
+        if not self._closed:
+            self._closed = True
+            self._source.close()
+
+    # ---- extras -------------------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        """How many schema migrations the database has (this version writes ``VERSION``)."""
+        done = self._run(
+            lambda conn: schema.applied(conn, self.schema),
+            user_id=None,
+            write=False,
+            doing="reading the schema version",
+        )
+        return len(done or [])
+
+    # ---- machinery ----------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        done = self._run(
+            lambda conn: schema.applied(conn, self.schema),
+            user_id=None,
+            write=False,
+            doing="opening the store",
+            opening=True,
+        )
+        if done is not None and schema.unknown(done):
+            raise self._newer(schema.unknown(done))
+        if done is None or len(done) < schema.VERSION:
+            self._run(
+                self._migrate, user_id=None, write=True, doing="creating tables", opening=True
+            )
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        schema.lock(conn, self.schema)
+        schema.create(conn, self.schema)
+        done = schema.applied(conn, self.schema) or []  # again, under the lock
+        if schema.unknown(done):
+            raise self._newer(schema.unknown(done))
+        schema.migrate(conn, self.schema, done)
+
+    def _newer(self, names: builtins.list[str]) -> PostgresStoreError:
+        return PostgresStoreError(
+            f"the schema {self.schema!r} in {self._source.where} was written by a newer "
+            f"loom_nb (it has {', '.join(names)}, which this version does not know). Upgrade "
+            "with: pip install -U loom-nb - or use another schema: postgres_store(..., "
+            "schema=...)"
+        )
+
+    def _run(
+        self,
+        fn: Callable[[psycopg.Connection[Any]], T],
+        *,
+        user_id: str | None,
+        write: bool,
+        doing: str,
+        single: bool = False,
+        opening: bool = False,
+        snapshot: bool = False,
+    ) -> T:
+        """Run ``fn`` in one transaction, on a live connection; a read that met a dead one
+        runs again on a new one. ``single``: ``fn`` runs one statement, which then runs on its
+        own (one round trip) when there is no user to set for row level security."""
+        if self._closed:
+            raise UserError(
+                f"the PostgreSQL store {self.describe()} is closed; open it again with "
+                "postgres_store()"
+            )
+        for attempt in (1, 2):
+            with self._source.borrow() as conn:
+                sent = False  # whether the server may have run a write of this call
+                try:
+                    if single and user_id is None and conn.autocommit:
+                        sent = True
+                        return fn(conn)
+                    with conn.transaction():  # BEGIN: a connection found dead here ran nothing
+                        sent = True
+                        if snapshot:  # one consistent view for the statements of a read
+                            conn.execute(self._q.snapshot)
+                        if user_id is not None:
+                            conn.execute(self._q.set_user, (user_id,))
+                        return fn(conn)
+                except psycopg.OperationalError as exc:
+                    self._source.discard()
+                    if attempt == 1 and (not sent or not write):
+                        continue
+                    raise self._failed(exc, doing, write) from None
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise self._not_allowed(exc, opening) from None
+                except psycopg.Error as exc:
+                    raise StoreError(
+                        f"the PostgreSQL server {self._source.where} failed {doing}: "
+                        f"{_first_line(exc)}"
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreError:
+        if not write:
+            outcome = "nothing was changed"
+        elif exc.sqlstate is not None:  # the server answered with the error: it rolled back
+            outcome = "nothing was saved by this call"
+        else:  # the connection broke before any answer, perhaps during the commit
+            outcome = "the connection broke before the server answered, so it may have been saved"
+        return StoreError(
+            f"the PostgreSQL server {self._source.where} went away while {doing} "
+            f"({_first_line(exc)}); {outcome}. The next call reconnects once the server is back"
+        )
+
+    def _not_allowed(self, exc: Exception, opening: bool) -> PostgresStoreError:
+        said = _first_line(exc)
+        if "row-level security" in said:
+            return PostgresStoreError(
+                f"row level security on {self.schema}.threads in {self._source.where} refused "
+                f"this ({said}): with it on, every thread needs a user: give the agent "
+                "auth=... so each thread has one"
+            )
+        if opening:
+            fix = (
+                "the schema's owner creates and upgrades it: run postgres_store(...) once "
+                "connected as that owner (or a role that may CREATE in the database); then "
+                "give this role what it needs with the SQL of loom_nb.postgres.grants_sql(...)"
+            )
+        else:
+            fix = "grant this role what it needs with the SQL of loom_nb.postgres.grants_sql(...)"
+        return PostgresStoreError(
+            f"the PostgreSQL store at {self._source.where} is not allowed to do this ({said}); "
+            f"{fix}"
+        )
+
+
+def postgres_store(
+    dsn: str | None = None,
+    *,
+    connection: Any = None,
+    pool: Any = None,
+    schema: str = "loom",
+) -> PostgresStore:
+    """Threads in PostgreSQL (a Supabase project's own database included).
+
+    ``dsn`` is a connection string (``postgresql://USER:PASSWORD@HOST:5432/DATABASE``; None
+    reads libpq's ``PG*`` environment variables). Or pass your own psycopg ``connection=`` or
+    ``psycopg_pool.ConnectionPool`` as ``pool=``: the store uses them and leaves them open.
+    Tables live in ``schema`` (created and migrated on open). A wrong password, a missing
+    database or missing privileges raise :class:`PostgresStoreError` here, saying the fix.
+    """
+    return PostgresStore(dsn, connection=connection, pool=pool, schema=schema)
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def _owner(
+    user_id: str | None, *, agent: str | None = None, **params: Any
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE part that scopes to one user (and agent): ``=`` or ``IS NULL``, both indexed."""
+    where = "user_id IS NULL" if user_id is None else "user_id = %(user)s"
+    params["user"] = user_id
+    if agent is not None:
+        where += " AND agent = %(agent)s"
+        params["agent"] = agent
+    return where, params
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _sort_key(moment: datetime) -> int:
+    return round(moment.timestamp() * 1_000_000)
+
+
+def _info(row: Any) -> ThreadInfo:
+    return ThreadInfo(
+        id=row[0],
+        agent=row[1],
+        user_id=row[2],
+        title=row[3],
+        created_at=datetime.fromisoformat(row[4]),
+        updated_at=datetime.fromisoformat(row[5]),
+        message_count=row[8],
+        pending_count=row[9],
+    )

@@ -1,0 +1,200 @@
+"""The PostgreSQL store across real processes: many kernels appending at once, kernels killed
+mid-append, and the database server restarted between two runs."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from loom_nb.postgres import postgres_store
+from tests.postgres_server import LoomDatabase
+
+pytestmark = pytest.mark.postgres
+
+
+def start(code: str, *args: str, stdin: bool = False) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdin=subprocess.PIPE if stdin else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+# ---- many kernels at once --------------------------------------------------------------------
+
+_WRITER = """
+import os, sys, time, traceback
+from loom_nb import Message, Thread
+from loom_nb.postgres import postgres_store
+
+dsn, schema, name, go, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+try:
+    store = postgres_store(dsn, schema=schema)
+    shared, mine = Thread(id="shared", agent="a"), Thread(id=f"own-{name}", agent="a")
+    store.save_thread(mine)
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    for i in range(count):
+        for thread in (shared, mine):
+            store.append(thread, Message.user(f"{name} {i}"))
+        if i % 50 == 0:
+            store.list()
+            store.search(name)
+    store.close()
+    print("ok")
+except Exception:
+    traceback.print_exc()
+    print("error")
+"""
+
+
+def test_four_processes_appending_at_once_lose_nothing(
+    loom_database: LoomDatabase, postgres_schema: str, tmp_path: Path
+):
+    dsn, count, names = loom_database.dsn(), 500, ["k1", "k2", "k3", "k4"]
+    from loom_nb import Thread
+
+    setup = postgres_store(dsn, schema=postgres_schema)
+    setup.save_thread(Thread(id="shared", agent="a"))
+    setup.close()
+    go = tmp_path / "go"
+    children = [start(_WRITER, dsn, postgres_schema, name, str(go), str(count)) for name in names]
+    time.sleep(1.0)  # all of them importing, connected and waiting
+    go.touch()
+    outputs = [c.communicate(timeout=300) for c in children]
+    for out, err in outputs:
+        assert out.strip() == "ok", err
+
+    store = postgres_store(dsn, schema=postgres_schema)
+    shared = store.load("shared")
+    assert shared is not None
+    texts = [m.text for m in shared.messages]
+    assert len(texts) == len(names) * count
+    for name in names:
+        expected = [f"{name} {i}" for i in range(count)]
+        assert [t for t in texts if t.split()[0] == name] == expected  # each kernel's in order
+        own = store.load(f"own-{name}")
+        assert own is not None and [m.text for m in own.messages] == expected
+    counts = {i.id: i.message_count for i in store.list()}
+    assert counts == {"shared": 4 * count, **{f"own-{n}": count for n in names}}
+    store.close()
+
+
+# ---- kernels killed mid-append ---------------------------------------------------------------
+
+_APPENDER = """
+import sys
+from loom_nb import Message, Thread, ToolResult
+from loom_nb.postgres import postgres_store
+
+dsn, schema, run = sys.argv[1], sys.argv[2], sys.argv[3]
+store = postgres_store(dsn, schema=schema)
+n = 0
+while True:
+    thread = Thread(id=f"{run}-{n}", agent="a")
+    store.save_thread(thread)
+    for i in range(40):
+        if i % 3 == 2:
+            m = Message("tool", [ToolResult("c", "q", f"{run}/{n}/{i}", {"rows": list(range(50))})])
+        else:
+            m = Message.assistant(f"{run}/{n}/{i} " + "words " * 40)
+        thread.messages.append(m)
+        store.append(thread, m)
+        sys.stdout.write(f"{thread.id} {i}\\n")
+        sys.stdout.flush()
+    n += 1
+"""
+
+
+def test_sigkill_while_appending_loses_nothing_that_completed(
+    loom_database: LoomDatabase, postgres_schema: str
+):
+    dsn = loom_database.dsn()
+    rng = random.Random(14)
+    reported: dict[str, int] = {}
+    kills = 50
+    for run in range(kills):
+        child = start(_APPENDER, dsn, postgres_schema, f"r{run}")
+        assert child.stdout is not None
+        for _ in range(rng.randint(1, 80)):  # let it commit some appends, then kill it
+            line = child.stdout.readline()
+            assert line, child.stderr.read() if child.stderr else ""
+            thread_id, seq = line.split()
+            reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
+        time.sleep(rng.random() * 0.005)
+        child.send_signal(signal.SIGKILL)
+        rest, _ = child.communicate()
+        for line in rest.splitlines():  # appends it reported before dying
+            thread_id, seq = line.split()
+            reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
+        assert child.returncode == -signal.SIGKILL
+
+    store = postgres_store(dsn, schema=postgres_schema)
+    infos = {i.id: i for i in store.list(limit=10_000)}
+    for thread_id, last in reported.items():
+        thread = store.load(thread_id)
+        assert thread is not None, thread_id
+        run, n = thread_id.split("-")
+        texts = [
+            m.text.split(" ")[0] if m.role == "assistant" else m.tool_results[0].content
+            for m in thread.messages
+        ]
+        assert len(texts) >= last + 1  # nothing that completed is lost
+        assert texts == [f"{run}/{n}/{i}" for i in range(len(texts))]  # in order, no gaps
+        assert infos[thread_id].message_count == len(thread.messages)  # record and rows agree
+    assert len({t.split("-")[0] for t in reported}) == kills
+    store.close()
+
+
+# ---- the server restarted between two runs ---------------------------------------------------
+
+_KERNEL = """
+import sys
+from loom_nb import ReplayModel, Reply, define_agent
+from loom_nb.postgres import postgres_store
+
+dsn, schema, thread_id = sys.argv[1], sys.argv[2], sys.argv[3]
+store = postgres_store(dsn, schema=schema)
+agent = define_agent(
+    name="analyst", model=ReplayModel([Reply(text="one"), Reply(text="two")]), store=store
+)
+first = agent.run_sync("first", thread_id=None if thread_id == "-" else thread_id)
+print(first.thread_id, flush=True)
+sys.stdin.readline()  # the server restarts meanwhile
+second = agent.run_sync("second", thread_id=first.thread_id)
+print(len(agent.thread(first.thread_id).messages), flush=True)
+"""
+
+
+def test_the_server_restarted_between_two_runs_changes_nothing(
+    loom_database: LoomDatabase, postgres_schema: str
+):
+    dsn = loom_database.dsn()
+    kernel = start(_KERNEL, dsn, postgres_schema, "-", stdin=True)
+    assert kernel.stdout is not None and kernel.stdin is not None
+    thread_id = kernel.stdout.readline().strip()
+    assert thread_id, kernel.stderr.read() if kernel.stderr else ""
+    loom_database.server.restart()
+    out, err = kernel.communicate("\n", timeout=120)
+    assert kernel.returncode == 0, err
+    assert out.strip() == "4"  # the same kernel carried on
+
+    loom_database.server.restart()
+    again = start(_KERNEL, dsn, postgres_schema, thread_id, stdin=True)  # a new kernel
+    out, err = again.communicate("\n", timeout=120)
+    assert again.returncode == 0, err
+    assert out.split() == [thread_id, "8"]
+    store = postgres_store(dsn, schema=postgres_schema)
+    thread = store.load(thread_id)
+    assert thread is not None
+    assert [m.text for m in thread.messages] == ["first", "one", "second", "two"] * 2
+    store.close()

@@ -1,0 +1,105 @@
+"""With no ``store=``, an agent keeps threads where ``LOOM_STORE`` says, else in
+``.loom/loom.db`` beside the notebook, so they survive a kernel restart."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loom_nb import ReplayModel, Reply, UserError, define_agent, memory_store
+from loom_nb._store import describe, store_from_env
+from loom_nb.sqlite import SQLiteStore
+
+
+def test_the_test_suite_gives_every_test_its_own_default_store(tmp_path: Path):
+    assert os.environ["LOOM_STORE"].startswith(str(tmp_path))
+
+
+def test_without_loom_store_threads_go_to_dot_loom_beside_the_notebook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv("LOOM_STORE")
+    monkeypatch.chdir(tmp_path)  # a kernel's working folder is its notebook's
+    agent = define_agent(name="a", model=ReplayModel([Reply(text="hello")]))
+    assert isinstance(agent.store, SQLiteStore)
+    assert describe(agent.store) == "SQLite file .loom/loom.db"
+    agent.run_sync("hi")
+    assert (tmp_path / ".loom" / "loom.db").is_file()
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("{tmp}/threads.db", "{tmp}/threads.db"),
+        ("sqlite:///rel/threads.db", "rel/threads.db"),
+        ("sqlite:///{tmp}/abs.db", "{tmp}/abs.db"),
+        ("  {tmp}/spaces.db  ", "{tmp}/spaces.db"),
+    ],
+)
+def test_loom_store_names_a_sqlite_file(
+    spec: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOM_STORE", spec.format(tmp=tmp_path))
+    store = store_from_env()
+    assert describe(store) == f"SQLite file {expected.format(tmp=tmp_path)}"
+    assert (tmp_path / expected.format(tmp=tmp_path)).is_file()
+
+
+def test_agents_share_the_default_store_and_a_closed_one_is_opened_again():
+    first = define_agent(name="a", model=ReplayModel([]))
+    second = define_agent(name="b", model=ReplayModel([]))
+    assert first.store is second.store
+    first.store.close()
+    third = define_agent(name="c", model=ReplayModel([]))
+    assert third.store is not first.store
+    assert third.store.list() == []
+
+
+@pytest.mark.parametrize("spec", ["mysql://db/x", "https://example.test/store", "sqlite://"])
+def test_a_loom_store_that_names_no_known_store_is_a_clear_error(
+    spec: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("LOOM_STORE", spec)
+    with pytest.raises(UserError, match=r"LOOM_STORE=.*SQLite file path.*postgresql://"):
+        define_agent(name="a", model=ReplayModel([]))
+
+
+def test_threads_survive_a_kernel_restart_by_default(tmp_path: Path):
+    code = """
+import sys
+from loom_nb import ReplayModel, Reply, define_agent
+agent = define_agent(name="a", model=ReplayModel([Reply(text="saved")]))
+if sys.argv[1] == "run":
+    print(agent.run_sync("remember this").thread_id)
+else:
+    print([t.id for t in agent.threads()], agent.thread(sys.argv[1]).last_text)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "LOOM_STORE"}
+
+    def kernel(arg: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code, arg],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    thread_id = kernel("run")
+    assert kernel(thread_id) == f"[{thread_id!r}] saved"
+
+
+def test_every_store_says_where_it_keeps_threads(tmp_path: Path):
+    assert describe(memory_store()).startswith("memory")
+
+    class Bare:
+        pass
+
+    assert describe(Bare()) == "Bare"  # type: ignore[arg-type]
