@@ -7,6 +7,8 @@ A run ends in one of three states and never waits for a person: ``complete``,
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +17,7 @@ from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import RunError, ThreadNotFound, UserError
 from loom_nb._events import EventHandler
+from loom_nb._kept_threads import KeptThreads
 from loom_nb._messages import (
     Message,
     PendingApproval,
@@ -112,6 +115,7 @@ class Agent:
         self.max_steps = max_steps
         self.model_settings = model_settings
         self._running: set[str] = set()
+        self._kept = KeptThreads(store)
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={sorted(self.tools)}>"
@@ -134,7 +138,7 @@ class Agent:
             thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
             thread.title = _title(prompt)
         else:
-            thread = self._load(thread_id, user_id)
+            thread = self._load_for_run(thread_id, user_id)
             if thread.pending:
                 raise UserError(
                     f"thread {thread.id} waits for approval of "
@@ -153,10 +157,11 @@ class Agent:
     ) -> RunResult:
         """Approve (True) or reject (False) pending calls by call id, and go on once all are
         decided."""
-        thread = self._load(thread_id, self._user_id(context))
+        thread = self._load_for_run(thread_id, self._user_id(context))
         by_id = {p.call_id: p for p in thread.pending}
         if not by_id:
             raise UserError(f"thread {thread_id} has no call waiting for approval")
+        chosen: dict[str, bool] = {}  # all checked before any is set on the (kept) thread
         for call_id, value in decisions.items():
             decision = value if isinstance(value, Decision) else Decision(bool(value))
             if call_id not in by_id:
@@ -168,7 +173,9 @@ class Agent:
                     f"the arguments of call {call_id!r} are not the ones that were shown; "
                     "nothing was run. Review the call again before deciding"
                 )
-            by_id[call_id].decision = decision.approve
+            chosen[call_id] = decision.approve
+        for call_id, approve in chosen.items():
+            by_id[call_id].decision = approve
         return await self._drive(thread, context, on_event, prompt=None)
 
     def run_sync(
@@ -221,6 +228,7 @@ class Agent:
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
         """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""
         self._load(thread_id, self._user_id(context))  # same "not found" for foreign threads
+        self._kept.forget(thread_id)
         self.store.delete(thread_id, user_id=self._user_id(context))
 
     # ---- machinery --------------------------------------------------------------------------
@@ -257,6 +265,21 @@ class Agent:
             )
         return thread
 
+    def _load_for_run(self, thread_id: str, user_id: str | None) -> Thread:
+        """The thread a run goes on: kept from this agent's last run on it while the store
+        says it has not changed, else loaded."""
+        if thread_id in self._running:  # before the kept thread is touched
+            raise UserError(f"thread {thread_id} is already running; wait for that run to end")
+        if self._kept.store is not self.store:
+            self._kept = KeptThreads(self.store)
+        thread = self._kept.load(thread_id, user_id)
+        if thread is None or thread.agent != self.name:
+            raise ThreadNotFound(
+                f"no thread {thread_id!r} for agent {self.name!r}; "
+                "list saved threads with agent.threads()"
+            )
+        return thread
+
     async def _drive(
         self,
         thread: Thread,
@@ -273,7 +296,13 @@ class Agent:
             await run.execute(prompt)
         finally:
             self._running.discard(thread.id)
-        result = RunResult(thread.status, thread, run.new_messages, thread.error)
+            with contextlib.suppress(Exception):  # a store that fails here fails the next load
+                self._kept.keep(thread)
+        # The result's thread is a snapshot: the kept one goes on with the next run.
+        snapshot = dataclasses.replace(
+            thread, messages=list(thread.messages), pending=list(thread.pending)
+        )
+        result = RunResult(thread.status, snapshot, run.new_messages, thread.error)
         if result.status == "error":
             error = run.failure or RunError(thread.error or "the run failed")
             error.result = result

@@ -21,6 +21,7 @@ from loom_nb._errors import LoomError, ModelError, RunError, StepLimitExceeded, 
 from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEvent
 from loom_nb._messages import (
     Message,
+    MessagesSoFar,
     PendingApproval,
     TextPart,
     Thread,
@@ -144,7 +145,7 @@ class Run:
         deps = self.deps
         request = ModelRequest(
             instructions=deps.instructions,
-            messages=list(self.thread.messages),
+            messages=MessagesSoFar(self.thread.messages),
             tools=[
                 ToolDefinition(t.name or n, t.description, t.parameters)
                 for n, t in deps.tools.items()
@@ -257,9 +258,14 @@ class Run:
         self.save()
 
     async def _close_dangling_calls(self) -> None:
-        """Calls left without a result (an interrupted run) get one, so the model can go on."""
-        answered = {r.call_id for r in self.thread.tool_results()}
-        dangling = [c for m in self.thread.messages for c in m.tool_calls if c.id not in answered]
+        """Calls left without a result (an interrupted run) get one, so the model can go on.
+
+        Only the messages since the last user message are read: each run starts here, so the
+        calls before its user message have results, and a turn costs the same on a long thread.
+        """
+        since = _since_last_user(self.thread.messages)
+        answered = {r.call_id for m in since for r in m.tool_results}
+        dangling = [c for m in since for c in m.tool_calls if c.id not in answered]
         if dangling:
             await self.add(
                 Message(
@@ -267,6 +273,13 @@ class Run:
                     [_error(c, "This call was interrupted before it finished.") for c in dangling],
                 )
             )
+
+
+def _since_last_user(messages: list[Message]) -> list[Message]:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return messages[i + 1 :]
+    return messages
 
 
 async def _rejected(call: ToolCall) -> ToolResult:

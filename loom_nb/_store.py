@@ -14,7 +14,7 @@ import builtins
 import copy
 import os
 import threading
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from loom_nb._messages import Message, Thread, ThreadInfo
 
@@ -52,6 +52,23 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release files and connections."""
+
+
+class ThreadVersion(NamedTuple):
+    """Where a saved thread stands: a counter every write to it bumps, and its messages."""
+
+    changes: int
+    messages: int
+
+
+@runtime_checkable
+class VersionedStore(Protocol):
+    """A store that can say cheaply whether a thread changed (SQLiteStore): the agent then
+    keeps the threads it runs in memory instead of loading them for every turn."""
+
+    def thread_version(
+        self, thread_id: str, *, user_id: str | None = None
+    ) -> ThreadVersion | None: ...
 
 
 def info_of(thread: Thread) -> ThreadInfo:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -63,7 +63,8 @@ class ModelRequest:
     """Everything one model turn is given."""
 
     instructions: str | None
-    messages: list[Message]
+    #: The thread so far (read-only; a run's thread only grows, so this is no copy).
+    messages: Sequence[Message]
     tools: list[ToolDefinition] = field(default_factory=list)
     settings: ModelSettings = field(default_factory=lambda: ModelSettings())
 

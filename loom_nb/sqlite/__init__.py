@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 from loom_nb._errors import UserError
 from loom_nb._message_rows import message_contains, message_row, row_message, searchable
 from loom_nb._messages import Message, Thread, ThreadInfo
-from loom_nb._store import Store
+from loom_nb._store import Store, ThreadVersion
 from loom_nb.sqlite import _schema as schema
 
 __all__ = [
@@ -166,7 +166,8 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                     agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
                     created_at = excluded.created_at, updated_at = excluded.updated_at,
                     updated_us = excluded.updated_us, pending = excluded.pending,
-                    pending_count = excluded.pending_count, error = excluded.error
+                    pending_count = excluded.pending_count, error = excluded.error,
+                    version = version + 1
                 """,
                 row,
             )
@@ -181,7 +182,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         def write(conn: sqlite3.Connection) -> None:
             found = conn.execute(
                 "UPDATE loom_threads SET message_count = message_count + 1, updated_at = ?, "
-                "updated_us = ? WHERE id = ? RETURNING message_count",
+                "updated_us = ?, version = version + 1 WHERE id = ? RETURNING message_count",
                 touch,
             ).fetchone()
             if found is None:
@@ -307,6 +308,15 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 self._conn.close()
 
     # ---- extras -------------------------------------------------------------------------------
+
+    def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
+        """The thread's write counter and message count (None when unknown to this user): one
+        indexed read, so a kernel can check that a thread it keeps has not changed."""
+        rows = self._query(
+            "SELECT version, message_count FROM loom_threads WHERE id = ? AND user_id IS ?",
+            [thread_id, user_id],
+        )
+        return ThreadVersion(rows[0][0], rows[0][1]) if rows else None
 
     @property
     def schema_version(self) -> int:

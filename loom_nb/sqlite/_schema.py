@@ -88,7 +88,8 @@ def m004_message_rowids_and_search_index(conn: sqlite3.Connection) -> None:
     unique (thread_id, seq) index, without the columns the JSON holds already (role,
     created_at); search moves from the casefolded copy to an FTS5 index
     (:data:`SEARCH_INDEX_DDL`) whose rowids are the messages' ids. Thread listing gets indexes
-    in its own order (newest first, ties in the order the threads were made)."""
+    in its own order (newest first, ties in the order the threads were made), and threads a
+    version counter."""
     info = conn.execute("PRAGMA table_info(loom_messages)").fetchall()
     # Every other column, as declared (another migration may have added some).
     kept = [(name, kind, notnull, default) for _, name, kind, notnull, default, _ in info]
@@ -117,6 +118,8 @@ def m004_message_rowids_and_search_index(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE loom_messages")
     conn.execute("ALTER TABLE loom_messages_by_rowid RENAME TO loom_messages")
     conn.execute("CREATE UNIQUE INDEX loom_messages_order ON loom_messages (thread_id, seq)")
+    # Bumped by every write to a thread: a kernel that keeps a thread in memory checks it.
+    conn.execute("ALTER TABLE loom_threads ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
     conn.execute("DROP INDEX IF EXISTS loom_threads_owner")
     conn.execute("CREATE INDEX loom_threads_recent ON loom_threads (user_id, updated_us DESC)")
     conn.execute(

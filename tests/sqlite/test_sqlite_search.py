@@ -195,8 +195,9 @@ def _statements(store: SQLiteStore, call: object) -> list[str]:
         lambda s: s.search("qu", agent="a"),
         lambda s: s.load("t1"),
         lambda s: s.append(s.load("t1"), Message.user("more")),
+        lambda s: s.thread_version("t1"),
     ],
-    ids=["list", "list-agent", "list-user", "search", "search-short", "load", "append"],
+    ids=["list", "list-agent", "list-user", "search", "search-short", "load", "append", "version"],
 )
 def test_listing_search_loading_and_appending_use_indexes(store_path: Path, call: object):
     store = sqlite_store(store_path)
