@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from _orders import CTX
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loom_nb.frames import frame_tools
+from tests.frames._orders import CTX
 
 
 def stable_sorted_page(
