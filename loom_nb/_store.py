@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import itertools
 import os
 import threading
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -63,8 +64,8 @@ class ThreadVersion(NamedTuple):
 
 @runtime_checkable
 class VersionedStore(Protocol):
-    """A store that can say cheaply whether a thread changed (SQLiteStore): the agent then
-    keeps the threads it runs in memory instead of loading them for every turn."""
+    """A store that can say cheaply whether a thread changed (SQLiteStore, MemoryStore): the
+    agent then keeps the threads it runs in memory instead of loading them for every turn."""
 
     def thread_version(
         self, thread_id: str, *, user_id: str | None = None
@@ -90,6 +91,10 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._threads: dict[str, Thread] = {}
         self._lock = threading.Lock()
+        #: The number of the last write to each thread (from one count: a thread deleted and
+        #: made again does not repeat a number).
+        self._changes: dict[str, int] = {}
+        self._count = itertools.count(1)
 
     def save_thread(self, thread: Thread) -> None:
         with self._lock:
@@ -98,6 +103,7 @@ class MemoryStore(Store):
             record.pending = list(thread.pending)
             record.messages = saved.messages if saved else []
             self._threads[thread.id] = record
+            self._changes[thread.id] = next(self._count)
 
     def append(self, thread: Thread, message: Message) -> None:
         with self._lock:
@@ -106,6 +112,7 @@ class MemoryStore(Store):
                 raise KeyError(f"append to a thread that was never saved: {thread.id}")
             saved.messages.append(message)
             saved.updated_at = thread.updated_at
+            self._changes[thread.id] = next(self._count)
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         with self._lock:
@@ -151,10 +158,19 @@ class MemoryStore(Store):
             if saved is None or saved.user_id != user_id:
                 return False
             del self._threads[thread_id]
+            del self._changes[thread_id]
             return True
+
+    def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
+        with self._lock:
+            saved = self._threads.get(thread_id)
+            if saved is None or saved.user_id != user_id:
+                return None
+            return ThreadVersion(self._changes[thread_id], len(saved.messages))
 
     def close(self) -> None:
         self._threads.clear()
+        self._changes.clear()
 
     def describe(self) -> str:
         """Where this store keeps threads, for ``%loom threads``."""

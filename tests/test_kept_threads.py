@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import FunctionModel, ReplayModel, Reply, UserError, define_agent, tool
+from loom_nb import (
+    FunctionModel,
+    ReplayModel,
+    Reply,
+    Store,
+    UserError,
+    define_agent,
+    memory_store,
+    tool,
+)
 from loom_nb.models import ModelRequest
 from loom_nb.sqlite import SQLiteStore, sqlite_store
 
@@ -26,7 +35,14 @@ def store(tmp_path: Path):
     s.close()
 
 
-def _counting_loads(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+@pytest.fixture(params=["sqlite", "memory"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path):
+    s = sqlite_store(tmp_path / "loom.db") if request.param == "sqlite" else memory_store()
+    yield s
+    s.close()
+
+
+def _counting_loads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     loads: list[str] = []
     real = store.load
 
@@ -39,8 +55,9 @@ def _counting_loads(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list
 
 
 def test_the_next_turn_on_a_thread_does_not_load_it(
-    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
 ):
+    store = any_store
     agent = define_agent(name="a", model=FunctionModel(_echo), store=store)
     first = agent.run_sync("one")
     loads = _counting_loads(store, monkeypatch)
@@ -54,8 +71,9 @@ def test_the_next_turn_on_a_thread_does_not_load_it(
 
 
 def test_a_thread_changed_elsewhere_is_loaded_again(
-    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
 ):
+    store = any_store
     agent = define_agent(name="a", model=FunctionModel(_echo), store=store)
     other = define_agent(name="a", model=FunctionModel(lambda r: "other"), store=store)
     thread_id = agent.run_sync("one").thread_id
