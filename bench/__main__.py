@@ -13,6 +13,8 @@ BENCHES = [
     "bench_postgres",
     "bench_supabase",
     "bench_frames",
+    "bench_buckets",
+    "bench_charts",
     "bench_widget",
 ]
 

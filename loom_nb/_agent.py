@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
@@ -32,6 +32,9 @@ from loom_nb._store import Store, store_from_env
 from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, resolve_model
 from loom_nb.models._deadlines import check_settings
+
+if TYPE_CHECKING:
+    from loom_nb.charts._chart import Chart
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -86,6 +89,14 @@ class RunResult:
     def frames(self) -> list[Any]:
         """DataFrames fetched in this run, oldest first (``thread.frames`` has all)."""
         return [r.data for m in self.new_messages for r in m.tool_results if is_dataframe(r.data)]
+
+    @property
+    def charts(self) -> list[Chart]:
+        """Charts drawn in this run, oldest first (``thread.charts`` has all)."""
+        from loom_nb.charts import Chart
+
+        results = (r for m in self.new_messages for r in m.tool_results)
+        return [Chart(r.chart) for r in results if r.chart is not None]
 
 
 AuthHook = Callable[[Mapping[str, Any]], str | None]

@@ -24,12 +24,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["SchemaError", "Validator"]
+__all__ = ["Issue", "SchemaError", "Validator"]
 
 Path = tuple[str | int, ...]
-Errors = Iterator[tuple[Path, str]]
+
+
+class Issue(NamedTuple):
+    """One way an instance does not fit, as jsonschema reports it."""
+
+    #: Where in the instance (keys and indexes from its root).
+    path: Path
+    message: str
+    #: The keyword that failed ("type", "enum", ...).
+    keyword: str
+    #: For a failed anyOf/oneOf: the issues of each alternative (paths from the root too).
+    context: tuple[Issue, ...] = ()
+
+
+Errors = Iterator[Issue]
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -70,7 +84,7 @@ class Validator:
         if s is True:
             return
         if s is False:
-            yield path, f"False schema does not allow {v!r}"
+            yield Issue(path, f"False schema does not allow {v!r}", "false")
             return
         for key, arg in s.items():
             if key == "$ref":
@@ -78,13 +92,15 @@ class Validator:
             elif key == "type":
                 types = [arg] if isinstance(arg, str) else arg
                 if not any(_TYPES[t](v) for t in types):
-                    yield path, f"{v!r} is not of type {', '.join(repr(t) for t in types)}"
+                    yield Issue(
+                        path, f"{v!r} is not of type {', '.join(repr(t) for t in types)}", key
+                    )
             elif key == "enum":
                 if all(not _equal(each, v) for each in arg):
-                    yield path, f"{v!r} is not one of {arg!r}"
+                    yield Issue(path, f"{v!r} is not one of {arg!r}", key)
             elif key == "const":
                 if not _equal(v, arg):
-                    yield path, f"{arg!r} was expected"
+                    yield Issue(path, f"{arg!r} was expected", key)
             elif key in ("allOf", "anyOf", "oneOf", "not", "if"):
                 yield from self._combined(key, arg, v, s, path)
             elif isinstance(v, dict):
@@ -101,15 +117,26 @@ class Validator:
             for sub in arg:
                 yield from self._errors(v, sub, path)
         elif key in ("anyOf", "oneOf"):
-            valid = [sub for sub in arg if self.is_valid(v, sub)]
-            if not valid:
-                yield path, f"{v!r} is not valid under any of the given schemas"
-            elif key == "oneOf" and len(valid) > 1:
-                reprs = ", ".join(repr(sub) for sub in [*valid[1:], valid[0]])
-                yield path, f"{v!r} is valid under each of {reprs}"
+            # Each alternative in turn until one fits; if none does, what each found.
+            found: list[Issue] = []
+            first = None
+            for i, sub in enumerate(arg):
+                issues = list(self._errors(v, sub, path))
+                if not issues:
+                    first = i
+                    break
+                found += issues
+            if first is None:
+                message = f"{v!r} is not valid under any of the given schemas"
+                yield Issue(path, message, key, tuple(found))
+            elif key == "oneOf":
+                more = [sub for sub in arg[first + 1 :] if self.is_valid(v, sub)]
+                if more:
+                    reprs = ", ".join(repr(sub) for sub in [*more, arg[first]])
+                    yield Issue(path, f"{v!r} is valid under each of {reprs}", key)
         elif key == "not":
             if self.is_valid(v, arg):
-                yield path, f"{v!r} should not be valid under {arg!r}"
+                yield Issue(path, f"{v!r} should not be valid under {arg!r}", key)
         elif self.is_valid(v, arg):  # if / then / else
             if "then" in s:
                 yield from self._errors(v, s["then"], path)
@@ -138,34 +165,34 @@ class Validator:
                     verb = "does" if len(extras) == 1 else "do"
                     joined = ", ".join(repr(e) for e in sorted(extras))
                     patterns = ", ".join(repr(p) for p in sorted(s["patternProperties"]))
-                    yield path, f"{joined} {verb} not match any of the regexes: {patterns}"
+                    yield Issue(
+                        path, f"{joined} {verb} not match any of the regexes: {patterns}", key
+                    )
                 else:
                     names = sorted(extras, key=str)
                     verb = "was" if len(names) == 1 else "were"
                     listed = ", ".join(repr(n) for n in names)
-                    yield (
-                        path,
-                        f"Additional properties are not allowed ({listed} {verb} unexpected)",
-                    )
+                    message = f"Additional properties are not allowed ({listed} {verb} unexpected)"
+                    yield Issue(path, message, key)
         elif key == "propertyNames":
             for name in v:
                 yield from self._errors(name, arg, path)
         elif key == "required":
             for name in arg:
                 if name not in v:
-                    yield path, f"{name!r} is a required property"
+                    yield Issue(path, f"{name!r} is a required property", key)
         elif key == "minProperties" and len(v) < arg:
             message = "should be non-empty" if arg == 1 else "does not have enough properties"
-            yield path, f"{v!r} {message}"
+            yield Issue(path, f"{v!r} {message}", key)
         elif key == "maxProperties" and len(v) > arg:
             message = "is expected to be empty" if arg == 0 else "has too many properties"
-            yield path, f"{v!r} {message}"
+            yield Issue(path, f"{v!r} {message}", key)
         elif key == "dependentRequired":
             for name, needed in arg.items():
                 if name in v:
                     for each in needed:
                         if each not in v:
-                            yield path, f"{each!r} is a dependency of {name!r}"
+                            yield Issue(path, f"{each!r} is a dependency of {name!r}", key)
 
     def _array(self, key: str, arg: Any, v: list[Any], s: Mapping[str, Any], path: Path) -> Errors:
         if key == "items":
@@ -176,7 +203,9 @@ class Validator:
             if arg is False:
                 rest = v[prefix:] if extra != 1 else v[prefix]
                 item = "items" if prefix != 1 else "item"
-                yield path, f"Expected at most {prefix} {item} but found {extra} extra: {rest!r}"
+                yield Issue(
+                    path, f"Expected at most {prefix} {item} but found {extra} extra: {rest!r}", key
+                )
             else:
                 for i in range(prefix, len(v)):
                     yield from self._errors(v[i], arg, (*path, i))
@@ -184,11 +213,13 @@ class Validator:
             for i, (item, sub) in enumerate(zip(v, arg, strict=False)):
                 yield from self._errors(item, sub, (*path, i))
         elif key == "minItems" and len(v) < arg:
-            yield path, f"{v!r} {'should be non-empty' if arg == 1 else 'is too short'}"
+            yield Issue(path, f"{v!r} {'should be non-empty' if arg == 1 else 'is too short'}", key)
         elif key == "maxItems" and len(v) > arg:
-            yield path, f"{v!r} {'is expected to be empty' if arg == 0 else 'is too long'}"
+            yield Issue(
+                path, f"{v!r} {'is expected to be empty' if arg == 0 else 'is too long'}", key
+            )
         elif key == "uniqueItems" and arg and not _unique(v):
-            yield path, f"{v!r} has non-unique elements"
+            yield Issue(path, f"{v!r} has non-unique elements", key)
         elif key == "contains":
             yield from self._contains(arg, v, s, path)
 
@@ -199,19 +230,19 @@ class Validator:
             if self.is_valid(each, arg):
                 matches += 1
                 if matches > most:
-                    yield path, f"Too many items match the given schema (expected at most {most})"
+                    message = f"Too many items match the given schema (expected at most {most})"
+                    yield Issue(path, message, "maxContains")
                     return
         if matches < least:
             if not matches:
-                yield path, f"{v!r} does not contain items matching the given schema"
+                message = f"{v!r} does not contain items matching the given schema"
+                yield Issue(path, message, "contains")
             else:
-                yield (
-                    path,
-                    (
-                        "Too few items match the given schema (expected at least "
-                        f"{least} but only {matches} matched)"
-                    ),
+                message = (
+                    "Too few items match the given schema (expected at least "
+                    f"{least} but only {matches} matched)"
                 )
+                yield Issue(path, message, "minContains")
 
     def _resolve(self, ref: str) -> Any:
         return _pointer(self.schema, ref)
@@ -219,22 +250,22 @@ class Validator:
 
 def _string(key: str, arg: Any, v: str, path: Path) -> Errors:
     if key == "minLength" and len(v) < arg:
-        yield path, f"{v!r} {'should be non-empty' if arg == 1 else 'is too short'}"
+        yield Issue(path, f"{v!r} {'should be non-empty' if arg == 1 else 'is too short'}", key)
     elif key == "maxLength" and len(v) > arg:
-        yield path, f"{v!r} {'is expected to be empty' if arg == 0 else 'is too long'}"
+        yield Issue(path, f"{v!r} {'is expected to be empty' if arg == 0 else 'is too long'}", key)
     elif key == "pattern" and not re.search(arg, v):
-        yield path, f"{v!r} does not match {arg!r}"
+        yield Issue(path, f"{v!r} does not match {arg!r}", key)
 
 
 def _number(key: str, arg: Any, v: float, path: Path) -> Errors:
     if key == "minimum" and v < arg:
-        yield path, f"{v!r} is less than the minimum of {arg!r}"
+        yield Issue(path, f"{v!r} is less than the minimum of {arg!r}", key)
     elif key == "maximum" and v > arg:
-        yield path, f"{v!r} is greater than the maximum of {arg!r}"
+        yield Issue(path, f"{v!r} is greater than the maximum of {arg!r}", key)
     elif key == "exclusiveMinimum" and v <= arg:
-        yield path, f"{v!r} is less than or equal to the minimum of {arg!r}"
+        yield Issue(path, f"{v!r} is less than or equal to the minimum of {arg!r}", key)
     elif key == "exclusiveMaximum" and v >= arg:
-        yield path, f"{v!r} is greater than or equal to the maximum of {arg!r}"
+        yield Issue(path, f"{v!r} is greater than or equal to the maximum of {arg!r}", key)
     elif key == "multipleOf":
         if isinstance(arg, float):
             try:
@@ -244,7 +275,7 @@ def _number(key: str, arg: Any, v: float, path: Path) -> Errors:
         else:
             failed = bool(v % arg)
         if failed:
-            yield path, f"{v!r} is not a multiple of {arg}"
+            yield Issue(path, f"{v!r} is not a multiple of {arg}", key)
 
 
 def _declared(name: str, s: Mapping[str, Any]) -> bool:

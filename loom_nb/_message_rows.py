@@ -100,7 +100,9 @@ class ToolResult(_ToolResult):
 
     @classmethod
     def stored(cls, part: Any, raw: _RawData, index: int) -> ToolResult:
-        result = cls(part.call_id, part.name, part.content, None, part.is_error, part.approval)
+        result = cls(
+            part.call_id, part.name, part.content, None, part.is_error, part.approval, part.chart
+        )
         result.__dict__["_data"] = _UNSET
         result.__dict__["_raw"] = (raw, index)
         return result
@@ -139,4 +141,4 @@ class ToolResult(_ToolResult):
 
 
 def _fields(r: _ToolResult) -> tuple[Any, ...]:
-    return (r.call_id, r.name, r.content, r.data, r.is_error, r.approval, r.kind)
+    return (r.call_id, r.name, r.content, r.data, r.is_error, r.approval, r.chart, r.kind)

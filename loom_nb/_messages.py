@@ -13,9 +13,12 @@ import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from loom_nb import _codec
+
+if TYPE_CHECKING:
+    from loom_nb.charts._chart import Chart
 
 #: Version of the JSON form written by :meth:`Thread.to_dict` and :meth:`Message.to_dict`.
 FORMAT_VERSION = 1
@@ -87,6 +90,9 @@ class ToolResult:
     is_error: bool = False
     #: "approved" or "rejected" when the call waited for the user, else None.
     approval: Literal["approved", "rejected"] | None = None
+    #: A chart the call drew (``loom_nb.charts``): its JSON spec with the data it plots, so it
+    #: is drawn again from the thread after a restart.
+    chart: dict[str, Any] | None = None
     kind: Literal["tool_result"] = "tool_result"
 
     @property
@@ -98,7 +104,14 @@ class ToolResult:
             data = json.loads(self.content)
         except ValueError:
             return self.content
-        return str(data.get("error", self.content)) if isinstance(data, dict) else self.content
+        if not isinstance(data, dict):
+            return self.content
+        error = data.get("error", self.content)
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):  # a connector's structured error: what a person reads
+            hint = error.get("hint")
+            return message + (f" {hint}" if isinstance(hint, str) and hint else "")
+        return str(error)
 
     def _frame_head(self, rows: int) -> _codec.FrameHead | None:
         """The first ``rows`` rows of ``data`` when it is a DataFrame, else None (a result
@@ -221,6 +234,8 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
         out["data"] = _codec.encode(part.data)
     if part.approval is not None:
         out["approval"] = part.approval
+    if part.chart is not None:
+        out["chart"] = part.chart
     return out
 
 
@@ -238,6 +253,7 @@ def _part_from_dict(data: dict[str, Any]) -> Part:
             data=_codec.decode(data["data"]) if "data" in data else None,
             is_error=data.get("is_error", False),
             approval=data.get("approval"),
+            chart=data.get("chart"),
         )
     raise ValueError(f"unknown message part kind {kind!r}")
 
@@ -370,6 +386,13 @@ class Thread:
     def frames(self) -> list[Any]:
         """Every DataFrame the agent fetched in this thread, oldest first."""
         return [r.data for r in self.tool_results() if _codec.is_dataframe(r.data)]
+
+    @property
+    def charts(self) -> list[Chart]:
+        """Every chart the agent drew in this thread, oldest first."""
+        from loom_nb.charts import Chart
+
+        return [Chart(r.chart) for r in self.tool_results() if r.chart is not None]
 
     @property
     def last_text(self) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
 from loom_nb._context import RunContext
 from loom_nb._errors import LoomError, ModelError, RunError, StepLimitExceeded, UserError
 from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEvent
@@ -31,7 +33,7 @@ from loom_nb._messages import (
     now,
 )
 from loom_nb._store import Store
-from loom_nb._tools import Tool, ToolInputError
+from loom_nb._tools import Tool, ToolInputError, ToolOutput
 from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
 
 REJECTED = "The user rejected this call; nothing was run or written."
@@ -67,7 +69,13 @@ class Run:
         self.thread = thread
         self.store = deps.store
         self.on_event = on_event
-        self.ctx = RunContext(deps.agent_name, thread.id, thread.user_id, dict(context or {}))
+        self.ctx = RunContext(
+            deps.agent_name,
+            thread.id,
+            thread.user_id,
+            dict(context or {}),
+            _results=thread.tool_results,
+        )
         self.new_messages: list[Message] = []
         self.failure: RunError | None = None
 
@@ -162,7 +170,7 @@ class Run:
                     text.append(event.text)
                     await self.emit(event)
                 elif isinstance(event, ToolCall):
-                    calls.append(event)
+                    calls.append(bounded_call(event))  # too large: answered with an error
                 elif isinstance(event, Usage):
                     usage = usage + event
         except (LoomError, asyncio.CancelledError):
@@ -186,7 +194,11 @@ class Run:
             if isinstance(checked, ToolResult):
                 results[call.id] = checked
             elif checked.requires_approval(call.arguments or {}):
-                pending.append(self._pending(call, checked))
+                waiting = await self._pending(call, checked)
+                if isinstance(waiting, ToolResult):  # its preview found it cannot work
+                    results[call.id] = waiting
+                else:
+                    pending.append(waiting)
             else:
                 runnable.append((call, checked))
         outcomes = await asyncio.gather(*(self._invoke(c, t) for c, t in runnable))
@@ -210,37 +222,35 @@ class Run:
                 f"{', '.join(sorted(self.deps.tools)) or 'none'}.",
             )
         if call.arguments is None:
-            return _error(
-                call,
-                f"The arguments for {call.name!r} are not a JSON object: "
-                f"{(call.raw_arguments or '')[:200]!r}. Send a JSON object.",
-            )
+            return _error(call, unusable_arguments(call))
         try:
             tool.validate(call.arguments)
         except ToolInputError as exc:
             return _error(call, f"Invalid arguments for {call.name!r}: {exc}")
         return tool
 
-    def _pending(self, call: ToolCall, tool: Tool) -> PendingApproval:
-        preview = None
-        if tool.preview is not None:
-            try:
-                preview = tool.preview(call.arguments or {})
-            except Exception as exc:  # a broken preview must not hide the call from the user
-                preview = {"error": f"no preview: {exc}"}
+    async def _pending(self, call: ToolCall, tool: Tool) -> PendingApproval | ToolResult:
+        preview = await tool.make_preview(call.arguments or {}, self.ctx)
+        if isinstance(preview, ToolOutput) and preview.is_error:
+            return _result(call, preview)
         return PendingApproval(call.id, call.name, call.arguments or {}, preview)
 
-    async def _invoke(self, call: ToolCall, tool: Tool, approval: Any = None) -> ToolResult:
+    async def _invoke(
+        self, call: ToolCall, tool: Tool, approval: Any = None, preview: Any = None
+    ) -> ToolResult:
+        # An approved call sees its card, so the tool can refuse to do more than it showed.
+        ctx = (
+            self.ctx
+            if approval is None
+            else dataclasses.replace(self.ctx, approved_preview=preview)
+        )
         try:
-            output = await tool.call(call.arguments or {}, self.ctx)
+            output = await tool.call(call.arguments or {}, ctx)
         except ToolInputError as exc:
             return _error(call, f"Invalid arguments for {call.name!r}: {exc}")
         except Exception as exc:
             return _error(call, f"{type(exc).__name__}: {exc}")
-        content = output.content or ""
-        if output.is_error and not content.startswith("{"):
-            content = json.dumps({"error": content})
-        return ToolResult(call.id, call.name, content, output.data, output.is_error, approval)
+        return _result(call, output, approval)
 
     async def _finish_approvals(self) -> None:
         pending = self.thread.pending
@@ -249,7 +259,7 @@ class Run:
         for p in pending:
             call = ToolCall(p.call_id, p.tool, p.arguments)
             if p.decision and p.tool in tools:
-                runs.append(self._invoke(call, tools[p.tool], "approved"))
+                runs.append(self._invoke(call, tools[p.tool], "approved", p.preview))
             else:
                 runs.append(_rejected(call))
         results = await asyncio.gather(*runs)
@@ -286,6 +296,16 @@ async def _rejected(call: ToolCall) -> ToolResult:
     result = _error(call, REJECTED)
     result.approval = "rejected"
     return result
+
+
+def _result(call: ToolCall, output: ToolOutput, approval: Any = None) -> ToolResult:
+    content = output.content or ""
+    if output.is_error and not content.startswith("{"):
+        content = json.dumps({"error": content})
+    data = output.data
+    if isinstance(data, (dict, list, tuple)) and size_problem(data, depth_only=True):
+        data = None  # the model got the content; data this deep could not be saved
+    return ToolResult(call.id, call.name, content, data, output.is_error, approval, output.chart)
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:

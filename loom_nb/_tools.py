@@ -8,6 +8,7 @@ set of tools; ``define_agent`` refuses two tools with one name.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import json
@@ -18,7 +19,7 @@ from typing import Any, overload
 from loom_nb import _codec
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
-from loom_nb._json_schema import SchemaError, Validator
+from loom_nb._json_schema import Issue, SchemaError, Validator
 from loom_nb._render import frame_for_model
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
@@ -35,6 +36,8 @@ class ToolOutput:
     content: str | None = None
     data: Any = None
     is_error: bool = False
+    #: A chart's JSON spec, saved in the thread's tool result (``loom_nb.charts`` makes them).
+    chart: dict[str, Any] | None = None
 
 
 @dataclass
@@ -46,8 +49,10 @@ class Tool:
     parameters: dict[str, Any]
     function: Callable[..., Any]
     needs_approval: ApprovalRule = False
-    #: Builds what the user sees before approving (rows to write, ...). Gets the arguments.
-    preview: Callable[[dict[str, Any]], Any] | None = None
+    #: Builds what the user sees before approving (rows to write, ...). Gets the arguments (and
+    #: the run context when it takes a second parameter); may be async. An error result
+    #: (``ToolOutput(is_error=True)``) answers the call at once instead of asking the user.
+    preview: Callable[..., Any] | None = None
     _bind: Callable[[dict[str, Any]], tuple[list[Any], dict[str, Any]]] = field(
         default=lambda a: ([], a), repr=False
     )
@@ -74,6 +79,20 @@ class Tool:
         rule = self.needs_approval
         return bool(rule(arguments)) if callable(rule) else bool(rule)
 
+    async def make_preview(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
+        """What the approval card shows (None without a preview). A preview that fails gives
+        ``{"error": ...}``, so the call is still shown to the user."""
+        if self.preview is None:
+            return None
+        try:
+            takes_ctx = len(inspect.signature(self.preview).parameters) >= 2
+            value = self.preview(arguments, ctx) if takes_ctx else self.preview(arguments)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:  # a broken preview must not hide the call from the user
+            return {"error": f"no preview: {exc}"}
+        return value
+
     def validate(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Check ``arguments`` against the schema; raises :class:`ToolInputError`."""
         return self._bind(arguments)
@@ -95,7 +114,7 @@ class Tool:
 def to_output(value: Any) -> ToolOutput:
     if isinstance(value, ToolOutput):
         if value.content is None:
-            return ToolOutput(to_output(value.data).content, value.data, value.is_error)
+            return dataclasses.replace(value, content=to_output(value.data).content)
         return value
     if _codec.is_dataframe(value):
         return ToolOutput(frame_for_model(value), value)
@@ -118,7 +137,7 @@ def tool(
     input: Any = None,
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
-    preview: Callable[[dict[str, Any]], Any] | None = None,
+    preview: Callable[..., Any] | None = None,
 ) -> Any: ...
 
 
@@ -131,7 +150,7 @@ def tool(
     input: Any = None,
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
-    preview: Callable[[dict[str, Any]], Any] | None = None,
+    preview: Callable[..., Any] | None = None,
 ) -> Any:
     """Make a tool, in any of three forms::
 
@@ -165,7 +184,7 @@ def _make(
     description: str | None,
     input: Any,
     needs_approval: ApprovalRule,
-    preview: Callable[[dict[str, Any]], Any] | None,
+    preview: Callable[..., Any] | None,
 ) -> Tool:
     if not callable(fn):
         raise UserError(f"tool(run=...) must be a function, got {type(fn).__name__}")
@@ -252,16 +271,23 @@ def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[
     validator = _validator(json.dumps(schema, sort_keys=True))
 
     def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e[0]))
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
-            raise ToolInputError(
-                "; ".join(
-                    f"{'/'.join(map(str, path)) or 'input'}: {message}" for path, message in errors
-                )
-            )
+            raise ToolInputError("; ".join(_schema_messages(errors)))
         return [arguments], {}
 
     return schema, bind
+
+
+def _schema_messages(errors: list[Issue]) -> list[str]:
+    """``path: message`` per error. An anyOf error alone says "not valid under any of the given
+    schemas"; the errors of the alternatives that take this kind of value say why instead."""
+    out = []
+    for e in errors:
+        why = [c for c in e.context if c.keyword != "type" or len(c.path) > len(e.path)]
+        for err in why or [e]:
+            out.append(f"{'/'.join(map(str, err.path)) or 'input'}: {err.message}")
+    return out
 
 
 def _schema_from_hints(

@@ -140,6 +140,9 @@ SCRIPT = {  # OFFLINE STAND-IN MODEL: keyword -> the tool call a model would mak
     "ticket": ("I will open a ticket; it waits for your approval.", WRITE_TOOL,
                {"table": "tickets", "rows": [{**FILLED_BY_DB, "subject": "Order 3 is late",
                                                "body": "Order 3 has not shipped yet."}]}),
+    "close": ("I will close your open tickets; it waits for your approval.", "shop_update",
+              {"table": "tickets", "values": {"status": "closed"},
+               "filters": [{"column": "status", "op": "eq", "value": "open"}]}),
 }
 
 def stand_in(request):
@@ -158,6 +161,8 @@ def describe(result):
     if result.is_error:
         return f"That did not work; the tool said: {result.content}"
     df = result.data
+    if result.name == "shop_update":
+        return f"Done: {len(df)} ticket(s) closed."
     if result.name == WRITE_TOOL:
         return f"Done: ticket {df.id.iloc[0]} ({df.subject.iloc[0]!r}) is {df.status.iloc[0]}."
     if df.empty:
@@ -225,13 +230,39 @@ print(card.wait(timeout=30).status)
 new_ticket
 
 # %% [markdown]
+# ## 6. An update shows what it will change, and cannot change more
+#
+# Before the card for an update is shown, the connector counts the rows its filters match,
+# through the same user's client (so RLS counts only the rows this user may change), and
+# fetches the first few. The card says how many match and shows those rows with each changed
+# column as it is and as it will be (`status (now)`, `status (new)`). The approved update is
+# sent with supabase-py's `max_affected(n)`: if more rows match by the time you click (a new
+# ticket came in), PostgREST changes nothing and the agent and the card say so. Offline,
+# `frame_tools` holds its updates to their card the same way.
+
+# %% magic_args="ada" language="loom"
+# Please close everything I have open.
+
+# %%
+card = session().last_view.cards[0]
+print(card.pending.preview["effect"])
+card.pending.preview["rows that change"]
+
+# %%
+card.approve_button.click()
+print(card.wait(timeout=30).status, "|", card.outcome)
+
+# %% [markdown]
 # What you can rely on (each rule is enforced before a request is sent):
 #
 # - filters come from a fixed set of operators (`eq`, `neq`, `gt`, `gte`, `lt`, `lte`,
 #   `like`, `ilike`, `in`, `is_null`, each negatable), on allowed columns only;
 # - `limit` is at most `max_rows` (50 by default) and the rows are cut again after the
 #   response; embeds, casts, JSON paths, raw `or=` filters are refused;
-# - an update without a filter is refused; a rejected write writes nothing;
+# - an update without a filter is refused; an approved one changes at most the rows its card
+#   counted; a rejected write writes nothing;
+# - what the card says is what PostgREST runs: a `*` in a `like` pattern (PostgREST reads it
+#   as `%`) or a NUL character is refused with advice, `in [""]` is sent as `= ''`;
 # - PostgREST and RLS errors, and network errors, reach the model as `{"error": ...}` and
 #   the run goes on.
 #

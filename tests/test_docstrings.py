@@ -15,6 +15,7 @@ PUBLIC_MODULES = [
     "loom_nb.postgres",
     "loom_nb.supabase",
     "loom_nb.frames",
+    "loom_nb.charts",
     "loom_nb.models",
     "loom_nb.models.openai",
     "loom_nb.models.anthropic",

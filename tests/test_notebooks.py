@@ -181,8 +181,15 @@ def _check_supabase(nb: Any) -> None:
     assert any("3 rows × 4 columns" in v for v in widget_values(nb, "loom-frame"))
     errors = " ".join(widget_values(nb, "loom-error"))
     assert "&#x27;secrets&#x27; is not one of" in errors or "'secrets' is not one of" in errors
-    ticket = output(nb, "card.approve_button.click()")
+    ticket = output(nb, "if card.decision is None:")
     assert ticket.startswith("complete") and "Order 3 is late" in ticket
+    # the update's card: how many rows match, and those rows with the new value beside the old
+    card = output(nb, 'print(card.pending.preview["effect"])')
+    assert card.startswith("2 rows match now (shown below); if ")  # more rows / other rows
+    assert "match when it runs, nothing is changed" in card
+    assert "status (now)" in card and "status (new)" in card and "Order 3 is late" in card
+    closed = output(nb, 'print(card.wait(timeout=30).status, "|", card.outcome)')
+    assert closed.strip() == "complete | done"
 
 
 @pytest.fixture
@@ -207,7 +214,7 @@ def rig_env(tmp_path: Path) -> Any:
 
 @pytest.mark.postgres
 def test_supabase_against_the_rig(tmp_path: Path, rig_env: Any) -> None:
-    from tests.supabase.rig import USER_A
+    from tests.supabase.rig import USER_A, USER_B
 
     rig, env = rig_env
     nb = run("02-supabase.ipynb", tmp_path, **env)
@@ -217,7 +224,10 @@ def test_supabase_against_the_rig(tmp_path: Path, rig_env: Any) -> None:
         rows = conn.execute(
             "SELECT subject, user_id::text, status FROM tickets WHERE subject = 'Order 3 is late'"
         ).fetchall()
-    assert rows == [("Order 3 is late", USER_A.id, "open")]
+    assert rows == [("Order 3 is late", USER_A.id, "closed")]
+    with rig.superuser() as conn:  # Ada's two tickets were closed; Bob's was not counted
+        statuses = conn.execute("SELECT user_id::text, status FROM tickets ORDER BY id").fetchall()
+    assert statuses == [(USER_A.id, "closed"), (USER_B.id, "pending"), (USER_A.id, "closed")]
     # Every request was in the PostgREST grammar, as the signed-in user or anon.
     assert rig.shim.log and all(s.kind in ("ok", "database") for s in rig.shim.log)
     assert {s.role for s in rig.shim.log} == {"authenticated", "anon"}

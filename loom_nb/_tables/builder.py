@@ -39,8 +39,9 @@ class Write:
     run: Run
     #: Raises :class:`ToolInputError` when the arguments cannot work; runs before approval.
     check: Callable[[dict[str, Any]], object]
-    #: What the user sees before approving.
-    preview: Callable[[dict[str, Any]], Any]
+    #: What the user sees before approving: ``(arguments)`` or ``(arguments, ctx)``, sync or
+    #: async (see :attr:`Tool.preview`).
+    preview: Callable[..., Any]
     #: The backend's own rules, as sentences added to the shared description.
     notes: str = ""
 

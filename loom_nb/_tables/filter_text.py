@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +40,28 @@ def _literal(value: Any) -> str:
         return "TRUE" if value else "FALSE"
     if isinstance(value, (int, float)):
         return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
+    text = str(value)
+    if any(_unseen(ch) for ch in text):
+        # PostgreSQL's escape string: every character that would not show (a line break, a
+        # right-to-left override, a zero-width space) is written out, so the card reads true.
+        return "E'" + "".join(_escaped(ch) for ch in text) + "'"
+    return "'" + text.replace("'", "''") + "'"
+
+
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _unseen(ch: str) -> bool:
+    kind = unicodedata.category(ch)
+    return kind[0] == "C" or kind in ("Zl", "Zp") or (kind == "Zs" and ch != " ")
+
+
+def _escaped(ch: str) -> str:
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    if _unseen(ch):
+        return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
+    return ch
 
 
 def filter_dict(f: Filter) -> dict[str, Any]:

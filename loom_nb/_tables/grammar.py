@@ -32,6 +32,9 @@ OPERATORS: tuple[str, ...] = (
 
 Scalar = str | int | float | bool
 
+#: Time buckets a datetime column can be grouped by; weeks start on Monday (ISO 8601).
+BUCKETS: tuple[str, ...] = ("day", "week", "month", "quarter", "year")
+
 
 @dataclass(frozen=True)
 class Filter:
@@ -39,6 +42,20 @@ class Filter:
     op: str
     value: Any = None
     negate: bool = False
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """One group_by entry: a column's values, or the time bucket of a datetime column."""
+
+    column: str
+    #: None: the values themselves; else one of :data:`BUCKETS`.
+    bucket: str | None = None
+
+    @property
+    def output(self) -> str:
+        """The result's column: the column's name, or ``week_created_at`` for a bucket."""
+        return self.column if self.bucket is None else f"{self.bucket}_{self.column}"
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,36 @@ def parse_int(value: Any, name: str, default: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ToolInputError(f"{name} must be a non-negative integer, got {value!r}")
     return value
+
+
+def parse_group_by(spec: TableSpec, raw: Any) -> tuple[GroupKey, ...]:
+    """``["status", {"column": "created_at", "bucket": "week"}]`` as group keys, each once."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ToolInputError(
+            'group_by must be a list of column names or {"column": C, "bucket": B} objects'
+        )
+    keys: list[GroupKey] = []
+    for i, item in enumerate(raw):
+        if isinstance(item, Mapping):
+            if set(item) != {"column", "bucket"}:
+                raise ToolInputError(
+                    f'group_by[{i}] must be a column name or {{"column": C, "bucket": B}}'
+                )
+            bucket = item["bucket"]
+            if bucket not in BUCKETS:
+                raise ToolInputError(
+                    f"group_by[{i}].bucket {bucket!r} is not one of {list(BUCKETS)}"
+                )
+            key = GroupKey(check_column(spec, item["column"]), bucket)
+        else:
+            key = GroupKey(check_column(spec, item))
+        if key.output in (k.output for k in keys if k != key):
+            raise ToolInputError(f"group_by[{i}] would be named {key.output!r} twice")
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
 
 
 def parse_select(args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_rows: int) -> Select:

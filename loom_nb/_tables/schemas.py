@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loom_nb._tables.grammar import OPERATORS
+from loom_nb._tables.grammar import BUCKETS, OPERATORS
 from loom_nb._tables.options import IDENTIFIER, TableSpec
 
 
@@ -42,6 +42,33 @@ def filters_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
             "required": ["column", "op"],
             "additionalProperties": False,
         },
+    }
+
+
+def group_by_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+    column = _column_schema(tables)
+    return {
+        "type": "array",
+        "items": {
+            "anyOf": [
+                column,
+                {
+                    "type": "object",
+                    "properties": {
+                        "column": {**column, "description": "A datetime column."},
+                        "bucket": {"type": "string", "enum": list(BUCKETS)},
+                    },
+                    "required": ["column", "bucket"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+        "description": (
+            "Columns to group by, or {column, bucket} to group a datetime column by day, week "
+            "(weeks start on Monday), month, quarter or year, in the column's time zone. A "
+            "bucket's output column is named bucket_column (like week_created_at) and holds "
+            "each bucket's start. Omit group_by for one summary row over all matches."
+        ),
     }
 
 

@@ -24,9 +24,11 @@ Tools (``frames`` is the ``name=`` prefix):
     ``[{column, desc}]``; ``limit`` at most ``max_rows``; ``offset`` for paging; ``count`` for
     the number of matching rows.
 ``frames_aggregate(table, group_by?, aggregates?, filters?, order?, limit?, offset?)``
-    ``aggregates`` ``[{fn, column}]`` with ``fn`` one of count, sum, mean, min, max; output
-    columns are named ``fn_column`` (``count`` counts rows). At most ``max_rows`` groups come
-    back; ``order`` may name a group column or an output column.
+    ``group_by`` lists columns and time buckets ``{"column": "created_at", "bucket": "week"}``
+    (day, week, month, quarter, year; datetime columns only). ``aggregates`` ``[{fn, column}]``
+    with ``fn`` one of count, count_distinct, sum, mean, median, min, max; output columns are
+    named ``fn_column`` (``count`` counts rows). At most ``max_rows`` groups come back;
+    ``order`` may name a group column or an output column.
 ``frames_append(table, rows)`` and ``frames_update(table, values, filters)``
     Only when a frame has ``write: True``. Each waits for Approve unless
     ``approve_writes=False``. An update without a filter is refused.
@@ -39,6 +41,13 @@ Rules, as the model meets them:
   from ISO 8601 strings (a time without an offset is read in a tz-aware column's time zone),
   numbers to text for text columns. When that is impossible the model gets an error saying
   why. Missing values (NaN, None, NaT, NA) match only ``is_null``, negated or not, as in SQL.
+- Groups follow SQL's ``GROUP BY``: missing values (NaT included) form their own group,
+  last; count_distinct and median ignore missing values. A time bucket is computed on the
+  column's own clock (a tz-aware column's time zone, summer time included): weeks start on
+  Monday (ISO 8601), and the output column (``week_created_at``) holds each bucket's start,
+  with the column's dtype. These are the groups of ``df.groupby(pd.Grouper(key="created_at",
+  freq="W-MON", closed="left", label="left"))`` (``"D"``, ``"MS"``, ``"QS"``, ``"YS"`` for
+  the others), except that only buckets holding rows come back and NaT rows are kept.
 - ``like``/``ilike`` use SQL wildcards (``%`` any text, ``_`` one character, ``\\`` escapes);
   ``ilike`` ignores case. Sorting puts missing values last in both directions.
 - Results are new DataFrames (copies that keep your frame's index labels, so
@@ -71,8 +80,11 @@ the new rows or values, and ``id(orders)`` does not change.
   that the agent does not see (build the connector again); frames derived earlier (slices,
   ``orders.copy()``, the results in ``thread.frames``) keep their contents, as copy-on-write
   pandas does.
-- The approval card shows the rows to append as a DataFrame, or the changes, the filter and the
-  number of rows matching now; the rows are matched again when the write runs.
+- The approval card shows the rows to append as a DataFrame, or the changes, the filter, the
+  number of rows matching now and the first of them with the new values beside the old. The
+  rows are matched again when the write runs: if they are not the rows the card counted (you
+  changed the frame while the card waited), nothing is changed and the model and the card say
+  so.
 - Calls whose arguments cannot work (an unknown column, a value that does not fit) are answered
   with an error at once instead of asking you to approve something that would fail; such a call
   never writes.

@@ -1,5 +1,5 @@
 """The aggregate tool's query: its JSON schema, its parsing and checks, and its computation with
-SQL's rules (a sum of no values is missing)."""
+SQL's rules (a sum of no values is missing; count_distinct and median ignore missing values)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,29 @@ import pandas as pd
 
 from loom_nb._tables.grammar import (
     Filter,
+    GroupKey,
     check_column,
     lookup_table,
     parse_filters,
+    parse_group_by,
     parse_int,
     parse_order,
 )
 from loom_nb._tables.options import IDENTIFIER, TableSpec
-from loom_nb._tables.schemas import filters_schema, select_schema
+from loom_nb._tables.schemas import filters_schema, group_by_schema, select_schema
 from loom_nb._tools import ToolInputError
+from loom_nb.frames._buckets import bucket_keys, bucket_labels
 from loom_nb.frames._values import dtype_kind
 
-AGGREGATE_FUNCTIONS: tuple[str, ...] = ("count", "sum", "mean", "min", "max")
+AGGREGATE_FUNCTIONS: tuple[str, ...] = (
+    "count",
+    "count_distinct",
+    "sum",
+    "mean",
+    "median",
+    "min",
+    "max",
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ class Aggregate:
 @dataclass(frozen=True)
 class AggregateQuery:
     table: str
-    group_by: tuple[str, ...]
+    group_by: tuple[GroupKey, ...]
     aggregates: tuple[Aggregate, ...]
     filters: tuple[Filter, ...]
     order: tuple[tuple[str, bool], ...]
@@ -54,11 +65,7 @@ def aggregate_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str
         "type": "object",
         "properties": {
             "table": base["table"],
-            "group_by": {
-                "type": "array",
-                "items": column,
-                "description": "Columns to group by; omit for one summary row over all matches.",
-            },
+            "group_by": group_by_schema(tables),
             "aggregates": {
                 "type": "array",
                 "items": {
@@ -85,7 +92,10 @@ def aggregate_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str
                         "column": {
                             "type": "string",
                             "pattern": IDENTIFIER.pattern,
-                            "description": "A group_by column or an output name like sum_total.",
+                            "description": (
+                                "A group_by output (like status or week_created_at) or an "
+                                "aggregate's output name like sum_total."
+                            ),
                         },
                         "desc": {"type": "boolean"},
                     },
@@ -111,10 +121,8 @@ def parse_aggregate(
     args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_rows: int
 ) -> AggregateQuery:
     spec = lookup_table(tables, args.get("table"))
-    raw_group = args.get("group_by") or []
-    if not isinstance(raw_group, list):
-        raise ToolInputError("group_by must be a list of column names")
-    group_by = tuple(dict.fromkeys(check_column(spec, c) for c in raw_group))
+    group_by = parse_group_by(spec, args.get("group_by"))
+    group_outputs = {k.output for k in group_by}
     raw_aggs = args.get("aggregates") or [{"fn": "count"}]
     if not isinstance(raw_aggs, list):
         raise ToolInputError("aggregates must be a list of {fn, column} objects")
@@ -134,13 +142,13 @@ def parse_aggregate(
         else:
             col = check_column(spec, col)
         agg = Aggregate(fn, col)
-        if agg.output in group_by:
+        if agg.output in group_outputs:
             raise ToolInputError(
                 f"aggregates[{i}] would be named {agg.output!r}, like a group_by column"
             )
         if agg not in aggs:
             aggs.append(agg)
-    outputs = set(group_by) | {a.output for a in aggs}
+    outputs = group_outputs | {a.output for a in aggs}
 
     def output_column(i: int, name: Any) -> str:
         if name not in outputs:
@@ -164,13 +172,13 @@ def parse_aggregate(
 def check_aggregate(table: str, col: pd.Series, agg: Aggregate) -> None:
     """Refuse an aggregate that ``col``'s dtype cannot give, before anything is computed."""
     kind = dtype_kind(col.dtype)
-    if agg.fn in ("sum", "mean"):
+    if agg.fn in ("sum", "mean", "median"):
         numeric = kind in ("int", "float", "bool", "timedelta")
-        ok = numeric or (kind == "datetime" and agg.fn == "mean")
+        ok = numeric or (kind == "datetime" and agg.fn != "sum")
         if not ok:
             raise ToolInputError(
                 f"{agg.fn} needs a numeric column; {table}.{agg.column} is {col.dtype}. "
-                "Use count, min or max"
+                "Use count, count_distinct, min or max"
             )
     if agg.fn in ("min", "max") and kind == "category" and not col.cat.ordered:
         raise ToolInputError(
@@ -181,9 +189,11 @@ def check_aggregate(table: str, col: pd.Series, agg: Aggregate) -> None:
 
 def _apply(target: Any, a: Aggregate) -> Any:
     """One aggregate of a Series or a grouped Series. A sum of no values is missing, as in SQL
-    (pandas would say 0)."""
+    (pandas would say 0); count_distinct is SQL's count(DISTINCT column)."""
     if a.fn == "sum":
         return target.sum(min_count=1)
+    if a.fn == "count_distinct":
+        return target.nunique()
     return getattr(target, a.fn)()
 
 
@@ -195,10 +205,22 @@ def compute_aggregate(sub: pd.DataFrame, q: AggregateQuery) -> pd.DataFrame:
             for a in q.aggregates
         }
         return pd.DataFrame(row)
-    grouped = sub.groupby(list(q.group_by), dropna=False, observed=True, sort=True)
+    keys = [
+        sub[k.column] if k.bucket is None else bucket_keys(sub[k.column], k.bucket)
+        for k in q.group_by
+    ]
+    grouped = sub.groupby(
+        [key.rename(k.output) for key, k in zip(keys, q.group_by, strict=True)],
+        dropna=False,
+        observed=True,
+        sort=True,
+    )
     parts = {
         a.output: grouped.size() if a.column is None else _apply(grouped[a.column], a)
         for a in q.aggregates
     }
-    out = pd.DataFrame(parts)
-    return out.reset_index()
+    out = pd.DataFrame(parts).reset_index()
+    for k in q.group_by:
+        if k.bucket is not None:
+            out[k.output] = bucket_labels(out[k.output], sub[k.column], k.bucket)
+    return out

@@ -17,11 +17,15 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
     writes = Writes(tables, approve_writes)
     aggregate = tool(
         description=(
-            "Summarize one table: group_by columns and aggregates [{fn, column}] with fn "
-            "count, sum, mean, min or max (count without a column counts rows). Output "
-            "columns are named fn_column (count for the row count); order may use them, "
-            f"e.g. [{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. At "
-            f"most {max_rows} groups per call; the total number of groups is reported."
+            "Summarize one table: group_by columns, or time buckets of a datetime column "
+            "like {column: 'created_at', bucket: 'week'} (day, week from Monday, month, "
+            "quarter, year; output column week_created_at holds each bucket's start), "
+            "and aggregates [{fn, column}] with fn count, count_distinct, sum, mean, "
+            "median, min or max (count without a column counts rows). Output columns are "
+            "named fn_column (count for the row count); order may use them, e.g. "
+            f"[{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. Missing "
+            "values and missing timestamps form their own group, last. At most "
+            f"{max_rows} groups per call; the total number of groups is reported."
         ),
         input=aggregate_schema(tables.specs, max_rows),
         run=lambda args: reads.aggregate(tables, args),

@@ -3,6 +3,7 @@ the very DataFrame object the user passed (see ``loom_nb.frames``, "Writes and i
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import warnings
 from collections import Counter
@@ -13,8 +14,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loom_nb._context import RunContext
 from loom_nb._messages import arguments_digest
 from loom_nb._render import frame_for_model
+from loom_nb._tables.cards import (
+    ROWS_MATCHED,
+    SAMPLE_ROWS,
+    approved_count,
+    rows_that_change,
+    update_effect,
+)
 from loom_nb._tables.filter_text import where_text
 from loom_nb._tables.grammar import parse_insert, parse_update
 from loom_nb._tools import ToolInputError, ToolOutput
@@ -172,8 +181,31 @@ class Writes:
         )
         return ToolOutput(text, added.iloc[: self.tables.max_rows].copy())
 
-    def update(self, args: dict[str, Any]) -> ToolOutput:
-        return self._write(args, self.plan_update, self._do_update)
+    def update(self, args: dict[str, Any], ctx: RunContext | None = None) -> ToolOutput:
+        """After approval, the update runs only on the very rows its card matched: the user
+        keeps working while a card waits, and a changed frame changes nothing."""
+        if not self.approve_writes:  # no card to hold it to
+            return self._write(args, self.plan_update, self._do_update)
+        card = ctx.approved_preview if ctx is not None else None
+
+        def checked(plan: Plan) -> ToolOutput:
+            assert plan.mask is not None
+            table, now = plan.table, int(plan.mask.sum())
+            shown = approved_count(card)
+            if shown is None or not isinstance(card, dict):
+                return _unchanged(
+                    f"the approval card did not record the rows this update matches ({table!r} "
+                    "is unchanged)"
+                )
+            if shown != now or card.get(_MATCHED_ROWS) != _rows_key(self.tables, table, plan.mask):
+                was = f"{shown:,} row{'s' if shown != 1 else ''}"
+                return _unchanged(
+                    f"{table!r} changed since the approval card was shown: the update matched "
+                    f"{was} then and {now:,} now, or other rows"
+                )
+            return self._do_update(plan)
+
+        return self._write(args, self.plan_update, checked)
 
     def _do_update(self, plan: Plan) -> ToolOutput:
         assert plan.values is not None and plan.mask is not None
@@ -200,20 +232,49 @@ class Writes:
     def preview_update(self, args: dict[str, Any]) -> Any:
         with self.tables.lock_for(args):
             plan = self.plan_update(args)
-            assert plan.mask is not None
-            rows = self._first_rows(plan.table, plan.mask)
-        return {
+            assert plan.mask is not None and plan.values is not None
+            matched = int(plan.mask.sum())
+            rows = self._first_rows(plan.table, plan.mask, SAMPLE_ROWS)
+            key = _rows_key(self.tables, plan.table, plan.mask)
+        card: dict[str, Any] = {
             "table": plan.table,
-            "changes": plan.values,
+            "effect": update_effect(matched, len(rows), _GUARANTEE),
             "where": plan.where,
-            "rows_matched": int(plan.mask.sum()),
-            "matching_rows": rows,
+            "changes": plan.values,
+            ROWS_MATCHED: matched,
         }
+        if matched:
+            card["rows that change"] = rows_that_change(rows, plan.values)
+        card[_MATCHED_ROWS] = key
+        return card
 
-    def _first_rows(self, table: str, mask: np.ndarray) -> pd.DataFrame:
-        """A copy of the first ``max_rows`` rows ``mask`` selects, in the allowed columns."""
+    def _first_rows(self, table: str, mask: np.ndarray, n: int | None = None) -> pd.DataFrame:
+        """A copy of the first ``n`` (``max_rows``) rows ``mask`` selects, in the allowed
+        columns."""
         df = self.tables.frames[table]
-        return df.loc[mask].iloc[: self.tables.max_rows][self.tables.columns(table)].copy()
+        rows = df.loc[mask].iloc[: self.tables.max_rows if n is None else n]
+        return rows[self.tables.columns(table)].copy()
+
+
+#: The card's key for which rows its update matched (a digest of their index labels).
+_MATCHED_ROWS = "_matched_rows"
+_GUARANTEE = "if other rows match when it runs, nothing is changed"
+
+
+def _rows_key(tables: Tables, table: str, mask: np.ndarray) -> str:
+    """A digest of the index labels of the rows ``mask`` selects: equal keys, same rows."""
+    labels = tables.frames[table].index[mask]
+    digest = hashlib.sha256(str(len(labels)).encode())
+    digest.update(pd.util.hash_pandas_object(labels, index=False).to_numpy().tobytes())
+    return digest.hexdigest()[:32]
+
+
+def _unchanged(why: str) -> ToolOutput:
+    return ToolOutput(
+        f"Nothing was updated: {why}. Send the update again so the user sees the rows it "
+        "matches now.",
+        is_error=True,
+    )
 
 
 def append_in_place(df: pd.DataFrame, new_rows: pd.DataFrame) -> None:

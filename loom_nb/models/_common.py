@@ -347,7 +347,7 @@ def parse_arguments(raw: str) -> dict[str, Any] | None:
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deeply is unreadable too
         return None
     return value if isinstance(value, dict) else None
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
 import json
 from typing import Any
 
 from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
+from loom_nb._errors import MissingExtra
 
 ERROR_STYLE = (
     "border-left:4px solid #d32f2f;background:#fdecea;color:#8b1a1a;"
@@ -97,6 +99,8 @@ def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
     if isinstance(value, dict):
         parts = []
         for key, item in value.items():
+            if str(key).startswith("_"):  # the tool's own bookkeeping, not for the reader
+                continue
             item_frame = records_frame(item)
             if item_frame is not None:
                 parts.append(frame_html(item_frame, rows, str(key)))
@@ -115,6 +119,22 @@ def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
             )
         return "".join(parts)
     return pre(to_json(value))
+
+
+def chart_html(spec: dict[str, Any]) -> str:
+    """A chart the agent drew, as a PNG in a data URI: shown offline, without JavaScript, in a
+    saved or untrusted notebook. Without matplotlib, its caption and how to install it."""
+    from loom_nb.charts import Chart
+
+    chart = Chart(spec)
+    try:
+        image = base64.b64encode(chart.png()).decode("ascii")
+    except MissingExtra as exc:
+        return f'<div style="color:#555">[chart: {esc(chart.caption)}] {esc(str(exc))}</div>'
+    return (
+        f'<img class="loom-chart-image" src="data:image/png;base64,{image}" '
+        f'alt="{esc(chart.caption)}" style="max-width:100%;height:auto">'
+    )
 
 
 USER_STYLE = "background:#f3f6fb;padding:4px 8px;border-radius:4px"

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from loom_nb._messages import Message, ToolCall, ToolResult
 from loom_nb.notebook._html import (
+    chart_html,
     esc,
     failed_html,
     head_html,
@@ -41,6 +42,8 @@ def history_html(messages: Iterable[Message], rows: int) -> str:
                 head = result._frame_head(rows)
                 if head is not None:
                     parts.append(_block(head_html(head, result.name), "loom-frame"))
+                elif result.chart is not None:
+                    parts.append(_block(chart_html(result.chart), "loom-chart"))
                 elif result.approval == "rejected":
                     parts.append(_block(rejected_html(result.name), "loom-rejected"))
                 elif result.is_error:

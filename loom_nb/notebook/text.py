@@ -35,6 +35,8 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     frame = records_frame(value)
     if frame is None and isinstance(value, dict):
         for key, item in value.items():
+            if str(key).startswith("_"):  # the tool's own bookkeeping, not for the reader
+                continue
             sub = records_frame(item)
             lines.append(f"  {key}:")
             text = format_frame(sub, rows) if sub is not None else to_json(item)
@@ -139,6 +141,10 @@ class TextView:
             self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
         elif r.is_error:
             self._write(f"  ⚠ {r.name}{badge} failed: {_short(r.error or '')}\n")
+        elif r.chart is not None:
+            from loom_nb.charts import Chart
+
+            self._write(f"  ← {r.name}{badge}: [chart: {Chart(r.chart).caption}]\n")
         elif is_dataframe(r.data):
             text = format_frame(r.data, self.rows)
             self._write(

@@ -23,6 +23,7 @@ from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usag
 from loom_nb.models import TextDelta
 from loom_nb.notebook._html import (
     ERROR_STYLE,
+    chart_html,
     esc,
     failed_html,
     frame_html,
@@ -213,6 +214,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             details.value += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
         if is_dataframe(result.data):
             self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
+        elif result.chart is not None:
+            self._append(_html(chart_html(result.chart), "loom-chart"))
         elif result.approval == "rejected":
             self._append(_html(rejected_html(result.name), "loom-rejected"))
         elif result.is_error:

@@ -32,7 +32,8 @@ tool                        arguments
 ``{name}_insert``           ``table`` (a writable one); ``rows`` (list of ``{column: value}``).
                             Waits for approval. Returns the inserted rows as a DataFrame.
 ``{name}_update``           ``table`` (a writable one); ``values`` (``{column: new value}``);
-                            ``filters`` (as for select, at least one). Waits for approval.
+                            ``filters`` (as for select, at least one). Waits for approval;
+                            the card shows how many rows match and the first of them.
                             Returns the updated rows as a DataFrame.
 ==========================  ===================================================================
 
@@ -52,6 +53,14 @@ How the rules are kept:
 * Filter values cannot change a query's shape: PostgREST reads a single value verbatim after
   ``op.``, and supabase-py quotes ``in`` list items that hold ``,:()"\\``. The one place where
   PostgREST trims (spaces before the first ``in`` item) is avoided by ordering the items.
+* Nor its meaning: what the card says is what PostgREST runs. PostgREST reads ``*`` in a like
+  pattern as ``%``, ``in.()`` as the empty list and cuts ``in`` items at a NUL; such patterns
+  and NULs are refused with advice for the model, ``in [""]`` goes as ``eq ''``, and integral
+  numbers go in integer form (``_query.sendable_filters`` names the PostgREST functions).
+* An update's card counts the rows it matches, with the run's client (so RLS applies), and
+  shows the first few with the new values beside the old; the approved PATCH is sent with
+  ``max_affected(n)``, so if more rows match by then, PostgREST changes nothing and the model
+  and the card are told (PostgREST 12.2 or later; older servers ignore the bound).
 * supabase-py retries a GET on 503/520 and on connection failures, sleeping 1, 2 and 4 s.
   Tools send each request with ``.retry(False)``: the model gets the error at once and can
   try again, instead of a cell hanging silently for 7 s.

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,21 +16,40 @@ import pandas as pd
 from loom_nb._context import RunContext
 from loom_nb._render import frame_for_model
 from loom_nb._tables.builder import Read, Write, table_connector
+from loom_nb._tables.cards import (
+    ROWS_MATCHED,
+    SAMPLE_ROWS,
+    approved_count,
+    rows_that_change,
+    update_effect,
+)
 from loom_nb._tables.filter_text import filter_dict, where_text
 from loom_nb._tables.grammar import Insert, Select, Update, parse_insert, parse_select, parse_update
 from loom_nb._tables.options import TableSpec, describe_tables
 from loom_nb._tools import Connector, ToolOutput
 from loom_nb.supabase._query import (
     build_insert,
+    build_matching,
     build_select,
     build_update,
-    check_json_values,
     sendable_filters,
+    sendable_row,
 )
 from loom_nb.supabase._responses import error_output, records_to_frame, rows_of, send
 
 #: ``client=`` takes ``factory(ctx) -> Client | AsyncClient`` (or an awaitable of one).
 ClientFactory = Callable[[RunContext], Any]
+
+#: What the model is told about values PostgREST reads its own way (see ``sendable_filters``).
+_SELECT_NOTES = (
+    " In like/ilike, PostgREST reads * as % (a literal * cannot be matched; use _). Text "
+    "cannot contain the NUL character."
+)
+_UPDATE_NOTES = (
+    " Before asking, the user is shown how many rows match and some of them with the new "
+    "values; if more rows match when the update runs, nothing is changed and you are told."
+)
+_GUARANTEE = "if more rows match when it runs, nothing is changed"
 
 
 class SupabaseConnector:
@@ -60,9 +80,14 @@ class SupabaseConnector:
             max_rows=self.max_rows,
             approve_writes=self.approve_writes,
             list_tables=Read(self.list_tables),
-            select=Read(self.select),
+            select=Read(self.select, notes=_SELECT_NOTES),
             insert=Write(self.insert, check=self._parse_insert, preview=self.preview_insert),
-            update=Write(self.update, check=self._parse_update, preview=self.preview_update),
+            update=Write(
+                self.update,
+                check=self._parse_update,
+                preview=self.preview_update,
+                notes=_UPDATE_NOTES if self.approve_writes else "",
+            ),
         )
 
     async def list_tables(self, arguments: dict[str, Any]) -> ToolOutput:
@@ -99,11 +124,23 @@ class SupabaseConnector:
         return ToolOutput(f"Inserted {len(frame)} row(s) into {query.table}.\n{text}", frame)
 
     async def update(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        """The PATCH. After approval it may change at most the rows its card counted: it is
+        sent with ``max_affected(n)``, and PostgREST changes nothing when more match."""
         query = self._parse_update(arguments)
         spec = self.tables[query.table]
-        frame = await self._written(ctx, spec, lambda client: build_update(client, query, spec))
+        shown = approved_count(ctx.approved_preview) if self.approve_writes else None
+        if self.approve_writes and shown is None:
+            return error_output(
+                "not_counted",
+                "Nothing was updated: the approval card did not show how many rows this update "
+                "matches.",
+                hint="Send the update again; the user will see the count before approving.",
+            )
+        frame = await self._written(
+            ctx, spec, lambda client: build_update(client, query, spec, max_affected=shown)
+        )
         if isinstance(frame, ToolOutput):
-            return frame
+            return _more_than_shown(frame, shown) if shown is not None else frame
         if frame.empty:
             return ToolOutput(
                 f"No row of {query.table} matched the filters ({where_text(query.filters)}), or "
@@ -111,23 +148,34 @@ class SupabaseConnector:
                 frame,
             )
         text = frame_for_model(frame, source=f"{self.name}.{query.table}", max_rows=self.max_rows)
-        return ToolOutput(f"Updated {len(frame)} row(s) of {query.table}.\n{text}", frame)
+        fewer = (
+            f" The card showed {shown}; the others no longer match."
+            if shown is not None and len(frame) < shown
+            else ""
+        )
+        return ToolOutput(f"Updated {len(frame)} row(s) of {query.table}.{fewer}\n{text}", frame)
 
     # ---- the model's arguments, checked ---------------------------------------------------
 
     def _parse_select(self, arguments: dict[str, Any]) -> Select:
         query = parse_select(arguments, self.tables, self.max_rows)
-        return dataclasses.replace(query, filters=sendable_filters(query.filters))
+        # PostgREST answers limit=0 with an offset by 416 (ApiRequest.getRanges: an empty
+        # range that is not the limit-zero range); with no rows asked for, an offset is moot.
+        offset = query.offset if query.limit else 0
+        return dataclasses.replace(query, filters=sendable_filters(query.filters), offset=offset)
 
     def _parse_insert(self, arguments: dict[str, Any]) -> Insert:
         query = parse_insert(arguments, self.tables)
-        check_json_values(arguments)
-        return query
+        rows = tuple(sendable_row(r, f"rows[{i}]") for i, r in enumerate(query.rows))
+        return dataclasses.replace(query, rows=rows)
 
     def _parse_update(self, arguments: dict[str, Any]) -> Update:
         query = parse_update(arguments, self.tables)
-        check_json_values(arguments)
-        return dataclasses.replace(query, filters=sendable_filters(query.filters))
+        return dataclasses.replace(
+            query,
+            values=sendable_row(query.values, "values"),
+            filters=sendable_filters(query.filters),
+        )
 
     # ---- what the user sees before approving ----------------------------------------------
 
@@ -139,14 +187,40 @@ class SupabaseConnector:
         rows = pd.DataFrame([dict(r) for r in query.rows], columns=list(columns))
         return {"table": query.table, "rows": rows}
 
-    def preview_update(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def preview_update(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
+        """The card: how many rows match now, counted with the run's client (so row level
+        security applies), and the first few of them with the new values beside the old. A
+        failed count answers the call with its error instead of asking the user."""
         query = self._parse_update(arguments)
-        return {
+        spec = self.tables[query.table]
+        fetched = await self._fetch(
+            ctx,
+            query.table,
+            lambda c: build_matching(c, query.table, query.filters, spec, SAMPLE_ROWS),
+        )
+        if isinstance(fetched, ToolOutput):
+            return fetched
+        records, response = fetched
+        count = getattr(response, "count", None)
+        if not isinstance(count, int):
+            return error_output(
+                "no_count",
+                "the server did not say how many rows this update matches, so it was not "
+                "shown to the user",
+                hint="Is the client pointed at a Supabase / PostgREST URL?",
+            )
+        sample = records_to_frame(records[:SAMPLE_ROWS], spec.columns)
+        card: dict[str, Any] = {
             "table": query.table,
-            "changes": dict(query.values),
-            "filters": [filter_dict(f) for f in query.filters],
+            "effect": update_effect(count, len(sample), _GUARANTEE),
             "where": where_text(query.filters),
+            "changes": dict(query.values),
+            ROWS_MATCHED: count,
         }
+        if count:
+            card["rows that change"] = rows_that_change(sample, query.values)
+        card["filters"] = [filter_dict(f) for f in query.filters]
+        return card
 
     # ---- client and requests --------------------------------------------------------------
 
@@ -207,6 +281,23 @@ class SupabaseConnector:
         if isinstance(fetched, ToolOutput):
             return fetched
         return records_to_frame(fetched[0], spec.columns)
+
+
+def _more_than_shown(error: ToolOutput, shown: int) -> ToolOutput:
+    """PostgREST's max-affected refusal (``PGRST124``, ``failExceedsMaxAffectedPref``), said
+    for the model and the card; other errors as they are."""
+    detail = error.data.get("error", {}) if isinstance(error.data, dict) else {}
+    if detail.get("code") != "PGRST124":
+        return error
+    found = re.search(r"\d+", str(detail.get("details") or ""))
+    now = f"{found.group()} rows match now" if found else "more rows match now"
+    return error_output(
+        "more_rows_than_approved",
+        f"Nothing was updated: {now}, but the approval card showed {shown}.",
+        hint="Tell the user; to go on, send the update again so they can approve the new count, "
+        "or narrow the filters.",
+        details=detail.get("details"),
+    )
 
 
 class _FactoryError(Exception):

@@ -30,6 +30,23 @@ def build_select(client: Any, query: Select) -> Any:
     return builder
 
 
+def build_matching(
+    client: Any, table: str, filters: Sequence[Filter], spec: TableSpec, n: int
+) -> Any:
+    """What an update's card shows: ``Prefer: count=exact`` (the rows the filters match for
+    this user: the run's client, so row level security applies) and the first ``n`` of them in
+    the allowed columns. One GET: a HEAD would count too, but its answer has no body, so a
+    failing filter would reach the model as a bare status code."""
+    builder = client.table(table).select(*_returned(spec), count="exact")
+    for f in filters:
+        builder = _apply_filter(builder, f)
+    return builder.limit(int(n))
+
+
+def _returned(spec: TableSpec) -> tuple[str, ...]:
+    return spec.columns if spec.columns is not None else ("*",)
+
+
 def build_insert(client: Any, query: Insert, spec: TableSpec) -> Any:
     rows = [dict(r) for r in query.rows]
     builder = client.table(query.table).insert(
@@ -40,7 +57,11 @@ def build_insert(client: Any, query: Insert, spec: TableSpec) -> Any:
     return builder
 
 
-def build_update(client: Any, query: Update, spec: TableSpec) -> Any:
+def build_update(
+    client: Any, query: Update, spec: TableSpec, max_affected: int | None = None
+) -> Any:
+    """The PATCH; with ``max_affected`` it changes nothing when more rows match (supabase-py's
+    ``max_affected``: ``Prefer: handling=strict, max-affected=n``, PostgREST 12.2 and later)."""
     if not query.filters:  # parse_update refuses this already; never send one
         raise ToolInputError("an update needs at least one filter; updating every row is refused")
     builder = client.table(query.table).update(dict(query.values), returning="representation")
@@ -48,6 +69,8 @@ def build_update(client: Any, query: Update, spec: TableSpec) -> Any:
         builder = _apply_filter(builder, f)
     if spec.columns is not None:
         builder = builder.select(*spec.columns)
+    if max_affected is not None:
+        builder = builder.max_affected(int(max_affected))
     return builder
 
 
@@ -72,16 +95,75 @@ def _apply_filter(builder: Any, f: Filter) -> Any:
 
 
 def sendable_filters(filters: Sequence[Filter]) -> tuple[Filter, ...]:
-    """``filters`` as they can be sent exactly (see :func:`_order_in_items`)."""
-    return tuple(_order_in_items(f) for f in filters)
+    """``filters`` in the form PostgREST reads exactly as the card shows them, or
+    :class:`ToolInputError` naming what to send instead when PostgREST cannot express one.
+
+    Read from PostgREST's own source (``src/PostgREST/ApiRequest/QueryParams.hs`` and
+    ``Query/SqlFragment.hs``, the same in v12.2, v13 and v14):
+
+    - ``pgFmtFilter`` maps every ``*`` of a like/ilike pattern to ``%``: a literal ``*``
+      cannot be matched, so such a pattern is refused (``_`` matches any one character).
+    - ``pgFmtFilter`` reads the list ``[""]`` (sent as ``in.()``) as the empty list: it is sent
+      as ``eq ''``, which means what ``IN ('')`` means.
+    - ``pgBuildArrayLiteral`` cuts an ``in`` item at its first NUL (``trimNullChars``), and a
+      NUL in any other value is refused by PostgreSQL: values with a NUL are refused.
+    - ``pListVal`` skips blanks before the first ``in`` item (see :func:`_order_in_items`).
+    - A value goes out as ``str(value)``: an integral float is sent in integer form, as
+      integer columns need (``1.0`` as ``1``, ``1e16`` as ``10000000000000000``).
+    """
+    return tuple(_sendable(i, f) for i, f in enumerate(filters))
+
+
+def _sendable(i: int, f: Filter) -> Filter:
+    where = f"filters[{i}]"
+    if f.op == "is_null":
+        return f
+    if f.op == "in":
+        items = tuple(sendable_value(v, f"{where}.value") for v in f.value)
+        return _order_in_items(Filter(f.column, f.op, items, f.negate))
+    value = sendable_value(f.value, f"{where}.value")
+    if f.op in ("like", "ilike") and "*" in value:
+        raise ToolInputError(
+            f"{where}: PostgREST reads '*' in a {f.op} pattern as the wildcard '%', so a literal "
+            "'*' cannot be matched; use '_' (any one character) in its place, or '%' if you "
+            "meant any text"
+        )
+    return Filter(f.column, f.op, value, f.negate)
+
+
+def sendable_value(value: Any, where: str) -> Any:
+    """A filter or row value as PostgREST will read it: integral floats in integer form; NUL,
+    text that is not valid Unicode, NaN and infinity refused (PostgreSQL and JSON cannot hold
+    them)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ToolInputError(f"{where}: {value!r} is not a JSON number")
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ToolInputError(
+                f"{where}: the text holds a NUL character (\\u0000), which PostgreSQL text "
+                "cannot hold; remove it (in a like pattern, '_' matches any one character)"
+            )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolInputError(
+                f"{where}: the text is not valid Unicode (a lone surrogate); send it as UTF-8 text"
+            ) from None
+    return value
 
 
 def _order_in_items(f: Filter) -> Filter:
-    """PostgREST drops spaces and tabs before the first item of ``in.(...)``; items are a set,
-    so put one that starts with neither first. A lone such item is sent as ``eq``."""
-    if f.op != "in":
-        return f
+    """PostgREST drops spaces and tabs before the first item of ``in.(...)`` (``pListVal``'s
+    ``lexeme (char '(')``); items are a set, so put one that starts with neither first. A list
+    of one distinct item that starts with a blank, or of only ``""`` (``pgFmtFilter`` reads
+    ``in.()`` as the empty list), is sent as ``eq``."""
     values = list(f.value)
+    if all(v == "" for v in values):
+        return Filter(f.column, "eq", "", f.negate)
     if not _blank_start(values[0]):
         return f
     plain = [v for v in values if not _blank_start(v)]
@@ -100,19 +182,22 @@ def _blank_start(value: Any) -> bool:
     return isinstance(value, str) and value[:1] in (" ", "\t")
 
 
-def check_json_values(arguments: Mapping[str, Any]) -> None:
-    """Row values must be JSON: PostgREST cannot take NaN or infinity."""
-
-    def walk(value: Any, where: str) -> None:
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ToolInputError(f"{where}: {value!r} is not a JSON number")
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(v, f"{where}.{k}")
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{where}[{i}]")
-
-    for key in ("rows", "values"):
-        if key in arguments:
-            walk(arguments[key], key)
+def sendable_row(row: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Row values as they can be sent: each top-level value through :func:`sendable_value`
+    (an integer column reads ``1`` but refuses ``1.0``); nested JSON is checked for what
+    PostgreSQL's JSON input refuses (NaN, infinity, NUL, invalid Unicode)."""
+    checked = {}
+    for key, value in row.items():
+        checked[key] = sendable_value(value, f"{where}.{key}")
+        stack = [(value, f"{where}.{key}")]
+        while stack:  # no recursion: the arguments' depth is bounded, but stay safe
+            item, at = stack.pop()
+            if isinstance(item, Mapping):
+                for k, v in item.items():
+                    sendable_value(k, f"{at} (a key)")
+                    stack.append((v, f"{at}.{k}"))
+            elif isinstance(item, list):
+                stack.extend((v, f"{at}[{n}]") for n, v in enumerate(item))
+            else:
+                sendable_value(item, at)
+    return checked

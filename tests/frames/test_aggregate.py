@@ -53,6 +53,45 @@ async def test_group_by_with_every_function(conn):
     assert (out.content or "").startswith("3 groups match.")
 
 
+async def test_count_distinct_and_median_ignore_missing_values(conn):
+    out = await call(
+        conn,
+        "frames_aggregate",
+        {
+            "table": "orders",
+            "group_by": ["paid"],
+            "aggregates": [
+                {"fn": "count_distinct", "column": "segment"},
+                {"fn": "count_distinct", "column": "status"},
+                {"fn": "median", "column": "total"},
+                {"fn": "median", "column": "qty"},
+                {"fn": "median", "column": "created_at"},
+            ],
+        },
+    )
+    df = out.data
+    assert list(df["paid"]) == [False, True]
+    assert list(df["count_distinct_segment"]) == [2, 2]  # {wholesale, retail}; None not counted
+    assert list(df["count_distinct_status"]) == [2, 3]  # closed, Closed | open, shipped, op_en
+    assert list(df["median_total"]) == [250.5, 32.75]  # NaN skipped
+    assert list(df["median_qty"]) == [5.5, 4.0]
+    assert list(df["median_created_at"]) == [pd.Timestamp("2024-01-04T09:00Z")] * 2
+    summary = await call(
+        conn,
+        "frames_aggregate",
+        {
+            "table": "orders",
+            "filters": [flt("total", "gt", 10**6)],
+            "aggregates": [
+                {"fn": "count_distinct", "column": "status"},
+                {"fn": "median", "column": "total"},
+            ],
+        },
+    )
+    assert summary.data["count_distinct_status"][0] == 0  # of no rows, as SQL's count(DISTINCT)
+    assert pd.isna(summary.data["median_total"][0])
+
+
 async def test_order_by_an_aggregate_and_page_the_groups(conn):
     args = {
         "table": "orders",
@@ -124,7 +163,11 @@ async def test_aggregate_filters_and_sql_like_sums_of_nothing(conn):
             "orders.segment is an unordered category, so it has no min",
         ),
         ({"aggregates": [{"fn": "sum"}]}, "sum needs a column"),
-        ({"aggregates": [{"fn": "median", "column": "total"}]}, "is not one of"),
+        ({"aggregates": [{"fn": "mode", "column": "total"}]}, "is not one of"),
+        (
+            {"aggregates": [{"fn": "median", "column": "status"}]},
+            "median needs a numeric column; orders.status is str. Use count, count_distinct",
+        ),
         (
             {"group_by": ["segment"], "order": [{"column": "sum_total"}]},
             "'sum_total' is not an output column; use one of ['count', 'segment']",

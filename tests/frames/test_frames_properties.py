@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
-from loom_nb._tables.grammar import OPERATORS
+from loom_nb._tables.grammar import BUCKETS, OPERATORS
 from loom_nb._tools import Connector, ToolInputError, ToolOutput, to_output
 from loom_nb.frames import frame_tools
+from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 from tests.frames._orders import orders_frame
 
 COLUMNS = [*orders_frame().columns, "secret", "x y", "", "order"]
@@ -71,10 +72,21 @@ select_args = st.fixed_dictionaries(
 aggregate_args = st.fixed_dictionaries(
     {"table": st.sampled_from(["orders", "orders", "nope"])},
     optional={
-        "group_by": st.lists(columns, max_size=3),
+        "group_by": st.lists(
+            st.one_of(
+                columns,
+                st.fixed_dictionaries(
+                    {
+                        "column": columns,
+                        "bucket": st.one_of(st.sampled_from([*BUCKETS, "hour"]), scalars),
+                    }
+                ),
+            ),
+            max_size=3,
+        ),
         "aggregates": st.lists(
             st.fixed_dictionaries(
-                {"fn": st.one_of(st.sampled_from(["count", "sum", "mean", "min", "max"]), scalars)},
+                {"fn": st.one_of(st.sampled_from([*AGGREGATE_FUNCTIONS, "mode"]), scalars)},
                 optional={"column": columns},
             ),
             max_size=3,
@@ -89,6 +101,8 @@ aggregate_args = st.fixed_dictionaries(
                             "sum_total",
                             "mean_qty",
                             "max_created_at",
+                            "week_created_at",
+                            "month_shipped_on",
                             "segment",
                             "status",
                             "nope",

@@ -100,7 +100,15 @@ async def test_an_approved_update_changes_only_the_matching_rows(orders):
         "qty": None,
         "shipped_on": pd.Timestamp("2024-03-01"),
     }
-    assert list(preview["matching_rows"]["id"]) == [1, 6]
+    assert preview["effect"] == (
+        "2 rows match now (shown below); if other rows match when it runs, nothing is changed"
+    )
+    rows = preview["rows that change"]
+    assert list(rows["id"]) == [1, 6]
+    # each changed column as it is and as it will be, side by side
+    assert list(rows["status (now)"]) == ["open", "open"]
+    assert list(rows["status (new)"]) == ["shipped", "shipped"]
+    assert list(rows.columns).index("status (new)") == list(rows.columns).index("status (now)") + 1
     assert_frame_equal(orders, before)
 
     await agent.resume(result.thread_id, {pending.call_id: True})
@@ -112,6 +120,48 @@ async def test_an_approved_update_changes_only_the_matching_rows(orders):
     assert_frame_equal(orders.dtypes.to_frame(), before.dtypes.to_frame())
     # a frame fetched earlier (like those in thread.frames) keeps what it showed
     assert_frame_equal(earlier.data, before)
+
+
+async def test_an_update_whose_rows_changed_while_its_card_waited_changes_nothing(orders):
+    """The user keeps working while a card waits: if the approved update would now match other
+    rows than the card showed, nothing changes and both the model and the card say so."""
+    args = {"table": "orders", "values": {"paid": False}, "filters": [flt("status", "eq", "open")]}
+    agent = agent_for(writable(orders), ("frames_update", args))
+    result = await agent.run("Unpay the open orders")
+    (pending,) = result.pending
+    assert pending.preview["rows_matched"] == 3  # ids 1, 3, 6
+    orders.loc[orders["id"] == 2, "status"] = "open"  # meanwhile, in the notebook
+    before = orders.copy()
+    done = await agent.resume(result.thread_id, {pending.call_id: True})
+    assert_frame_equal(orders, before)  # not one value written
+    (res,) = [r for r in done.thread.tool_results() if r.name == "frames_update"]
+    assert res.is_error and res.approval == "approved"
+    assert res.error == (
+        "Nothing was updated: 'orders' changed since the approval card was shown: the update "
+        "matched 3 rows then and 4 now, or other rows. Send the update again so the user sees "
+        "the rows it matches now."
+    )
+
+
+async def test_an_update_matching_as_many_but_other_rows_changes_nothing(orders):
+    args = {"table": "orders", "values": {"qty": 0}, "filters": [flt("status", "eq", "open")]}
+    agent = agent_for(writable(orders), ("frames_update", args))
+    result = await agent.run("Zero the open orders")
+    orders.loc[orders["id"] == 1, "status"] = "closed"  # one row leaves the match ...
+    orders.loc[orders["id"] == 2, "status"] = "open"  # ... another one joins: still 3
+    before = orders.copy()
+    done = await agent.resume(result.thread_id, {result.pending[0].call_id: True})
+    assert_frame_equal(orders, before)
+    (res,) = [r for r in done.thread.tool_results() if r.name == "frames_update"]
+    assert "matched 3 rows then and 3 now, or other rows" in (res.error or "")
+
+
+async def test_an_update_that_matches_no_rows_says_so_on_its_card(orders):
+    args = {"table": "orders", "values": {"qty": 0}, "filters": [flt("status", "eq", "gone")]}
+    result = await agent_for(writable(orders), ("frames_update", args)).run("Zero them")
+    (pending,) = result.pending
+    assert pending.preview["effect"] == "this update matches no rows"
+    assert pending.preview["rows_matched"] == 0 and "rows that change" not in pending.preview
 
 
 async def test_a_rejected_update_leaves_the_frame_as_it_was(orders):

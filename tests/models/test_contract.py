@@ -195,6 +195,18 @@ async def test_broken_arguments_go_back_as_an_error_result(case: Case) -> None:
     assert "not a JSON object" in json.loads(content)["error"]
 
 
+async def test_arguments_nested_thousands_deep_go_back_as_an_error_result(case: Case) -> None:
+    deep = '{"city": ' + "[" * 5000 + "]" * 5000 + "}"  # json.loads raises RecursionError
+    case.server.add(case.tool_calls(("call_1", "get_weather", (deep,))), case.text("Sorry."))
+    agent = define_agent(name="weather", model=case.model(), tools=[get_weather])
+    result = await agent.run("Weather in Oslo?")
+
+    assert result.status == "complete" and result.output == "Sorry."
+    call_id, content = case.tool_result_sent(case.server.requests[1].body)
+    assert call_id == "call_1"
+    assert "not a JSON object" in json.loads(content)["error"]
+
+
 async def test_a_failed_turn_keeps_what_completed(case: Case) -> None:
     case.server.add(
         case.tool_calls(("call_1", "get_weather", ('{"city": "Oslo"}',))),

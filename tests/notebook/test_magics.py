@@ -226,6 +226,7 @@ def test_threads_show_new_delete_and_approve_by_line_magic(
     assert f"%loom approve {call_id}" in capsys.readouterr().err
 
     table = cell(shell, "%loom threads analyst").result
+    assert "threads in SQLite file " in capsys.readouterr().out  # says which store it read
     assert list(table.columns) == [
         "id",
         "title",

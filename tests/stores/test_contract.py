@@ -109,6 +109,7 @@ def test_a_rich_thread_reads_back_exactly_in_a_new_store(backend: Backend, store
                 ToolResult("call_a", "select", "<data rows=3>...</data>", orders_frame()),
                 ToolResult("call_b", "select", '{"error": "bad"}', is_error=True),
                 ToolResult("call_c", "insert", "done", {"b": 1, "a": [1, "two", None]}, "approved"),
+                ToolResult("call_d", "chart", "Drew a bar chart", chart={"kind": "bar", "y": None}),
             ],
         ),
     ]

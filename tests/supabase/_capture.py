@@ -64,6 +64,9 @@ class CaptureServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes: without this, Nagle's algorithm and the
+            # client's delayed ACK hold every answer back about 40 ms
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass

@@ -323,6 +323,87 @@ def test_approved_update_changes_only_the_users_own_rows(rig: Rig) -> None:
     ]  # Bob's ticket matched the filter but RLS kept it
 
 
+def close_open_tickets(rig: Rig, filters: list[dict[str, Any]], reply: str = "Done.") -> Any:
+    return agent_for(
+        rig, [call("update", table="tickets", values={"status": "closed"}, filters=filters), reply]
+    )
+
+
+def test_an_update_card_counts_only_the_rows_rls_lets_the_user_see(rig: Rig) -> None:
+    with rig.superuser() as conn:  # three open tickets: two of Bob's, one of Ada's
+        conn.execute(
+            "INSERT INTO tickets (user_id, subject, status) VALUES (%s, 'Bob again', 'open')",
+            (USER_B.id,),
+        )
+        conn.execute("UPDATE tickets SET status = 'open' WHERE id = 2")
+    agent = close_open_tickets(rig, [{"column": "status", "op": "eq", "value": "open"}])
+    result = agent.run_sync("Close my open tickets", context=ctx(USER_A, rig))
+    (pending,) = result.pending
+    assert pending.preview["rows_matched"] == 1  # Ada's one ticket; Bob's two are hidden
+    assert pending.preview["effect"].startswith("1 row matches now (shown below)")
+    rows = pending.preview["rows that change"]
+    assert rows[["id", "status (now)", "status (new)"]].to_dict("records") == [
+        {"id": 1, "status (now)": "open", "status (new)": "closed"}
+    ]
+    done = agent.resume_sync(result.thread_id, {pending.call_id: True}, context=ctx(USER_A, rig))
+    assert results(done)[0].data["id"].tolist() == [1]
+    patch = rig.shim.log[-1]
+    assert patch.method == "PATCH" and "handling=strict,max-affected=1" in patch.prefer[0]
+    assert superuser_rows(rig, "SELECT id, status FROM tickets ORDER BY id") == [
+        (1, "closed"),
+        (2, "open"),
+        (3, "open"),
+    ]
+
+
+def test_an_update_whose_rows_grew_after_its_card_changes_nothing_and_says_so(rig: Rig) -> None:
+    agent = close_open_tickets(
+        rig, [{"column": "status", "op": "eq", "value": "open"}], "They changed: ask again?"
+    )
+    result = agent.run_sync("Close my open tickets", context=ctx(USER_A, rig))
+    (pending,) = result.pending
+    assert pending.preview["rows_matched"] == 1
+    with rig.superuser() as conn:  # meanwhile, a new open ticket of Ada's arrives
+        conn.execute(
+            "INSERT INTO tickets (user_id, subject, status) VALUES (%s, 'New one', 'open')",
+            (USER_A.id,),
+        )
+    done = agent.resume_sync(result.thread_id, {pending.call_id: True}, context=ctx(USER_A, rig))
+    assert done.status == "complete" and done.output == "They changed: ask again?"
+    (outcome,) = results(done)
+    assert outcome.is_error and outcome.approval == "approved"
+    error = json.loads(outcome.content)["error"]
+    assert error["code"] == "more_rows_than_approved"
+    assert error["message"] == (
+        "Nothing was updated: 2 rows match now, but the approval card showed 1."
+    )
+    assert (outcome.error or "").startswith(error["message"])  # what the card's outcome says
+    assert superuser_rows(rig, "SELECT status, count(*) FROM tickets GROUP BY 1 ORDER BY 1") == [
+        ("open", 2),
+        ("pending", 1),
+    ]
+
+
+def test_not_in_an_empty_string_cannot_update_every_row(rig: Rig) -> None:
+    """PostgREST reads ``in.()`` as the empty list, so ``not.in.()`` would match every row,
+    NULLs included; the card says ``NOT (body IN (''))``, and that is what runs."""
+    with rig.superuser() as conn:
+        conn.execute(
+            "INSERT INTO tickets (user_id, subject) VALUES (%s, 'No body')", (USER_A.id,)
+        )  # body defaults to ''
+    agent = close_open_tickets(rig, [{"column": "body", "op": "in", "value": [""], "not": True}])
+    result = agent.run_sync("Close the tickets with a body", context=ctx(USER_A, rig))
+    (pending,) = result.pending
+    assert pending.preview["where"] == "NOT (body = '')"
+    assert pending.preview["rows_matched"] == 1
+    agent.resume_sync(result.thread_id, {pending.call_id: True}, context=ctx(USER_A, rig))
+    assert superuser_rows(rig, "SELECT subject, status FROM tickets ORDER BY id") == [
+        ("Where is my parcel?", "closed"),
+        ("Refund please", "pending"),
+        ("No body", "open"),  # its body is '': it does not match, and it is unchanged
+    ]
+
+
 def test_rejected_writes_do_not_land(rig: Rig) -> None:
     agent = agent_for(
         rig,
@@ -350,7 +431,8 @@ def test_rejected_writes_do_not_land(rig: Rig) -> None:
 
     assert done.status == "complete"
     assert all(r.approval == "rejected" and r.is_error for r in results(done))
-    assert rig.shim.log == []
+    # the update's card counted and showed its rows (reads); nothing was written
+    assert [s.method for s in rig.shim.log] == ["GET"]
     assert superuser_rows(rig, "SELECT id, subject, status FROM tickets ORDER BY id") == [
         (1, "Where is my parcel?", "open"),
         (2, "Refund please", "pending"),
@@ -436,7 +518,7 @@ HOSTILE_VALUES = [
         "table": "orders",
         "filters": [{"column": "status", "op": "in", "value": ["x)", "y,or=(id.eq.4", '"z"']}],
     },
-    {"table": "orders", "filters": [{"column": "status", "op": "like", "value": "*),or(id.gt.0"}]},
+    {"table": "orders", "filters": [{"column": "status", "op": "like", "value": "%),or(id.gt.0"}]},
 ]
 
 

@@ -1,9 +1,11 @@
-"""``%loom threads [AGENT]``: the saved threads as a DataFrame, newest first."""
+"""``%loom threads [AGENT]``: the saved threads as a DataFrame, newest first, after a line
+saying which store they were read from (a hub admin's ``LOOM_STORE`` or an agent's own)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from loom_nb._store import describe
 from loom_nb.notebook.session import Session
 
 COLUMNS = ["id", "title", "agent", "updated", "messages", "pending", "current"]
@@ -14,6 +16,9 @@ def run(session: Session, agent_name: str | None) -> Any:
     import pandas as pd
 
     agents = [session.agent(agent_name)] if agent_name else session.unique_agents()
+    stores = dict.fromkeys(describe(a.store) for a in agents)
+    if stores:
+        print(f"threads in {'; '.join(stores)}")
     rows = [
         {
             "id": i.id,

@@ -1,19 +1,24 @@
 """A strict PostgREST subset on 127.0.0.1, for the Supabase integration tests.
 
-It speaks only the grammar the loom_nb connector is meant to emit (``/rest/v1/<table>``):
+It speaks only the grammar the loom_nb connector is meant to emit (``/rest/v1/<table>``), and
+reads it as the real PostgREST does (``postgrest.py`` holds that reading, each piece naming the
+PostgREST source function it follows; ``tests/supabase/test_rig.py`` lists them in a table):
 
-- GET: ``select=`` plain column names or ``*``; filters ``col=[not.]op.value`` with op in
-  eq, neq, gt, gte, lt, lte, like, ilike, in.(...), is.null/true/false; ``order=col.asc|desc``
-  (optionally ``.nullsfirst|.nullslast``), ``limit``, ``offset``; ``Prefer: count=exact``.
+- GET and HEAD: ``select=`` plain column names or ``*``; filters ``col=[not.]op.value`` with op
+  in eq, neq, gt, gte, lt, lte, like, ilike (``*`` is ``%``), in.(...) (``in.()`` is the empty
+  list; items are cut at a NUL), is.null/not_null/true/false/unknown; ``order=col.asc|desc``
+  (optionally ``.nullsfirst|.nullslast``), ``limit``, ``offset`` (``limit=0`` with an offset
+  is a 416, as is an offset past the counted rows); ``Prefer: count=exact`` (``Content-Range``,
+  206 for a partial page).
 - POST: insert a JSON object or array (``columns=``, ``select=`` for the returned columns,
-  ``Prefer: return=representation|minimal``).
-- PATCH: update with the same filters; refused without one (pg-safeupdate, error 21000).
+  ``Prefer: return=representation|minimal``, ``missing=default``).
+- PATCH: update with the same filters; refused without one (pg-safeupdate, error 21000);
+  ``Prefer: handling=strict, max-affected=n`` rolls back an update of more than n rows.
 
 Anything else -- embeds, ``!inner``, spreads, aliases, JSON paths, casts, ``or=``/``and=``,
 reserved names as filter columns, unknown parameters, headers asking for other features,
 unknown paths -- gets a 400 with a PostgREST-style body and is recorded in ``refused``, so a
-test can fail when the connector sent something the real PostgREST would have read
-differently.
+test can fail when the connector sent something outside what this shim reads like PostgREST.
 
 Each request is checked like Supabase does: an HS256 JWT in ``apikey`` and ``Authorization``.
 It then runs in one transaction as ``authenticator`` with the JWT's role and claims set through
@@ -29,15 +34,19 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import jwt
 import psycopg
 from psycopg import sql
 
+from . import postgrest
+from .postgrest import Outside, PostgrestError, Preferences
+
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 #: Query names PostgREST reads itself; as filter columns they would rewrite the query.
 RESERVED = {"select", "order", "limit", "offset", "columns", "on_conflict", "or", "and", "not"}
+#: ``simpleOperator`` / ``quantOperator`` in ``Query/SqlFragment.hs``.
 OPERATORS = {
     "eq": "=",
     "neq": "<>",
@@ -45,8 +54,15 @@ OPERATORS = {
     "gte": ">=",
     "lt": "<",
     "lte": "<=",
-    "like": "LIKE",
-    "ilike": "ILIKE",
+    "like": "like",
+    "ilike": "ilike",
+}
+IS_SQL = {
+    "null": "NULL",
+    "not_null": "NOT NULL",
+    "true": "TRUE",
+    "false": "FALSE",
+    "unknown": "UNKNOWN",
 }
 ROLES = {"anon", "authenticated", "service_role"}
 
@@ -80,10 +96,13 @@ class Seen:
     table: str | None = None
     role: str | None = None
     status: int = 0
-    #: "ok", "auth", "database", or "grammar" (outside the subset) or "crash" (a shim bug):
-    #: the last two count as test failures.
+    #: "ok", "auth", "database", "postgrest" (an error the real PostgREST gives too), or
+    #: "grammar" (outside the subset) or "crash" (a shim bug): the last two count as test
+    #: failures.
     kind: str = "ok"
     error: dict[str, Any] | None = None
+    #: Every ``Prefer`` header, in order (PostgREST reads them all).
+    prefer: list[str] = field(default_factory=list)
 
 
 # ---- parsing ------------------------------------------------------------------------------------
@@ -122,51 +141,9 @@ def _columns_param(raw: str) -> list[str]:
     return names
 
 
-def _in_list(raw: str) -> list[str]:
-    """``(a,"b,c",d)``, parsed as PostgREST does: items are split on commas; a double-quoted
-    item may hold commas and parentheses (backslash escapes the next character). Input that
-    PostgREST would read differently from the obvious reading is refused."""
-    if not (raw.startswith("(") and raw.endswith(")")) or raw == "()":
-        raise Refused(400, "PGRST100", f"'in' needs a non-empty parenthesised list, got {raw!r}")
-    body, values, i = raw[1:-1], [], 0
-    if body[0] in " \t":
-        raise Refused(
-            400,
-            "PGRST100",
-            f"'in' list {raw!r} starts with a blank",
-            "PostgREST drops the blanks before the first item",
-        )
-    while True:
-        if body[i : i + 1] == '"':
-            item, i = [], i + 1
-            while i < len(body) and body[i] != '"':
-                i += body[i] == "\\"
-                item.append(body[i : i + 1])
-                i += 1
-            if i >= len(body):
-                raise Refused(400, "PGRST100", f"unterminated quote in 'in' list {raw!r}")
-            values.append("".join(item))
-            i += 1
-        else:
-            end = i
-            while end < len(body) and body[end] not in ",)":
-                end += 1
-            values.append(body[i:end])
-            i = end
-        if i == len(body):
-            return values
-        if body[i] != ",":
-            raise Refused(
-                400,
-                "PGRST100",
-                f"unexpected {body[i]!r} in 'in' list {raw!r}",
-                "quote items that contain commas, parentheses or quotes",
-            )
-        i += 1
-
-
 def _filter(table: str, column: str, raw: str, params: list[Any]) -> sql.Composable:
-    """One ``col=[not.]op.value`` filter as SQL; its value(s) are appended to ``params``."""
+    """One ``col=[not.]op.value`` filter as the SQL ``pgFmtFilter`` builds; its value is
+    appended to ``params``."""
     if column.lower() in RESERVED:
         raise Refused(
             400,
@@ -175,32 +152,48 @@ def _filter(table: str, column: str, raw: str, params: list[Any]) -> sql.Composa
             "reserved names used as filter columns rewrite the query in PostgREST",
         )
     ident = sql.Identifier(table, _ident(column, "filter columns"))  # qualified, as PostgREST does
-    negate = raw.startswith("not.")
-    if negate:
-        raw = raw[4:]
-    op, dot, value = raw.partition(".")
-    if not dot:
-        raise Refused(400, "PGRST100", f"filter {column}={raw!r} is not 'operator.value'")
-    if op in OPERATORS:
-        if op in ("like", "ilike"):
-            value = value.replace("*", "%")  # PostgREST accepts * as the wildcard too
-        clause = sql.SQL("{} {} %s").format(ident, sql.SQL(OPERATORS[op]))
-        params.append(value)
-    elif op == "in":
-        items = _in_list(value)
-        placeholders = sql.SQL(", ").join(sql.Placeholder() * len(items))
-        clause = sql.SQL("{} IN ({})").format(ident, placeholders)
-        params.extend(items)
-    elif op == "is" and value in ("null", "true", "false"):
-        clause = sql.SQL("{} IS {}").format(ident, sql.SQL(value.upper()))
-    else:
+    try:
+        meant = postgrest.meaning(postgrest.parse_op_expr(raw))
+    except Outside:
         raise Refused(
             400,
             "PGRST100",
-            f"operator {op!r} in {column}={raw!r} is outside the subset",
-            "supported: eq neq gt gte lt lte like ilike in is(null|true|false), not.",
-        )
-    return sql.SQL("NOT ({})").format(clause) if negate else clause
+            f"the operator in {column}={raw!r} is outside the subset",
+            "supported: eq neq gt gte lt lte like ilike in is, not.",
+        ) from None
+    if meant.op == "is":
+        assert meant.values is not None
+        clause = sql.SQL("{} IS {}").format(ident, sql.SQL(IS_SQL[meant.values[0]]))
+    elif meant.op == "in" and meant.values is None:
+        clause = sql.SQL("{} = ANY('{{}}')").format(ident)  # pgFmtFilter: In [""]
+    elif meant.op == "in":
+        assert meant.values is not None
+        clause = sql.SQL("{} = ANY(%s)").format(ident)
+        params.append(pg_array_literal(meant.values))
+    else:
+        assert meant.values is not None
+        (value,) = meant.values
+        if "\x00" in value:
+            # unknownLiteral sends the text as it is; PostgreSQL refuses a NUL in text input.
+            raise DatabaseError("22021", 'invalid byte sequence for encoding "UTF8": 0x00')
+        clause = sql.SQL("{} {} %s").format(ident, sql.SQL(OPERATORS[meant.op]))
+        params.append(value)
+    return sql.SQL("NOT {}").format(clause) if meant.negate else clause
+
+
+def pg_array_literal(values: tuple[str, ...]) -> str:
+    """``pgBuildArrayLiteral``: every item double-quoted, backslashes and quotes escaped
+    (the items were cut at a NUL already), sent as one untyped parameter for ``= ANY``."""
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(quoted) + "}"
+
+
+class DatabaseError(Exception):
+    """An error PostgreSQL itself would raise for what PostgREST sent."""
+
+    def __init__(self, sqlstate: str, message: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
 
 
 def _order(raw: str) -> list[sql.Composable]:
@@ -246,14 +239,18 @@ class Query:
     params: list[Any] = field(default_factory=list)
     order: list[sql.Composable] = field(default_factory=list)
     limit: int | None = None
-    offset: int = 0
+    offset: int | None = None
     columns: list[str] | None = None
+
+    def window(self) -> postgrest.Window:
+        return postgrest.window(self.limit, self.offset)
 
 
 def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
     q = Query(_ident(table, "table names"))
     allowed = {
         "GET": {"select", "order", "limit", "offset"},
+        "HEAD": {"select", "order", "limit", "offset"},
         "POST": {"select", "columns"},
         "PATCH": {"select"},
     }[method]
@@ -285,20 +282,41 @@ def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
     return q
 
 
-def _prefer(header: str, method: str) -> dict[str, str]:
-    allowed = {"count": {"exact"}, "return": {"representation", "minimal"}, "missing": {"default"}}
-    out = {}
-    for item in filter(None, (p.strip() for p in header.split(","))):
-        name, _, value = item.partition("=")
-        if value not in allowed.get(name, ()) or (name != "count" and method == "GET"):
+#: The preferences the subset takes, by method; PostgREST knows more (``ACCEPTED``).
+SUBSET_PREFS = {
+    "count": {"exact"},
+    "return": {"representation", "minimal"},
+    "missing": {"default"},
+    "handling": {"strict", "lenient"},
+}
+
+
+def _prefer(headers: list[str], method: str) -> Preferences:
+    """``Preferences.fromHeaders``, then the subset: a preference PostgREST knows but the
+    connector never sends is refused; an unknown one is ``invalidPrefs`` (an error with
+    ``handling=strict``, see ``Preferences.check_invalid``; the subset refuses it without)."""
+    prefs = postgrest.parse_prefer(headers)
+    for name, value in prefs.values.items():
+        if value not in SUBSET_PREFS.get(name, ()) or (
+            method in ("GET", "HEAD") and name not in ("count", "handling")
+        ):
             raise Refused(
                 400,
                 "PGRST100",
-                f"Prefer: {item} is outside the subset",
-                "supported: count=exact, return=representation|minimal, missing=default",
+                f"Prefer: {name}={value} is outside the subset",
+                "supported: count=exact, return=representation|minimal, missing=default, "
+                "handling=strict|lenient, max-affected (PATCH)",
             )
-        out[name] = value
-    return out
+    if prefs.max_affected is not None and method != "PATCH":
+        raise Refused(400, "PGRST100", "Prefer: max-affected is outside the subset here")
+    if prefs.invalid and not prefs.strict:
+        raise Refused(
+            400,
+            "PGRST100",
+            f"Prefer: {', '.join(prefs.invalid)} is outside the subset",
+            "PostgREST ignores unknown preferences without handling=strict",
+        )
+    return prefs
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -395,7 +413,7 @@ class Shim:
 
     def handle(self, seen: Seen) -> tuple[int, dict[str, str], bytes]:
         try:
-            if seen.method not in ("GET", "POST", "PATCH"):
+            if seen.method not in ("GET", "HEAD", "POST", "PATCH"):
                 raise Refused(405, "PGRST117", f"method {seen.method} is outside the subset")
             match = re.fullmatch(r"/rest/v1/([^/]+)", seen.path)
             if not match:
@@ -414,12 +432,25 @@ class Shim:
             accept = seen.headers.get("accept", "application/json")
             if accept not in ("application/json", "*/*"):
                 raise Refused(406, "PGRST107", f"Accept: {accept} is outside the subset")
-            prefer = _prefer(seen.headers.get("prefer", ""), seen.method)
+            # In PostgREST's order: the query string and the range (ApiRequest), then the
+            # preferences (Plan), then the statement (MainTx).
             query = parse(seen.method, seen.table, seen.query)
-            status, headers, payload = self._execute(seen, query, claims, prefer)
+            window = query.window()
+            prefer = _prefer(seen.prefer, seen.method)
+            prefer.check_invalid()
+            status, headers, payload = self._execute(seen, query, window, claims, prefer)
         except Refused as exc:
             seen.kind, seen.error = exc.kind, exc.body
             status, headers, payload = exc.status, {}, json.dumps(exc.body)
+        except PostgrestError as exc:
+            body = {"code": exc.code, "message": str(exc), "details": exc.details, "hint": None}
+            seen.kind, seen.error = "postgrest", body
+            status, headers, payload = exc.status, {}, json.dumps(body)
+        except DatabaseError as exc:
+            body = {"code": exc.sqlstate, "message": str(exc), "details": None, "hint": None}
+            seen.kind, seen.error = "database", body
+            status = pg_status(exc.sqlstate, seen.role or "anon")
+            headers, payload = {}, json.dumps(body)
         except psycopg.Error as exc:
             diag = exc.diag
             code = diag.sqlstate or "XX000"
@@ -474,13 +505,19 @@ class Shim:
         return claims
 
     def _execute(
-        self, seen: Seen, q: Query, claims: dict[str, Any], prefer: dict[str, str]
+        self,
+        seen: Seen,
+        q: Query,
+        window: postgrest.Window,
+        claims: dict[str, Any],
+        prefer: Preferences,
     ) -> tuple[int, dict[str, str], str]:
         table = sql.Identifier("public", q.table)
         where = sql.SQL(" AND ").join(q.where) if q.where else sql.SQL("true")
         returned = (
             sql.SQL("*") if q.select is None else sql.SQL(", ").join(map(sql.Identifier, q.select))
         )
+        counted = prefer.values.get("count") == "exact"
         headers: dict[str, str] = {}
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
             # What PostgREST does at the start of every request.
@@ -492,39 +529,50 @@ class Shim:
                 (claims["role"], json.dumps(claims), seen.method, seen.path),
             )
             cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(claims["role"])))
-            if seen.method == "GET":
+            if seen.method in ("GET", "HEAD"):
                 query = sql.SQL("SELECT {} FROM {} WHERE {}").format(returned, table, where)
                 params = list(q.params)
                 if q.order:
                     query += sql.SQL(" ORDER BY ") + sql.SQL(", ").join(q.order)
-                if q.limit is not None:
+                if window.limit is not None:
                     query += sql.SQL(" LIMIT %s")
-                    params.append(q.limit)
-                if q.offset:
+                    params.append(window.limit)
+                if window.offset:
                     query += sql.SQL(" OFFSET %s")
-                    params.append(q.offset)
+                    params.append(window.offset)
                 rows, n = self._json(cur, query, params)
-                if prefer.get("count") == "exact":
+                total = None
+                if counted:
                     cur.execute(
                         sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, where), q.params
                     )
-                    total = str(cur.fetchone()[0])
-                else:
-                    total = "*"
-                span = f"{q.offset}-{q.offset + n - 1}" if n else "*"
-                headers["Content-Range"] = f"{span}/{total}"
-                return 200, headers, rows
+                    total = int(cur.fetchone()[0])
+                status, headers["Content-Range"] = postgrest.range_status(window.offset, n, total)
+                if status == 416:
+                    assert total is not None
+                    raise postgrest.out_of_bounds(window.offset, total)
+                return status, headers, rows if seen.method == "GET" else ""
             if seen.method == "POST":
                 rows = seen.body if isinstance(seen.body, list) else [seen.body]
                 status = 201
-                changed, params = self._insert(rows, q, prefer.get("missing") == "default")
+                missing_default = prefer.values.get("missing") == "default"
+                changed, params = self._insert(rows, q, missing_default)
             else:
                 status = 200
                 changed, params = self._update(seen.body, q, where)
             query = sql.SQL("SELECT {} FROM changed").format(returned)
             rows, n = self._json(cur, query, params, changed=changed)
-            headers["Content-Range"] = f"*/{n}"
-            if prefer.get("return") != "representation":
+            if seen.method == "PATCH":
+                # raises inside the transaction, which rolls the update back
+                postgrest.fail_exceeds_max_affected(prefer, n)
+                span = postgrest.content_range(0, n - 1, n if counted else None)
+            else:
+                span = postgrest.content_range(1, 0, n if counted else None)
+            headers["Content-Range"] = span
+            applied = prefer.applied(max_affected_applies=seen.method == "PATCH")
+            if applied:
+                headers["Preference-Applied"] = applied
+            if prefer.values.get("return") != "representation":
                 return (status if seen.method == "POST" else 204), headers, ""
             return status, headers, rows
 
@@ -618,6 +666,7 @@ class _Lease:
 def _handler(shim: Shim) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as httpx expects
+        disable_nagle_algorithm = True  # else each answer waits ~40 ms for a delayed ACK
 
         def _serve(self) -> None:
             url = urlsplit(self.path)
@@ -630,9 +679,11 @@ def _handler(shim: Shim) -> type[BaseHTTPRequestHandler]:
             seen = Seen(
                 self.command,
                 url.path,
-                parse_qsl(url.query, keep_blank_values=True),
+                # QueryParams.parse keeps only the pairs that have a value (nonemptyParams)
+                [(k, v) for k, v in postgrest.parse_query(url.query) if v is not None],
                 {k.lower(): v for k, v in self.headers.items()},
                 body,
+                prefer=self.headers.get_all("Prefer") or [],
             )
             if isinstance(body, str):
                 seen.status, seen.kind = 400, "grammar"

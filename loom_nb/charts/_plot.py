@@ -1,0 +1,251 @@
+"""What a chart shows, worked out from its spec without matplotlib: each series' x positions
+and y values, the kind of x axis, a histogram's bins, the notes under the chart.
+
+The picture (``_draw``) and the text the model gets (:func:`describe`) both read this one
+plan, so the text says what the picture shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+#: The kinds of chart the ``chart`` tool draws.
+KINDS: tuple[str, ...] = ("bar", "line", "area", "scatter", "histogram")
+#: Series told apart by colour (matplotlib's tab10 palette has ten).
+MAX_SERIES = 10
+#: A histogram has at most this many bins (numpy's "auto" rule below that).
+MAX_BINS = 50
+
+AxisKind = Literal["number", "time", "category"]
+_NAMES = {
+    "bar": "a bar chart",
+    "line": "a line chart",
+    "area": "an area chart",
+    "scatter": "a scatter plot",
+    "histogram": "a histogram",
+}
+_DAY_US = 86_400_000_000
+
+
+def axis_kind(col: pd.Series) -> AxisKind:
+    """How a column lies on an axis: numbers, timestamps, or categories (text, booleans,
+    categoricals, anything else, shown by their text)."""
+    dtype = col.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "category"
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "number"
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "time"
+    return "category"
+
+
+@dataclass(frozen=True)
+class Series:
+    """One colour of the chart."""
+
+    #: The colour column's value (None when the chart has one series).
+    label: str | None
+    #: Positions: the number, days since 1970-01-01 on the column's wall clock, or the
+    #: category's index; a histogram's bin centres.
+    x: np.ndarray
+    #: Values; a histogram's rows per bin.
+    y: np.ndarray
+
+
+@dataclass(frozen=True)
+class Plot:
+    kind: str
+    x_kind: AxisKind
+    #: The x column's time zone, for tz-aware timestamps.
+    tz: str | None
+    x_label: str
+    y_label: str
+    title: str
+    #: The colour column, when there is one (the legend's title).
+    color: str | None
+    series: tuple[Series, ...]
+    #: The labels of a category axis, by position.
+    categories: tuple[str, ...]
+    #: The width a bar (all series' bars side by side) takes, in x's units.
+    width: float
+    #: Rows drawn.
+    rows: int
+    #: Shown under the chart and told to the model: rows left out, bars that overlap.
+    notes: tuple[str, ...]
+    #: A histogram's bin edges.
+    bins: np.ndarray | None = None
+
+
+def default_title(kind: str, x: str, y: str | None) -> str:
+    if kind == "histogram":
+        return f"rows by {x}"
+    return f"{y} against {x}" if kind == "scatter" else f"{y} by {x}"
+
+
+def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
+    """The plan of the chart ``spec`` over its ``frame`` (the rows it plots)."""
+    kind, x, y, color = spec["kind"], spec["x"], spec.get("y"), spec.get("color")
+    xcol = frame[x]
+    x_kind = axis_kind(xcol)
+    categories: tuple[str, ...] = ()
+    tz = getattr(xcol.dtype, "tz", None)
+    if x_kind == "time":
+        xs = _days(xcol)
+    elif x_kind == "number":
+        xs = xcol.to_numpy(dtype="float64", na_value=np.nan)
+    else:
+        ordered = isinstance(xcol.dtype, pd.CategoricalDtype)  # the categories' own order
+        codes, uniques = pd.factorize(xcol, sort=ordered)
+        xs = codes.astype("float64")
+        categories = tuple(str(u) for u in uniques)
+    if color is None:
+        groups: list[tuple[str | None, np.ndarray]] = [(None, np.ones(len(frame), dtype=bool))]
+    else:
+        codes, uniques = pd.factorize(frame[color], use_na_sentinel=False)
+        groups = [
+            ("(missing)" if pd.isna(u) else str(u), codes == i) for i, u in enumerate(uniques)
+        ]
+    left_out = spec.get("left_out") or {}
+    missing = [(n, name) for n, name in ((left_out.get("x"), x), (left_out.get("y"), y)) if n]
+    notes = (
+        ["; ".join(f"{_plural(n, 'row')} without {name}" for n, name in missing) + " not shown"]
+        if missing
+        else []
+    )
+    bins = None
+    if kind == "histogram":
+        bins = _bin_edges(xs)
+        centres = (bins[:-1] + bins[1:]) / 2
+        series = tuple(
+            Series(label, centres, np.histogram(xs[mask], bins)[0].astype("float64"))
+            for label, mask in groups
+        )
+        width = float(bins[1] - bins[0])
+    else:
+        ys = frame[y].to_numpy(dtype="float64", na_value=np.nan)
+        built = []
+        for label, mask in groups:
+            sx, sy = xs[mask], ys[mask]
+            if kind in ("line", "area"):  # a line goes left to right
+                order = np.argsort(sx, kind="stable")
+                sx, sy = sx[order], sy[order]
+            built.append(Series(label, sx, sy))
+        series = tuple(built)
+        width = 0.8 * _step(xs) if x_kind != "category" else 0.8
+        repeats = sum(len(s.x) - len(np.unique(s.x)) for s in series)
+        if repeats and kind != "scatter":
+            what = "bars overlap" if kind == "bar" else "the line doubles back"
+            notes.append(
+                f"{_plural(repeats, 'x value')} repeat within a series, so {what}: "
+                "chart an aggregate with one row per x"
+            )
+    return Plot(
+        kind=kind,
+        x_kind=x_kind,
+        tz=None if tz is None else str(tz),
+        x_label=f"{x} ({tz})" if tz is not None else x,
+        y_label="rows" if kind == "histogram" else str(y),
+        title=spec.get("title") or default_title(kind, x, y),
+        color=color,
+        series=series,
+        categories=categories,
+        width=width,
+        rows=len(frame),
+        notes=tuple(notes),
+        bins=bins,
+    )
+
+
+def describe(plot: Plot, spec: Mapping[str, Any]) -> str:
+    """What was drawn, in a few lines for the model: kind, axes, points, the y range."""
+    source = f"{spec['result']} ({spec['tool']})" if spec.get("tool") else spec["result"]
+    x_range = _x_range(plot) + (f", in {plot.tz}" if plot.tz else "")
+    x = spec["x"]
+    if plot.kind == "histogram":
+        counts = np.concatenate([s.y for s in plot.series])
+        body = (
+            f"x {x} ({x_range}), y rows per bin; {_plural(plot.rows, 'row')} in "
+            f"{_plural(len(plot.series[0].y), 'bin')}, "
+            f"{_fmt(counts.min())} to {_fmt(counts.max())} rows per bin."
+        )
+    else:
+        ys = np.concatenate([s.y for s in plot.series])
+        unit = "bar" if plot.kind == "bar" else "point"
+        body = (
+            f"x {x} ({x_range}), y {plot.y_label}; {_plural(plot.rows, unit)}, "
+            f"y from {_fmt(np.nanmin(ys))} to {_fmt(np.nanmax(ys))}."
+        )
+    lines = [f'Drew {_NAMES[plot.kind]} of {source}, titled "{plot.title}": {body}']
+    if plot.color is not None:
+        sizes = [
+            f"{s.label} ({int(s.y.sum()) if plot.kind == 'histogram' else len(s.y)})"
+            for s in plot.series
+        ]
+        lines.append(f"Coloured by {plot.color}: {', '.join(sizes)}.")
+    lines.extend(f"{note[0].upper()}{note[1:]}." for note in plot.notes)
+    lines.append("The user sees the chart; you get only this description.")
+    return "\n".join(lines)
+
+
+def caption(plot: Plot) -> str:
+    """One line: ``bar chart · count by week_created_at · 10 bars``."""
+    if plot.kind == "histogram":
+        size = f"{_plural(plot.rows, 'row')} in {_plural(len(plot.series[0].y), 'bin')}"
+    else:
+        size = _plural(plot.rows, "bar" if plot.kind == "bar" else "point")
+    return f"{_NAMES[plot.kind].split(' ', 1)[1]} · {plot.title} · {size}"
+
+
+def _days(col: pd.Series) -> np.ndarray:
+    """Timestamps as days since 1970-01-01 on their wall clock (a tz-aware column's local
+    time: a weekly bucket starts at its local midnight, as its label says)."""
+    if getattr(col.dtype, "tz", None) is not None:
+        col = col.dt.tz_localize(None)
+    micros = col.to_numpy().astype("datetime64[us]").astype("int64")
+    days: np.ndarray = micros / _DAY_US
+    return days
+
+
+def _step(xs: np.ndarray) -> float:
+    """The smallest gap between distinct x values (1 when there is none)."""
+    distinct = np.unique(xs)
+    return float(np.diff(distinct).min()) if len(distinct) > 1 else 1.0
+
+
+def _bin_edges(xs: np.ndarray) -> np.ndarray:
+    edges: np.ndarray = np.histogram_bin_edges(xs, bins="auto")
+    if len(edges) - 1 > MAX_BINS:
+        edges = np.histogram_bin_edges(xs, bins=MAX_BINS)
+    return edges
+
+
+def _x_range(plot: Plot) -> str:
+    if plot.x_kind == "category":
+        shown = ", ".join(plot.categories[:5]) + (", …" if len(plot.categories) > 5 else "")
+        return f"{_plural(len(plot.categories), 'category', 'categories')}: {shown}"
+    xs = plot.bins if plot.bins is not None else np.concatenate([s.x for s in plot.series])
+    low, high = float(np.min(xs)), float(np.max(xs))
+    if plot.x_kind == "time":
+        return f"{_date(low)} to {_date(high)}"
+    return f"{_fmt(low)} to {_fmt(high)}"
+
+
+def _date(days: float) -> str:
+    stamp = pd.Timestamp(round(days * _DAY_US), unit="us")
+    return str(stamp.strftime("%Y-%m-%d" if stamp == stamp.normalize() else "%Y-%m-%d %H:%M"))
+
+
+def _fmt(value: float) -> str:
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:,.2f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else plural or word + 's'}"

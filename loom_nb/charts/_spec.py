@@ -1,0 +1,152 @@
+"""A chart's spec: the model's arguments checked against the earlier result they name, and
+the JSON saved in the thread, holding the rows it plots (only the columns used).
+
+Rows without an x value (NaT, NaN, None) have no place on the axis, and rows without a y
+value have nothing to draw; both are left out of the data, counted in ``left_out`` (``{"x":
+rows without x, "y": rows with x but without y}``), and the chart and the model's text say
+how many. A missing colour value is a series of its own,
+"(missing)".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from loom_nb import _codec
+from loom_nb._messages import ToolResult
+from loom_nb._tools import ToolInputError
+from loom_nb.charts._plot import KINDS, MAX_SERIES, axis_kind, default_title
+
+#: Version of the spec's JSON form.
+SPEC_VERSION = 1
+_MAX_LISTED = 10
+
+
+def chart_spec(
+    args: Mapping[str, Any], results: Iterable[ToolResult], max_points: int
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The spec to save and the rows it plots; :class:`ToolInputError` when the arguments
+    do not fit the result they name."""
+    results = list(results)
+    kind = args.get("kind")
+    if kind not in KINDS:
+        raise ToolInputError(f"kind {kind!r} is not one of {list(KINDS)}")
+    result = _find(results, args.get("result"))
+    frame: pd.DataFrame = result.data.rename(columns=str)  # the names the model was shown
+    where = f"the result of {result.call_id} ({result.name})"
+    x = _column(frame, args.get("x"), "x", where)
+    y_arg, color_arg = args.get("y"), args.get("color")
+    if kind == "histogram":
+        if y_arg is not None:
+            raise ToolInputError(
+                "a histogram counts the rows in bins of x; leave y out (or draw a bar chart "
+                "of an aggregate)"
+            )
+        if axis_kind(frame[x]) == "category":
+            raise ToolInputError(
+                f"a histogram needs numbers or timestamps for x; {x} is {frame[x].dtype}. "
+                "Draw a bar chart of counts instead, or bin one of "
+                f"{_kinds(frame, 'number', 'time')}"
+            )
+        y = None
+    else:
+        if y_arg is None:
+            raise ToolInputError(
+                f"a {kind} chart needs y: one of the numeric columns of {where}: "
+                f"{_kinds(frame, 'number')}"
+            )
+        y = _column(frame, y_arg, "y", where)
+        if axis_kind(frame[y]) != "number":
+            raise ToolInputError(
+                f"y must be a numeric column; {y} is {frame[y].dtype}. Numeric columns of "
+                f"{where}: {_kinds(frame, 'number')}"
+            )
+    color = None if color_arg is None else _column(frame, color_arg, "color", where)
+    title = args.get("title")
+    if title is not None and not isinstance(title, str):
+        raise ToolInputError("title must be a string")
+    used = list(dict.fromkeys(c for c in (x, y, color) if c is not None))
+    plotted = frame[used]
+    has_x = plotted[x].notna()
+    keep = has_x & plotted[y].notna() if y is not None else has_x
+    left_out = {"x": int((~has_x).sum()), "y": int((has_x & ~keep).sum())}
+    plotted = plotted[keep].reset_index(drop=True)
+    if not len(plotted):
+        missing = f"a {x} value" if y is None else f"both {x} and {y}"
+        raise ToolInputError(
+            f"nothing to draw: {where} has no rows"
+            if not len(frame)
+            else f"nothing to draw: no row of {where} has {missing}"
+        )
+    if len(plotted) > max_points:
+        raise ToolInputError(
+            f"{where} has {len(plotted):,} rows to draw; a chart holds at most {max_points:,} "
+            "points. Aggregate first (for example by a time bucket) and chart that"
+        )
+    if color is not None:
+        series = plotted[color].nunique(dropna=False)
+        if series > MAX_SERIES:
+            raise ToolInputError(
+                f"color {color} has {series} distinct values; at most {MAX_SERIES} colours can "
+                "be told apart. Colour by a column with fewer values, or leave color out"
+            )
+    spec = {
+        "version": SPEC_VERSION,
+        "kind": kind,
+        "result": result.call_id,
+        "tool": result.name,
+        "x": x,
+        "y": y,
+        "color": color,
+        "title": (title or "").strip() or default_title(kind, x, y),
+        "left_out": left_out,
+        "data": _codec.encode(plotted),
+    }
+    return spec, plotted
+
+
+def _find(results: list[ToolResult], call_id: Any) -> ToolResult:
+    tables = [r for r in results if not r.is_error and _codec.is_dataframe(r.data)]
+    for r in reversed(results):
+        if r.call_id == call_id:
+            if not r.is_error and _codec.is_dataframe(r.data):
+                return r
+            raise ToolInputError(
+                f"the result of {call_id} ({r.name}) is not a table of rows, so there is "
+                f"nothing to chart. {_listing(tables)}"
+            )
+    raise ToolInputError(
+        f"no earlier result {call_id!r} in this thread (a call of this same turn has no result "
+        f"yet). {_listing(tables)}"
+    )
+
+
+def _listing(tables: list[ToolResult]) -> str:
+    if not tables:
+        return (
+            "This thread has no table result yet: fetch the rows first (for example with an "
+            "aggregate), then chart that call's id."
+        )
+    items = []
+    for r in tables[-_MAX_LISTED:]:
+        names = [str(c) for c in r.data.columns]
+        shown = ", ".join(names[:20]) + (", …" if len(names) > 20 else "")
+        items.append(f"{r.call_id} ({r.name}: {shown})")
+    return "Results you can chart, by call id: " + "; ".join(items)
+
+
+def _column(frame: pd.DataFrame, name: Any, role: str, where: str) -> str:
+    columns = [str(c) for c in frame.columns]
+    if not isinstance(name, str) or name not in columns:
+        raise ToolInputError(f"{role}: {name!r} is not a column of {where}; its columns: {columns}")
+    if columns.count(name) > 1:
+        raise ToolInputError(f"{role}: {where} has two columns named {name!r}")
+    return name
+
+
+def _kinds(frame: pd.DataFrame, *kinds: str) -> list[str]:
+    found = [str(c) for c in frame.columns if axis_kind(frame[c]) in kinds]
+    return found or ["none"]
