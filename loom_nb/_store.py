@@ -162,6 +162,7 @@ class MemoryStore(Store):
             return True
 
     def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
+        """The number of the thread's last write and its message count (None when unknown)."""
         with self._lock:
             saved = self._threads.get(thread_id)
             if saved is None or saved.user_id != user_id:
