@@ -7,6 +7,7 @@ imported only when a DataFrame is actually met: ``import loom_nb`` stays light.
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -165,16 +166,18 @@ def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
         )
         if "," not in dtype:
             return raw
-        zone = dtype.split(",", 1)[1].strip(" ]")  # tz-aware: the values are UTC instants
-        return pd.DatetimeIndex(raw).tz_localize("UTC").tz_convert(zone).array
+        return _utc_instants(raw, dtype)
     if dtype == "object":
-        return pd.array([decode(v) for v in values], dtype=object)
-    kind = _numpy_kind(dtype)
+        out = np.empty(len(values), dtype=object)  # filled one by one: lists stay values
+        for i, v in enumerate(values):
+            out[i] = decode(v)
+        return out
+    kind, named = _dtype_named(dtype)
     if kind in ("i", "u", "b") or (kind == "f" and dtype != "float16"):
         # null (a missing float) becomes NaN; ints and bools have no missing values
-        return np.array(values, dtype=dtype)
+        return np.array(values, dtype=named)
     try:
-        return pd.array(values, dtype=dtype)  # str, Int64, boolean, Float64, ...: in bulk
+        return pd.array(values, dtype=named)  # str, Int64, boolean, Float64, ...: in bulk
     except (TypeError, ValueError):
         pass
     series = pd.Series([decode(v) for v in values], dtype=object)
@@ -187,14 +190,38 @@ def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
 _NAT = -(2**63)
 
 
-def _numpy_kind(dtype: str) -> str:
-    """The numpy kind of a dtype name ("" when numpy has no such dtype)."""
+def _private(owner: Any, name: str) -> Any:
+    """A private pandas constructor that skips checks the decoded arrays do not need, or None
+    (each use falls back to the public way, as it does when the constructor fails)."""
+    return getattr(owner, name, None)
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype_named(dtype: str) -> tuple[str, Any]:
+    """The numpy kind ("" for none) and the dtype object of a dtype's name, parsed once."""
     import numpy as np
+    import pandas as pd
 
     try:
-        return np.dtype(dtype).kind
+        named = pd.api.types.pandas_dtype(dtype)  # "str" is pandas' string dtype, not numpy's
     except TypeError:
-        return ""
+        return "", dtype
+    return (named.kind if isinstance(named, np.dtype) else ""), named
+
+
+def _utc_instants(raw: Any, dtype: str) -> Any:
+    """``raw`` (datetime64 integers, UTC instants) in the tz-aware ``dtype``."""
+    import pandas as pd
+
+    named = _dtype_named(dtype)[1]
+    make = _private(pd.arrays.DatetimeArray, "_simple_new")  # the values as they are
+    if make is not None and isinstance(named, pd.DatetimeTZDtype):
+        try:
+            return make(raw, dtype=named)
+        except (TypeError, ValueError):  # a pandas whose private constructor changed
+            pass
+    zone = dtype.split(",", 1)[1].strip(" ]")
+    return pd.DatetimeIndex(raw).tz_localize("UTC").tz_convert(zone).array
 
 
 def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
@@ -203,25 +230,45 @@ def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
 
     n_index = len(data["index_names"])
     arrays = [_decode_column(c, rows) for c in data["columns"][n_index:]]
-    labels = [decode(label) for label in data["labels"]]
+    columns = _labels([decode(label) for label in data["labels"]], data.get("labels_dtype"))
     index = _decode_index(data, rows)
-    body = [
-        # pandas 3 would infer "str" for an object column of strings: say object
-        pd.Series(arr, dtype=object, index=index, copy=False) if str(arr.dtype) == "object" else arr
-        for arr in arrays
-    ]
-    labels_dtype = data.get("labels_dtype", "object")
-    if len(set(map(_hashable, labels))) == len(labels):
-        frame = pd.DataFrame(dict(zip(labels, body, strict=True)), index=index, copy=False)
-        if type(frame.columns) is pd.Index and str(frame.columns.dtype) == labels_dtype:
-            return frame
-    else:  # repeated labels: by position, then named
-        frame = pd.DataFrame(dict(enumerate(body)), index=index, copy=False)
-    try:
-        frame.columns = pd.Index(labels, dtype=labels_dtype)
-    except (TypeError, ValueError):
-        frame.columns = pd.Index(labels, dtype=object)
+    if index is None:
+        index = pd.RangeIndex(len(arrays[0]) if arrays else 0)
+    build = _private(pd.DataFrame, "_from_arrays")  # pandas' own constructor: no checks
+    if build is not None:
+        try:
+            return build(arrays, columns=columns, index=index, verify_integrity=False)
+        except (TypeError, ValueError):  # a pandas whose private constructor changed
+            pass
+    frame = pd.DataFrame(
+        {i: pd.Series(a, dtype=a.dtype, index=index, copy=False) for i, a in enumerate(arrays)},
+        index=index,
+    )
+    frame.columns = columns
     return frame
+
+
+def _labels(labels: list[Any], dtype: str | None) -> Any:
+    """The columns' Index, in the dtype it had (objects when this pandas cannot make it)."""
+    import pandas as pd
+
+    key = tuple((type(label), label) for label in labels)  # 1, 1.0 and True apart
+    try:
+        hash(key)
+    except TypeError:  # a label that is a list or a dict
+        return pd.Index(labels, dtype=object)
+    try:
+        return _labels_index(key, dtype or "object").copy()
+    except (TypeError, ValueError):
+        return pd.Index(labels, dtype=object)
+
+
+@functools.lru_cache(maxsize=512)
+def _labels_index(key: tuple[tuple[type, Any], ...], dtype: str) -> Any:
+    """One Index per set of labels, copied for each frame: a thread's frames share them."""
+    import pandas as pd
+
+    return pd.Index([label for _, label in key], dtype=dtype)
 
 
 def _decode_index(data: dict[str, Any], rows: int | None) -> Any:
@@ -238,7 +285,3 @@ def _decode_index(data: dict[str, Any], rows: int | None) -> Any:
     if len(names) == 1:
         return pd.Index(arrays[0], dtype=arrays[0].dtype, name=names[0])
     return pd.MultiIndex.from_arrays(arrays, names=names)
-
-
-def _hashable(label: Any) -> Any:
-    return repr(label) if isinstance(label, (list, dict)) else (type(label), label)

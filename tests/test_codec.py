@@ -11,6 +11,7 @@ import pytest
 from pandas.testing import assert_frame_equal, assert_series_equal
 
 from loom_nb import Message, PendingApproval, Thread, ToolResult, memory_store
+from loom_nb import _codec as codec
 from loom_nb._codec import decode, encode, frame_head
 from loom_nb.sqlite import sqlite_store
 
@@ -106,6 +107,8 @@ def frames() -> dict[str, pd.DataFrame]:
         ),
         "duplicate_labels": pd.DataFrame([[1, "a"], [2, "b"]], columns=["x", "x"]),
         "int_column_labels": pd.DataFrame([[1, 2], [3, 4]], columns=[2024, 2025]),
+        "bool_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([True, False], dtype=object)),
+        "one_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([1, 0], dtype=object)),
         "empty_typed": pd.DataFrame(
             {
                 "i": pd.Series([], dtype="int64"),
@@ -230,3 +233,13 @@ def test_values_written_by_an_earlier_version_still_decode():
     assert got["o"].tolist() == ["a", {"b": [1]}] and got["o"].dtype == object
     assert got["t"].tolist()[0] == pd.Timestamp("2025-01-01", tz="UTC") and got["t"].isna()[1]
     assert got["c"].tolist()[0] == "web" and got["c"].isna()[1]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_frames_decode_the_same_without_pandas_private_constructors(
+    case: str, monkeypatch: pytest.MonkeyPatch
+):
+    df = frames()[case]
+    text = json.dumps(encode(df))
+    monkeypatch.setattr(codec, "_private", lambda owner, name: None)
+    same(decode(json.loads(text)), df)
