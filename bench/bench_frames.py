@@ -68,10 +68,14 @@ AGGREGATE = {
 
 
 def by_hand_select(df: Any) -> Any:
+    import numpy as np
+    import pandas as pd
+
     mask = ((df["status"] == "open") & (df["total"] > 100)).to_numpy()
     count = int(mask.sum())
-    top = df["total"][mask].nlargest(50, keep="first")
-    page = df.loc[top.index]
+    rows = np.flatnonzero(mask)  # the matches, then only the ordering column of them
+    top = pd.Series(df["total"].to_numpy()[rows]).nlargest(50, keep="first")
+    page = df.iloc[rows[top.index.to_numpy()]]
     return page, count
 
 
