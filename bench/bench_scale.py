@@ -40,12 +40,17 @@ from typing import Any
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 
 
-def median_ms(fn: Callable[[], object], repeat: int) -> float:
+def median_ms(fn: Callable[[], object], repeat: int, paused: bool = False) -> float:
+    """Median ms of ``fn``; ``paused``: as timeit times, after a collection, collector off."""
     times = []
     for _ in range(repeat):
+        if paused:
+            gc.collect()
+            gc.disable()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
+        gc.enable()
     return statistics.median(times) * 1000
 
 
@@ -363,15 +368,16 @@ def bench_frames(quick: bool) -> dict[str, float]:
         loom.store._conn.execute("PRAGMA synchronous = OFF")
         loom.fill(conversation(n))
         every = median_ms(loom.load, 5)
+        paused = median_ms(loom.load, 5, paused=True)
         load = median_ms(loom.load_lazy, 5)
         loom.close()
     print("\nstored DataFrames")
     print(f"  decode one 50-row frame                              {one:9.3f} ms")
     print(
         f"  load a {n:,}-message thread + decode its {n // 5:,} frames   {every:9.1f} ms "
-        f"(load alone {load:.1f} ms)"
+        f"(load alone {load:.1f} ms; {paused:.1f} ms with the garbage collector paused)"
     )
-    return {"one": one, "thread": every, "load": load}
+    return {"one": one, "thread": every, "thread_gc_paused": paused, "load": load}
 
 
 # ---- a saved thread drawn as history HTML ----------------------------------------------------

@@ -20,13 +20,17 @@ Fairness notes (also in bench/README.md):
   step, as a graph saves) and read back with ``graph.get_state``; both build the DataFrames
   on load as the floor does;
 - loom_nb's load returns typed messages; ``... + decode every DataFrame`` is what is compared
-  (every side parses the same DataFrame column), ``load (frames left encoded)`` is shown too.
+  (every side parses the same DataFrame column), ``load (frames left encoded)`` is shown too;
+- loads are timed as timeit times: after a garbage collection, with the collector paused (the
+  process holds every system's data, and a full collection would land on whichever load set
+  it off).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import sqlite3
 import statistics
@@ -375,12 +379,16 @@ def main() -> None:
                     times[s.name].append(time.perf_counter() - start)
             for _ in range(loads):
                 for s, _ in opened:
+                    # As timeit does: after a collection, with the collector paused. One
+                    # process holds all four systems' data, and whichever load happens to set
+                    # off a full collection would pay for every system's objects.
+                    gc.collect()
+                    gc.disable()
                     start = time.perf_counter()
                     s.load()
-                    times[s.name + " load"] = [
-                        *times.get(s.name + " load", []),
-                        time.perf_counter() - start,
-                    ]
+                    elapsed = time.perf_counter() - start
+                    gc.enable()
+                    times[s.name + " load"] = [*times.get(s.name + " load", []), elapsed]
             for s, row in opened:
                 row["append"] = statistics.median(times[s.name]) * 1000
                 row["load"] = statistics.median(times[s.name + " load"]) * 1000
