@@ -16,6 +16,7 @@ BENCHES = [
     "bench_buckets",
     "bench_charts",
     "bench_widget",
+    "bench_export",
 ]
 
 

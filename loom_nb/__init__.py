@@ -7,9 +7,11 @@ imported only by the parts that need them. The names defined in private modules 
 
 from loom_nb import _public
 from loom_nb._agent import Agent, Decision, RunResult, define_agent
+from loom_nb._code import CodeContext
 from loom_nb._context import RunContext
 from loom_nb._errors import (
     AuthenticationFailed,
+    CallAlreadyDecided,
     ContextTooLong,
     DuplicateToolError,
     LoomError,
@@ -23,13 +25,17 @@ from loom_nb._errors import (
     RunError,
     StepLimitExceeded,
     StoreError,
+    ThreadBusy,
     ThreadNotFound,
     UserError,
 )
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
+    CallState,
+    Lease,
     Message,
     PendingApproval,
+    Resolution,
     TextPart,
     Thread,
     ThreadInfo,
@@ -49,11 +55,15 @@ __all__ = [
     "Agent",
     "ApprovalRequested",
     "AuthenticationFailed",
+    "CallAlreadyDecided",
+    "CallState",
+    "CodeContext",
     "Connector",
     "ContextTooLong",
     "Decision",
     "DuplicateToolError",
     "FunctionModel",
+    "Lease",
     "LoomError",
     "MemoryStore",
     "Message",
@@ -70,6 +80,7 @@ __all__ = [
     "RateLimited",
     "ReplayModel",
     "Reply",
+    "Resolution",
     "RunContext",
     "RunError",
     "RunEvent",
@@ -80,6 +91,7 @@ __all__ = [
     "TextDelta",
     "TextPart",
     "Thread",
+    "ThreadBusy",
     "ThreadInfo",
     "ThreadNotFound",
     "Tool",

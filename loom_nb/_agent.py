@@ -3,24 +3,33 @@
 A run ends in one of three states and never waits for a person: ``complete``,
 ``awaiting_approval`` (the pending calls are saved in the thread; ``resume`` continues), or
 ``error`` (raised as :class:`RunError` by ``run``; what completed stays saved).
+
+Every run holds its thread's lease (``_lease``): one run per thread at a time, across kernels.
+A decision is saved by compare-and-set before the run that carries it out takes the lease, so
+of any number of kernels deciding one call exactly one wins; the others get
+:class:`CallAlreadyDecided`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
-from loom_nb._errors import RunError, ThreadNotFound, UserError
+from loom_nb._errors import CallAlreadyDecided, RunError, ThreadBusy, ThreadNotFound, UserError
 from loom_nb._events import EventHandler
 from loom_nb._kept_threads import KeptThreads
+from loom_nb._lease import ThreadLease, settle
 from loom_nb._messages import (
     Message,
     PendingApproval,
+    Resolution,
     RunStatus,
     Thread,
     ThreadInfo,
@@ -29,9 +38,8 @@ from loom_nb._messages import (
 )
 from loom_nb._run import Run, RunDeps
 from loom_nb._store import Store, store_from_env
-from loom_nb._tools import Connector, Tool, collect_tools, duplicate_tool_error
-from loom_nb.models import Model, ModelSettings, resolve_model
-from loom_nb.models._deadlines import check_settings
+from loom_nb._tools import Connector, Tool, ToolsArg, collect_tools, duplicate_tool_error
+from loom_nb.models import Model, ModelSettings, check_model_settings, resolve_model
 
 if TYPE_CHECKING:
     from loom_nb.charts._chart import Chart
@@ -101,6 +109,12 @@ class RunResult:
 
 AuthHook = Callable[[Mapping[str, Any]], str | None]
 
+#: What ``resume`` takes per call id: approve (True) or reject (False) a pending call, bound
+#: to its digest with a :class:`Decision`; for a call whose outcome is unknown, a Resolution.
+DecisionLike = bool | Decision | Resolution
+
+_RESOLUTIONS = ("happened", "retry", "failed")
+
 
 class Agent:
     """An agent: a model, instructions, tools, and a store. Build one with :func:`define_agent`."""
@@ -116,6 +130,7 @@ class Agent:
         auth: AuthHook | None,
         max_steps: int,
         model_settings: ModelSettings,
+        interrupt_wait: float = 5.0,
     ) -> None:
         self.name = name
         self.model = model
@@ -125,7 +140,9 @@ class Agent:
         self.auth = auth
         self.max_steps = max_steps
         self.model_settings = model_settings
-        self._running: set[str] = set()
+        #: Seconds Ctrl-C waits for a running approved write to finish (its result is then
+        #: saved) before recording its outcome as unknown.
+        self.interrupt_wait = interrupt_wait
         self._kept = KeptThreads(store)
 
     def __repr__(self) -> str:
@@ -148,46 +165,66 @@ class Agent:
         if thread_id is None:
             thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
             thread.title = _title(prompt)
+            self.store.save_thread(thread)
+            thread_id = thread.id
         else:
-            thread = self._load_for_run(thread_id, user_id)
-            if thread.pending:
-                raise UserError(
-                    f"thread {thread.id} waits for approval of "
-                    f"{', '.join(p.tool for p in thread.pending)}: approve or reject first with "
-                    "agent.resume(thread_id, {call_id: True/False})"
-                )
-        return await self._drive(thread, context, on_event, prompt=prompt)
+            _refuse_waiting(self._load_for_run(thread_id, user_id))
+        return await self._drive(thread_id, context, on_event, prompt=prompt)
 
     async def resume(
         self,
         thread_id: str,
-        decisions: Mapping[str, bool | Decision],
+        decisions: Mapping[str, DecisionLike],
         *,
         context: Mapping[str, Any] | None = None,
         on_event: EventHandler | None = None,
     ) -> RunResult:
-        """Approve (True) or reject (False) pending calls by call id, and go on once all are
-        decided."""
-        thread = self._load_for_run(thread_id, self._user_id(context))
+        """Decide calls by id and go on once none waits.
+
+        A pending call takes True (approve) or False (reject), or a :class:`Decision` with
+        the digest of the card that was shown. A call whose outcome is unknown (its process
+        stopped while it ran) takes "happened", "retry" or "failed". Each decision is saved
+        at once; a call decided elsewhere first raises :class:`CallAlreadyDecided`, and the
+        run then waits for nothing from this call. ``{}`` goes on with what was decided.
+        """
+        user_id = self._user_id(context)
+        thread = self._load_for_run(thread_id, user_id)
         by_id = {p.call_id: p for p in thread.pending}
-        if not by_id:
-            raise UserError(f"thread {thread_id} has no call waiting for approval")
-        chosen: dict[str, bool] = {}  # all checked before any is set on the (kept) thread
+        approvals: dict[str, bool] = {}
+        resolutions: dict[str, Resolution] = {}
         for call_id, value in decisions.items():
-            decision = value if isinstance(value, Decision) else Decision(bool(value))
             if call_id not in by_id:
+                if any(c.id == call_id for m in thread.messages for c in m.tool_calls):
+                    raise CallAlreadyDecided(call_id, "done")  # its result is saved
                 raise UserError(
                     f"no pending call {call_id!r} in thread {thread_id}; pending: {sorted(by_id)}"
                 )
-            if decision.digest is not None and decision.digest != by_id[call_id].digest:
-                raise UserError(
-                    f"the arguments of call {call_id!r} are not the ones that were shown; "
-                    "nothing was run. Review the call again before deciding"
+            if isinstance(value, str):
+                resolutions[call_id] = _resolution(by_id[call_id], value)
+            else:
+                approvals[call_id] = _approval(by_id[call_id], value)
+        if not by_id:
+            raise UserError(f"thread {thread_id} has no call waiting for approval")
+        for approve in (True, False):
+            ids = [c for c, a in approvals.items() if a is approve]
+            if ids:
+                state: Any = "approved" if approve else "rejected"
+                self.store.update_calls(
+                    thread.id, ids, state, expect={"pending"}, user_id=thread.user_id
                 )
-            chosen[call_id] = decision.approve
-        for call_id, approve in chosen.items():
-            by_id[call_id].decision = approve
-        return await self._drive(thread, context, on_event, prompt=None)
+        if not resolutions:
+            thread = self._load(thread_id, user_id)
+            if any(p.state == "pending" for p in thread.pending):
+                return RunResult(thread.status, thread)  # the others still wait
+        try:
+            return await self._drive(thread.id, context, on_event, resolutions=resolutions)
+        except ThreadBusy as exc:
+            if not approvals:
+                raise
+            raise ThreadBusy(
+                f"{exc}. Your decision is saved; go on after that run with "
+                "agent.resume(thread_id, {})"
+            ) from None
 
     def run_sync(
         self,
@@ -205,7 +242,7 @@ class Agent:
     def resume_sync(
         self,
         thread_id: str,
-        decisions: Mapping[str, bool | Decision],
+        decisions: Mapping[str, DecisionLike],
         *,
         context: Mapping[str, Any] | None = None,
         on_event: EventHandler | None = None,
@@ -236,6 +273,17 @@ class Agent:
         first."""
         return self.store.search(text, agent=self.name, user_id=self._user_id(context), limit=limit)
 
+    def export(
+        self, thread_id: str, path: str | Path, *, context: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Write thread ``thread_id`` as a notebook that redoes it without the agent: the
+        conversation as markdown, each tool call as the code that reproduces its result
+        (``.ipynb``, a jupytext ``.py`` script, or ``.md``, by the suffix of ``path``).
+        Returns the path written. Needs the ``jupyter`` extra (nbformat, jupytext)."""
+        from loom_nb._export import export_thread
+
+        return export_thread(self.thread(thread_id, context=context), self.tools, path)
+
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
         """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""
         self._load(thread_id, self._user_id(context))  # same "not found" for foreign threads
@@ -265,6 +313,7 @@ class Agent:
             store=self.store,
             settings=self.model_settings,
             max_steps=self.max_steps,
+            interrupt_wait=self.interrupt_wait,
         )
 
     def _load(self, thread_id: str, user_id: str | None) -> Thread:
@@ -274,13 +323,11 @@ class Agent:
                 f"no thread {thread_id!r} for agent {self.name!r}; "
                 "list saved threads with agent.threads()"
             )
-        return thread
+        return settle(thread)
 
     def _load_for_run(self, thread_id: str, user_id: str | None) -> Thread:
-        """The thread a run goes on: kept from this agent's last run on it while the store
-        says it has not changed, else loaded."""
-        if thread_id in self._running:  # before the kept thread is touched
-            raise UserError(f"thread {thread_id} is already running; wait for that run to end")
+        """:meth:`_load` for a run: the thread kept from this agent's last run on it while the
+        store says nothing changed since (one cheap read), else loaded."""
         if self._kept.store is not self.store:
             self._kept = KeptThreads(self.store)
         thread = self._kept.load(thread_id, user_id)
@@ -289,29 +336,34 @@ class Agent:
                 f"no thread {thread_id!r} for agent {self.name!r}; "
                 "list saved threads with agent.threads()"
             )
-        return thread
+        return settle(thread)
 
     async def _drive(
         self,
-        thread: Thread,
+        thread_id: str,
         context: Mapping[str, Any] | None,
         on_event: EventHandler | None,
         *,
-        prompt: str | None,
+        prompt: str | None = None,
+        resolutions: Mapping[str, Resolution] | None = None,
     ) -> RunResult:
-        if thread.id in self._running:
-            raise UserError(f"thread {thread.id} is already running; wait for that run to end")
-        self._running.add(thread.id)
-        run = Run(self._run_deps(), thread, context, on_event)
+        lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
+        thread: Thread | None = None
         try:
-            await run.execute(prompt)
+            # again, now that no other run can change it
+            thread = self._load_for_run(thread_id, self._user_id(context))
+            if prompt is not None:
+                _refuse_waiting(thread)
+            run = Run(self._run_deps(), thread, context, on_event, lease)
+            await run.execute(prompt, resolutions)
         finally:
-            self._running.discard(thread.id)
-            with contextlib.suppress(Exception):  # a store that fails here fails the next load
-                self._kept.keep(thread)
+            lease.release(error=thread.error if thread is not None else None)
+            if thread is not None:
+                with contextlib.suppress(Exception):  # a failing store fails the next load
+                    self._kept.keep(thread)
         # The result's thread is a snapshot: the kept one goes on with the next run.
         snapshot = dataclasses.replace(
-            thread, messages=list(thread.messages), pending=list(thread.pending)
+            thread, messages=list(thread.messages), pending=[copy.copy(p) for p in thread.pending]
         )
         result = RunResult(thread.status, snapshot, run.new_messages, thread.error)
         if result.status == "error":
@@ -319,6 +371,58 @@ class Agent:
             error.result = result
             raise error
         return result
+
+
+def _refuse_waiting(thread: Thread) -> None:
+    """A new prompt waits until every call of the thread is settled."""
+    unknown = [p for p in thread.pending if p.state == "unknown"]
+    if unknown:
+        p = unknown[0]
+        raise UserError(
+            f"thread {thread.id}: the outcome of {p.tool} (call {p.call_id}) is unknown: its "
+            "kernel stopped while it ran, so the write may have happened. Check, then choose: "
+            f"agent.resume(thread_id, {{{p.call_id!r}: 'happened' | 'retry' | 'failed'}})"
+        )
+    if thread.pending:
+        raise UserError(
+            f"thread {thread.id} waits for approval of "
+            f"{', '.join(p.tool for p in thread.pending)}: approve or reject first with "
+            "agent.resume(thread_id, {call_id: True/False})"
+        )
+
+
+def _approval(p: PendingApproval, value: bool | Decision) -> bool:
+    decision = value if isinstance(value, Decision) else Decision(bool(value))
+    if p.state == "unknown":
+        raise UserError(
+            f"the outcome of call {p.call_id} ({p.tool}) is unknown: its kernel stopped while "
+            "it ran, so it may have written. Approve / Reject no longer apply; choose "
+            "'happened', 'retry' or 'failed'"
+        )
+    if p.state != "pending":
+        raise CallAlreadyDecided(p.call_id, p.state)
+    if decision.digest is not None and decision.digest != p.digest:
+        raise UserError(
+            f"the arguments of call {p.call_id!r} are not the ones that were shown; "
+            "nothing was run. Review the call again before deciding"
+        )
+    return decision.approve
+
+
+def _resolution(p: PendingApproval, value: str) -> Resolution:
+    if value not in _RESOLUTIONS:
+        raise UserError(
+            f"{value!r} is not a choice for call {p.call_id}: pass True / False to approve or "
+            "reject, or for a call whose outcome is unknown 'happened', 'retry' or 'failed'"
+        )
+    if p.state == "pending":
+        raise UserError(
+            f"call {p.call_id} ({p.tool}) waits for approval, nothing ran: pass True (approve) "
+            "or False (reject)"
+        )
+    if p.state != "unknown":
+        raise CallAlreadyDecided(p.call_id, p.state)
+    return value  # type: ignore[return-value]
 
 
 def _title(prompt: str) -> str:
@@ -331,33 +435,60 @@ def define_agent(
     name: str,
     model: Model | str,
     instructions: str | None = None,
-    tools: Sequence[Tool | Callable[..., Any]] | Mapping[str, Tool | Callable[..., Any]] = (),
-    connectors: Sequence[Connector] = (),
+    tools: ToolsArg | Tool | Callable[..., Any] = (),
+    connectors: Sequence[Connector] | Connector = (),
     store: Store | None = None,
     auth: AuthHook | None = None,
     max_steps: int = 20,
     model_settings: ModelSettings | None = None,
+    interrupt_wait: float = 5.0,
 ) -> Agent:
     """Define an agent. Every configuration mistake raises here, before any run.
 
     ``store`` defaults to the one named by ``LOOM_STORE`` (a SQLite path or a ``postgresql://``
     URL), else ``sqlite_store()`` at ``.loom/loom.db``: threads survive a kernel restart.
-    ``auth(context) -> user_id`` scopes threads to users.
+    ``auth(context) -> user_id`` scopes threads to users. ``interrupt_wait``: seconds Ctrl-C
+    waits for an approved write that is running to finish, so that its result is saved; after
+    that its outcome is recorded as unknown.
     """
     if not isinstance(name, str) or not name.strip():
-        raise UserError("define_agent(name=...) needs a non-empty name")
-    if not isinstance(max_steps, int) or max_steps < 1:
-        raise UserError(f"max_steps must be a positive int, got {max_steps!r}")
+        raise UserError(f"define_agent(name=...) needs a non-empty name, got {name!r}")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise UserError(
+            f"define_agent(max_steps=...) takes a positive whole number of model turns "
+            f"(default 20), got {max_steps!r}"
+        )
+    if instructions is not None and not isinstance(instructions, str):
+        raise UserError(
+            "define_agent(instructions=...) takes the text the model is told (a str), got "
+            f"{type(instructions).__name__} {instructions!r}"
+        )
+    if (
+        isinstance(interrupt_wait, bool)
+        or not isinstance(interrupt_wait, int | float)
+        or (interrupt_wait < 0)
+    ):
+        raise UserError(
+            f"define_agent(interrupt_wait=...) is in seconds, 0 or more; got {interrupt_wait!r}"
+        )
     all_tools: dict[str, Tool] = {}
     origin: dict[str, str] = {}
     sources: list[tuple[str, dict[str, Tool]]] = [
-        ("the agent's tools", collect_tools(tools, "the agent's tools"))
+        ("the agent's tools", collect_tools(tools, "the agent's tools", "define_agent(tools=...)"))
     ]
-    for c in connectors:
+    if isinstance(connectors, Connector):  # one connector where a list is expected
+        connectors = [connectors]
+    if isinstance(connectors, str) or not isinstance(connectors, Sequence):
+        raise UserError(
+            "define_agent(connectors=...) takes a list of connectors made with connector(...), "
+            f"frame_tools(...) or supabase_tools(...), got {type(connectors).__name__}"
+        )
+    for i, c in enumerate(connectors):
         if not isinstance(c, Connector):
             raise UserError(
-                "connectors=[...] takes connectors made with connector(...) or "
-                f"supabase_tools(...), got {type(c).__name__}"
+                f"connectors=[...] takes connectors made with connector(...), frame_tools(...) "
+                f"or supabase_tools(...), but connectors[{i}] is {type(c).__name__}"
+                + ("; a tool or a function goes in tools=[...]" if callable(c) else "")
             )
         sources.append((f"connector {c.name!r}", c.tools))
     for where, found in sources:
@@ -374,8 +505,6 @@ def define_agent(
         )
     if auth is not None and not callable(auth):
         raise UserError("auth must be a function auth(context) -> user id")
-    if model_settings is not None:
-        check_settings(model_settings)
     return Agent(
         name=name,
         model=resolve_model(model),
@@ -384,5 +513,6 @@ def define_agent(
         store=store,
         auth=auth,
         max_steps=max_steps,
-        model_settings=model_settings or ModelSettings(),
+        model_settings=check_model_settings(model_settings),
+        interrupt_wait=float(interrupt_wait),
     )

@@ -21,6 +21,24 @@ class ThreadNotFound(UserError, LookupError):
     """No thread with this id is visible to the caller."""
 
 
+class ThreadBusy(UserError):
+    """Another run holds the thread: in another kernel, or another agent object here. One run
+    per thread at a time keeps every tool call next to its result."""
+
+
+class CallAlreadyDecided(UserError):
+    """The call was decided, claimed or finished elsewhere first; nothing was run here."""
+
+    def __init__(self, call_id: str, state: str) -> None:
+        super().__init__(
+            f"call {call_id} was already decided in another kernel (it is {state} now); "
+            "reload the thread to see where it is"
+        )
+        self.call_id = call_id
+        #: Its state as the store has it ("done" once its result is saved).
+        self.state = state
+
+
 class MissingExtra(UserError, ImportError):
     """An optional dependency is not installed."""
 

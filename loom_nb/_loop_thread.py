@@ -4,19 +4,37 @@ Scripts, terminal IPython and notebook cells all call ``run_sync``. Inside Jupyt
 own loop is already running in the main thread, so the coroutine runs on this private loop
 instead, and the user's kernel stays unpatched (no nest-asyncio). Widget buttons hand work to
 the same loop without blocking, from whatever thread delivers the click.
+
+User code never runs on this loop's thread: sync tools, sync model functions and previews run
+on worker threads (``in_thread``). An async tool that blocks anyway (``time.sleep`` in an
+``async def``) is named by a watchdog in a warning. Ctrl-C returns within a second whatever the
+loop is doing; only an approved write that is running is waited for, a bounded time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
+import sys
 import threading
-from collections.abc import Coroutine
+import time
+import warnings
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from types import CodeType
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
 
 T = TypeVar("T")
+
+#: How long Ctrl-C waits for an interrupted run to record what completed (unless an approved
+#: write is running: then the agent's ``interrupt_wait``).
+CLEANUP_SECONDS = 0.5
+#: The watchdog names user code that holds the loop longer than this.
+BLOCKED_SECONDS = 1.0
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -24,19 +42,76 @@ _thread: threading.Thread | None = None
 
 
 def loop() -> asyncio.AbstractEventLoop:
-    """The private loop, started on first use."""
+    """The private loop, started on first use (with its watchdog)."""
     global _loop, _thread
     with _lock:
         if _loop is None or _thread is None or not _thread.is_alive():
             _loop = asyncio.new_event_loop()
             _thread = threading.Thread(target=_loop.run_forever, name="loom-nb-loop", daemon=True)
             _thread.start()
+            threading.Thread(
+                target=_watch, args=(_loop, _thread), name="loom-nb-watchdog", daemon=True
+            ).start()
         return _loop
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """Start ``coro`` on the private loop and return at once (for button clicks)."""
     return asyncio.run_coroutine_threadsafe(coro, loop())
+
+
+# ---- interrupts ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Write:
+    label: str
+    seconds: float
+    #: Records the write's outcome as unknown; called from the main thread when the loop
+    #: cannot do it in time.
+    give_up: Callable[[], None]
+
+
+class Interrupt:
+    """What one ``run_sync`` call's run can ask: was Ctrl-C pressed (set at once, from the main
+    thread, even while the loop is blocked), and which approved writes Ctrl-C must wait for."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._writes: dict[int, _Write] = {}
+        self._lock = threading.Lock()
+
+    def writes(self) -> list[_Write]:
+        with self._lock:
+            return list(self._writes.values())
+
+    @contextlib.contextmanager
+    def protect(self, label: str, seconds: float, give_up: Callable[[], None]) -> Iterator[None]:
+        key = id(object())
+        with self._lock:
+            self._writes[key] = _Write(label, seconds, give_up)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writes.pop(key, None)
+
+
+_interrupt: contextvars.ContextVar[Interrupt | None] = contextvars.ContextVar(
+    "loom_nb_interrupt", default=None
+)
+
+
+def interrupt() -> Interrupt | None:
+    """The ``run_sync`` call this code runs under (None for buttons and ``await`` callers)."""
+    return _interrupt.get()
+
+
+def interrupted() -> bool:
+    """True once Ctrl-C stopped the ``run_sync`` call this code runs under: an interrupted run
+    appends nothing more, however late its code gets control back."""
+    token = _interrupt.get()
+    return token is not None and token.event.is_set()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -48,23 +123,22 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             "use the async form (await agent.run(...)) there"
         )
     finished = threading.Event()
+    token = Interrupt()
     task: asyncio.Task[T] | None = None
-    interrupted = False
 
     async def guarded() -> T:
         nonlocal task
         try:
-            if interrupted:  # Ctrl-C came before the run started
+            if token.event.is_set():  # Ctrl-C came before the run started
                 coro.close()
                 raise asyncio.CancelledError
+            _interrupt.set(token)
             task = asyncio.current_task()  # type: ignore[assignment]
             return await coro
         finally:
             finished.set()
 
     def cancel() -> None:
-        nonlocal interrupted
-        interrupted = True
         if task is not None:
             task.cancel()
 
@@ -73,7 +147,129 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return submit(guarded()).result()
     except KeyboardInterrupt:
         # Ctrl-C may land at any point, even while the run is being handed over: cancel it on
-        # its own loop and wait for its cleanup, so the thread records what completed.
+        # its own loop and give it a moment to record what completed.
+        token.event.set()
         private_loop.call_soon_threadsafe(cancel)
-        finished.wait(10)
+        _wait_after_interrupt(token, finished, lambda: _post(private_loop, cancel))
         raise
+
+
+def _post(target: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
+    target.call_soon_threadsafe(fn)
+
+
+def _wait_after_interrupt(
+    token: Interrupt, finished: threading.Event, cancel_again: Callable[[], None]
+) -> None:
+    writes = token.writes()
+    if not writes:
+        finished.wait(CLEANUP_SECONDS)
+        return
+    seconds = max(w.seconds for w in writes)
+    names = ", ".join(w.label for w in writes)
+    print(
+        f"loom_nb: waiting up to {seconds:g} s for {names} to finish, so that its result is "
+        "saved (Ctrl-C again to stop waiting; its outcome is then recorded as unknown)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        done = finished.wait(seconds + CLEANUP_SECONDS)
+    except KeyboardInterrupt:
+        done = False
+        cancel_again()
+    if not done:  # the loop is blocked or the write runs on: record the outcome from here
+        for write in token.writes():
+            with contextlib.suppress(Exception):
+                write.give_up()
+
+
+# ---- user code off the loop ---------------------------------------------------------------------
+
+
+async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` on a daemon thread of its own, awaited without blocking the loop.
+
+    A cancelled caller returns at once; the function finishes in the background and its
+    result is dropped (Python cannot stop a thread). A thread per call, not a pool: abandoned
+    calls never starve later ones, and the interpreter never waits for them at exit.
+    """
+    running = asyncio.get_running_loop()
+    future: asyncio.Future[T] = running.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # the caller was cancelled meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def work() -> None:
+        try:
+            result: Any = context.run(fn, *args, **kwargs)
+            error: BaseException | None = None
+        except Exception as exc:
+            result, error = None, exc
+        except BaseException as exc:  # SystemExit and the like must not hang the run
+            result, error = None, RuntimeError(f"{type(exc).__name__} in {_name(fn)}")
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            running.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name=f"loom-nb: {_name(fn)}", daemon=True).start()
+    return await future
+
+
+def _name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or type(fn).__name__)
+
+
+# ---- the watchdog -------------------------------------------------------------------------------
+
+#: Code objects of user functions that run on the loop (async tools and model functions), with
+#: the name the warning gives them.
+_labels: dict[CodeType, str] = {}
+
+
+def name_user_code(fn: Any, label: str) -> None:
+    """Let the watchdog call ``fn`` by ``label`` (e.g. "tool 'refund'") if it blocks."""
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, CodeType):
+        _labels[code] = label
+
+
+def _watch(watched: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Post a heartbeat to the loop; when it is not answered in time, find whose code holds
+    the loop and warn once for that episode."""
+    while thread.is_alive() and not watched.is_closed():
+        beat = threading.Event()
+        try:
+            watched.call_soon_threadsafe(beat.set)
+        except RuntimeError:
+            return
+        if beat.wait(BLOCKED_SECONDS):
+            time.sleep(BLOCKED_SECONDS / 4)
+            continue
+        label = _blocking_code(thread)
+        if label is not None:
+            warnings.warn(
+                f"{label} has blocked loom_nb's event loop for over {BLOCKED_SECONDS:g} s "
+                "(blocking code such as time.sleep in an async def): other runs and buttons "
+                "wait, and Ctrl-C cannot stop it. Make it a plain def (it then runs in a "
+                "worker thread), or await asyncio.to_thread(...) for the blocking part",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+        while not beat.wait(BLOCKED_SECONDS) and thread.is_alive():
+            pass
+
+
+def _blocking_code(thread: threading.Thread) -> str | None:
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        label = _labels.get(frame.f_code)
+        if label is not None:
+            return label
+        frame = frame.f_back
+    return None

@@ -1,4 +1,5 @@
-"""Messages to rows and back, for the stores that keep messages as rows (SQLite, PostgreSQL).
+"""Messages to rows and back, for the stores that keep messages as rows (SQLite, PostgreSQL),
+and the pending calls they keep as one JSON list in the thread's row.
 
 A message row keeps the message's JSON form with the structured data of its tool results cut
 out into a column of its own. Loading a thread parses the light part only; each tool result's
@@ -10,12 +11,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Collection, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from loom_nb import _codec
-from loom_nb._messages import Message
+from loom_nb._messages import CallState, Lease, Message, PendingApproval
 from loom_nb._messages import ToolResult as _ToolResult
-from loom_nb._store import _searchable
+from loom_nb._store import _searchable, moved
 
 _UNSET: Any = object()
 
@@ -142,3 +145,40 @@ class ToolResult(_ToolResult):
 
 def _fields(r: _ToolResult) -> tuple[Any, ...]:
     return (r.call_id, r.name, r.content, r.data, r.is_error, r.approval, r.chart, r.kind)
+
+
+# ---- pending calls, kept as one JSON list in the thread's row ---------------------------------
+
+
+def pending_text(pending: Sequence[PendingApproval]) -> str:
+    """The thread's pending calls as the JSON text its row keeps."""
+    return json.dumps([p.to_dict() for p in pending], ensure_ascii=False, separators=(",", ":"))
+
+
+def moved_pending(
+    text: str,
+    call_ids: Sequence[str],
+    state: CallState,
+    expect: Collection[CallState],
+    holder: str | None,
+    message: Message | None,
+) -> tuple[str, int]:
+    """The saved pending list ``text`` after ``Store.update_calls``'s compare-and-set, and how
+    many calls it holds. Previews stay encoded: a step never needs pandas to read them."""
+    items = json.loads(text)
+    previews = {p["call_id"]: p.pop("preview", None) for p in items}
+    pending = moved(
+        [PendingApproval.from_dict(p) for p in items], call_ids, state, expect, holder, message
+    )
+    out = [p.to_dict() for p in pending]
+    for item in out:
+        if previews.get(item["call_id"]) is not None:
+            item["preview"] = previews[item["call_id"]]
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":")), len(out)
+
+
+def lease_of(holder: str | None, until_us: int | None) -> Lease | None:
+    """The lease a thread's row keeps in two columns (microseconds since the epoch), if any."""
+    if holder is None or until_us is None:
+        return None
+    return Lease(holder, datetime.fromtimestamp(until_us / 1_000_000, timezone.utc))

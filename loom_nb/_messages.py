@@ -21,10 +21,25 @@ if TYPE_CHECKING:
     from loom_nb.charts._chart import Chart
 
 #: Version of the JSON form written by :meth:`Thread.to_dict` and :meth:`Message.to_dict`.
-FORMAT_VERSION = 1
+#: 2: a pending call carries its lifecycle ``state`` (and ``holder``) instead of ``decision``.
+FORMAT_VERSION = 2
 
 Role = Literal["user", "assistant", "tool"]
 RunStatus = Literal["complete", "awaiting_approval", "error"]
+
+#: Where a call that needs approval is in its life, as the store keeps it:
+#:
+#: - ``pending``: waits for Approve / Reject;
+#: - ``approved`` / ``rejected``: decided (against the digest that was shown), not run yet;
+#: - ``running``: claimed by one run (its ``holder``), the tool may be running now;
+#: - ``unknown``: it was running when its process stopped, before its result was saved: the
+#:   write may have happened. Only the user's choice (a :data:`Resolution`) moves it on;
+#: - ``done``: its result is saved in the thread, and it leaves the pending list.
+CallState = Literal["pending", "approved", "rejected", "running", "unknown", "done"]
+
+#: The user's choice for a call in ``unknown``: "happened" (the write took effect: tell the
+#: agent so and go on), "retry" (it did not: run it again), "failed" (tell the agent it failed).
+Resolution = Literal["happened", "retry", "failed"]
 
 
 def now() -> datetime:
@@ -260,7 +275,11 @@ def _part_from_dict(data: dict[str, Any]) -> Part:
 
 @dataclass
 class PendingApproval:
-    """A tool call that waits for the user. The decision binds to ``digest`` of ``arguments``."""
+    """A tool call that waits for the user. The decision binds to ``digest`` of ``arguments``.
+
+    It stays in the thread's pending list from the moment it is saved (with the assistant
+    message that asked for it) until its result is saved; ``state`` says where it is between.
+    """
 
     call_id: str
     tool: str
@@ -269,12 +288,20 @@ class PendingApproval:
     #: DataFrame).
     preview: Any = None
     digest: str = ""
-    #: True / False once the user decided; the run resumes when every call is decided.
-    decision: bool | None = None
+    state: CallState = "pending"
+    #: The run that claimed it (``host:pid:random``), once it is ``running`` or ``unknown``.
+    holder: str | None = None
 
     def __post_init__(self) -> None:
         if not self.digest:
             self.digest = arguments_digest(self.arguments)
+
+    @property
+    def decision(self) -> bool | None:
+        """None while it waits for Approve / Reject; then True (approved) or False."""
+        if self.state == "pending":
+            return None
+        return self.state != "rejected"
 
     def to_dict(self) -> dict[str, Any]:
         """The approval as JSON-ready data (the preview encoded)."""
@@ -283,8 +310,10 @@ class PendingApproval:
             "tool": self.tool,
             "arguments": self.arguments,
             "digest": self.digest,
-            "decision": self.decision,
+            "state": self.state,
         }
+        if self.holder is not None:
+            out["holder"] = self.holder
         if self.preview is not None:
             out["preview"] = _codec.encode(self.preview)
         return out
@@ -293,13 +322,15 @@ class PendingApproval:
     def from_dict(cls, data: dict[str, Any]) -> PendingApproval:
         """The approval that ``to_dict`` gave."""
         preview = data.get("preview")
+        state: CallState = data.get("state") or _FORMAT_1_STATES[data.get("decision")]
         return cls(
             call_id=data["call_id"],
             tool=data["tool"],
             arguments=data["arguments"],
             preview=_codec.decode(preview) if preview is not None else None,
             digest=data["digest"],
-            decision=data.get("decision"),
+            state=state,
+            holder=data.get("holder"),
         )
 
 
@@ -345,6 +376,23 @@ class MessagesSoFar(Sequence[Message]):
         return repr(list(self))
 
 
+#: Format 1 kept only the decision, saved before anything ran.
+_FORMAT_1_STATES: dict[bool | None, CallState] = {
+    None: "pending",
+    True: "approved",
+    False: "rejected",
+}
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who runs a thread now: one run at a time, across processes. ``holder`` is
+    ``host:pid:random``; the lease lapses at ``expires_at`` unless its run renews it."""
+
+    holder: str
+    expires_at: datetime
+
+
 @dataclass
 class Thread:
     """A conversation with one agent, as saved by a store."""
@@ -360,6 +408,9 @@ class Thread:
     pending: list[PendingApproval] = field(default_factory=list)
     #: Why the last run failed, when it did.
     error: str | None = None
+    #: The run that holds the thread, as the store said when it loaded it (not part of the
+    #: JSON form: it is the store's state, not the conversation's).
+    lease: Lease | None = field(default=None, compare=False)
 
     @property
     def status(self) -> RunStatus:

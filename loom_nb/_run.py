@@ -1,7 +1,14 @@
 """The agent loop: model turn, tool calls, tool results, approvals, saving.
 
-One :class:`Run` drives one thread until it completes, stops for approval, or fails. Each
-completed message is appended to the store at once, so an interrupted run keeps what finished.
+One :class:`Run` drives one thread, holding the thread's lease, until it completes, stops for
+approval, or fails. Each completed message is appended to the store at once, so an interrupted
+run keeps what finished; after Ctrl-C it appends nothing more.
+
+A turn that asks for approval is saved with its pending calls and their previews in one
+transaction (previews are computed first). Decided calls then move through their lifecycle in
+the store, each step a compare-and-set: approved -> running (claimed by this run) -> done (the
+result saved in the same transaction), or unknown when the run stops while the tool runs.
+
 The loop is given what it reads as one :class:`RunDeps`; it never sees the ``Agent``, so this
 module does not import ``loom_nb._agent`` (the agent imports it).
 """
@@ -10,33 +17,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
+from loom_nb import _loop_thread
 from loom_nb._context import RunContext
-from loom_nb._errors import LoomError, ModelError, RunError, StepLimitExceeded, UserError
+from loom_nb._errors import CallAlreadyDecided, RunError, StepLimitExceeded, UserError
 from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEvent
+from loom_nb._lease import ThreadLease
 from loom_nb._messages import (
+    CallState,
     Message,
-    MessagesSoFar,
     PendingApproval,
-    TextPart,
+    Resolution,
     Thread,
     ToolCall,
     ToolResult,
-    Usage,
-    now,
 )
 from loom_nb._store import Store
-from loom_nb._tools import Tool, ToolInputError, ToolOutput
-from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
+from loom_nb._tools import Tool
+from loom_nb._turn import (
+    check_call,
+    error_result,
+    invoke,
+    model_turn,
+    pending_of,
+    rejected,
+)
+from loom_nb.models import Model, ModelSettings
 
-REJECTED = "The user rejected this call; nothing was run or written."
+__all__ = ["INTERRUPTED", "Run", "RunDeps"]
+
+INTERRUPTED = "The run was interrupted; what completed is saved."
+_LOST = "The kernel stopped while this call ran, before its result was saved. The user checked: "
+HAPPENED = _LOST + "it took effect. Its output was lost."
+FAILED = _LOST + "it did not take effect. Treat it as failed; ask the user before trying again."
 
 
 @dataclass(frozen=True)
@@ -53,10 +71,13 @@ class RunDeps:
     settings: ModelSettings
     #: Model turns allowed before the run fails with :class:`StepLimitExceeded`.
     max_steps: int
+    #: Seconds an interrupted run waits for its running approved writes to finish (so their
+    #: results are saved) before recording their outcome as unknown.
+    interrupt_wait: float = 5.0
 
 
 class Run:
-    """One run of the loop over one thread."""
+    """One run of the loop over one thread, under the thread's lease."""
 
     def __init__(
         self,
@@ -64,11 +85,13 @@ class Run:
         thread: Thread,
         context: Mapping[str, Any] | None,
         on_event: EventHandler | None,
+        lease: ThreadLease,
     ) -> None:
         self.deps = deps
         self.thread = thread
         self.store = deps.store
         self.on_event = on_event
+        self.lease = lease
         self.ctx = RunContext(
             deps.agent_name,
             thread.id,
@@ -86,186 +109,141 @@ class Run:
             if inspect.isawaitable(outcome):
                 await outcome
 
-    async def add(self, message: Message) -> None:
-        """Append a completed message: saved at once, so a crash cannot lose it."""
-        self.thread.messages.append(message)
-        self.thread.updated_at = message.created_at
-        self.store.append(self.thread, message)
-        self.new_messages.append(message)
-        await self.emit(MessageAdded(message, self.thread.id))
-
-    def save(self) -> None:
-        """Save the thread's record (status, pending calls, error), not its messages."""
-        self.thread.updated_at = now()
-        self.store.save_thread(self.thread)
-
-    async def execute(self, prompt: str | None) -> None:
-        """Send ``prompt``, or go on after approvals (``None``), until the run ends.
+    async def execute(
+        self, prompt: str | None, resolutions: Mapping[str, Resolution] | None = None
+    ) -> None:
+        """Send ``prompt``, or go on with the decided calls (``None``), until the run ends.
 
         A :class:`RunError` is recorded and kept in :attr:`failure`; anything else is recorded
-        in the thread and raised.
+        in the thread and raised. Freeing the lease saves the record (see ``Agent._drive``).
         """
         self.thread.error = None
         try:
             if prompt is not None:
-                self.save()
                 await self._close_dangling_calls()
-                await self.add(Message.user(prompt))
-            elif any(p.decision is None for p in self.thread.pending):
-                self.save()  # keep the decisions made so far; wait for the rest
-                return
-            else:
-                await self._finish_approvals()
+                await self._add(Message.user(prompt))
+            elif not await self._decided(resolutions or {}):
+                return  # a call still waits for the user
             await self._loop()
         except asyncio.CancelledError:
-            self._fail("The run was interrupted; what completed is saved.")
+            self.thread.error = INTERRUPTED
             raise
         except RunError as exc:
-            self._fail(str(exc))
+            self.thread.error = str(exc)
             self.failure = exc
         except UserError:
             raise
         except Exception as exc:  # a bug or a store failure: record it, then raise as is
-            self._fail(f"{type(exc).__name__}: {exc}")
+            self.thread.error = f"{type(exc).__name__}: {exc}"
             raise
 
-    def _fail(self, message: str) -> None:
-        self.thread.error = message
-        with contextlib.suppress(Exception):  # a failing store must not hide the first error
-            self.save()
+    # ---- saving -------------------------------------------------------------------------------
+
+    def _may_write(self) -> None:
+        if _loop_thread.interrupted():  # Ctrl-C returned already: this run appends nothing more
+            raise asyncio.CancelledError
+        self.lease.check()
+
+    async def _add(self, message: Message, *, pending: Sequence[PendingApproval] = ()) -> None:
+        """Append a completed message, with the calls it asks approval for: saved at once."""
+        self._may_write()
+        self.thread.updated_at = message.created_at
+        if pending:
+            self.store.append(self.thread, message, pending=pending)
+            self.thread.pending = list(pending)
+        else:
+            self.store.append(self.thread, message)
+        self._added(message)
+        await self.emit(MessageAdded(message, self.thread.id))
+
+    def _added(self, message: Message) -> None:
+        self.thread.messages.append(message)
+        self.thread.updated_at = message.created_at
+        self.new_messages.append(message)
+
+    def _move(
+        self,
+        calls: Sequence[PendingApproval],
+        state: CallState,
+        expect: set[CallState],
+        *,
+        message: Message | None = None,
+        any_holder: bool = False,
+    ) -> None:
+        """One lifecycle step of ``calls``: in the store (compare-and-set), then here. With
+        ``message`` (their results) they are done and leave the pending list."""
+        if not calls:
+            return
+        holder = None if any_holder else self.lease.holder
+        ids = [p.call_id for p in calls]
+        self.store.update_calls(
+            self.thread.id,
+            ids,
+            state,
+            expect=expect,
+            holder=holder,
+            message=message,
+            user_id=self.thread.user_id,
+        )
+        for p in calls:
+            p.state = state
+            if state == "running":
+                p.holder = holder
+        if message is not None:
+            self.thread.pending = [p for p in self.thread.pending if p.call_id not in ids]
+            self._added(message)
+
+    # ---- the loop -----------------------------------------------------------------------------
 
     async def _loop(self) -> None:
-        for _ in range(self.deps.max_steps):
-            message = await self._model_turn()
-            await self.add(message)
-            calls = message.tool_calls
-            if not calls:
-                self.save()
+        deps = self.deps
+        for _ in range(deps.max_steps):
+            message = await model_turn(
+                deps.model,
+                deps.instructions,
+                deps.tools,
+                deps.settings,
+                self.thread.messages,
+                self.emit,
+            )
+            if not message.tool_calls:
+                await self._add(message)
                 return
-            if await self._run_calls(calls):
+            if await self._run_calls(message):
                 return  # stopped for approval
         raise StepLimitExceeded(
-            f"the agent made {self.deps.max_steps} model turns without finishing; "
+            f"the agent made {deps.max_steps} model turns without finishing; "
             "raise define_agent(max_steps=...) or ask a narrower question"
         )
 
-    async def _model_turn(self) -> Message:
-        deps = self.deps
-        request = ModelRequest(
-            instructions=deps.instructions,
-            messages=MessagesSoFar(self.thread.messages),
-            tools=[
-                ToolDefinition(t.name or n, t.description, t.parameters)
-                for n, t in deps.tools.items()
-            ],
-            settings=deps.settings,
-        )
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        usage = Usage()
-        stream = deps.model.stream(request)
-        try:
-            async for event in stream:
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                    await self.emit(event)
-                elif isinstance(event, ToolCall):
-                    calls.append(bounded_call(event))  # too large: answered with an error
-                elif isinstance(event, Usage):
-                    usage = usage + event
-        except (LoomError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            raise ModelError(f"{deps.model.name} failed: {type(exc).__name__}: {exc}") from exc
-        finally:  # a cancelled run releases the provider's response now, not at garbage collection
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        parts: list[Any] = [TextPart("".join(text))] if text else []
-        return Message("assistant", parts + calls, usage=usage, model=deps.model.name)
-
-    async def _run_calls(self, calls: Sequence[ToolCall]) -> bool:
-        """Run the calls that need no approval; save the rest as pending. True if any wait."""
+    async def _run_calls(self, message: Message) -> bool:
+        """Save the turn with its calls that wait for approval (previews computed first, so no
+        kill leaves a call without its card), then run the others. True if any wait."""
+        calls = message.tool_calls
         results: dict[str, ToolResult] = {}
         runnable: list[tuple[ToolCall, Tool]] = []
         pending: list[PendingApproval] = []
         for call in calls:
-            checked = self._check(call)
+            checked = check_call(call, self.deps.tools)
             if isinstance(checked, ToolResult):
                 results[call.id] = checked
             elif checked.requires_approval(call.arguments or {}):
-                waiting = await self._pending(call, checked)
+                waiting = await pending_of(call, checked, self.ctx)  # one preview at a time
                 if isinstance(waiting, ToolResult):  # its preview found it cannot work
                     results[call.id] = waiting
                 else:
                     pending.append(waiting)
             else:
                 runnable.append((call, checked))
-        outcomes = await asyncio.gather(*(self._invoke(c, t) for c, t in runnable))
+        await self._add(message, pending=pending)
+        outcomes = await asyncio.gather(*(invoke(c, t, self.ctx) for c, t in runnable))
         results.update({r.call_id: r for r in outcomes})
         if results:
-            ordered = [results[c.id] for c in calls if c.id in results]
-            await self.add(Message("tool", list(ordered)))
+            await self._add(Message("tool", [results[c.id] for c in calls if c.id in results]))
         if pending:
-            self.thread.pending = pending
-            self.save()
-            await self.emit(ApprovalRequested(pending, self.thread.id))
+            await self.emit(ApprovalRequested(list(self.thread.pending), self.thread.id))
             return True
         return False
-
-    def _check(self, call: ToolCall) -> Tool | ToolResult:
-        tool = self.deps.tools.get(call.name)
-        if tool is None:
-            return _error(
-                call,
-                f"There is no tool named {call.name!r}. Available tools: "
-                f"{', '.join(sorted(self.deps.tools)) or 'none'}.",
-            )
-        if call.arguments is None:
-            return _error(call, unusable_arguments(call))
-        try:
-            tool.validate(call.arguments)
-        except ToolInputError as exc:
-            return _error(call, f"Invalid arguments for {call.name!r}: {exc}")
-        return tool
-
-    async def _pending(self, call: ToolCall, tool: Tool) -> PendingApproval | ToolResult:
-        preview = await tool.make_preview(call.arguments or {}, self.ctx)
-        if isinstance(preview, ToolOutput) and preview.is_error:
-            return _result(call, preview)
-        return PendingApproval(call.id, call.name, call.arguments or {}, preview)
-
-    async def _invoke(
-        self, call: ToolCall, tool: Tool, approval: Any = None, preview: Any = None
-    ) -> ToolResult:
-        # An approved call sees its card, so the tool can refuse to do more than it showed.
-        ctx = (
-            self.ctx
-            if approval is None
-            else dataclasses.replace(self.ctx, approved_preview=preview)
-        )
-        try:
-            output = await tool.call(call.arguments or {}, ctx)
-        except ToolInputError as exc:
-            return _error(call, f"Invalid arguments for {call.name!r}: {exc}")
-        except Exception as exc:
-            return _error(call, f"{type(exc).__name__}: {exc}")
-        return _result(call, output, approval)
-
-    async def _finish_approvals(self) -> None:
-        pending = self.thread.pending
-        tools = self.deps.tools
-        runs = []
-        for p in pending:
-            call = ToolCall(p.call_id, p.tool, p.arguments)
-            if p.decision and p.tool in tools:
-                runs.append(self._invoke(call, tools[p.tool], "approved", p.preview))
-            else:
-                runs.append(_rejected(call))
-        results = await asyncio.gather(*runs)
-        self.thread.pending = []
-        await self.add(Message("tool", list(results)))
-        self.save()
 
     async def _close_dangling_calls(self) -> None:
         """Calls left without a result (an interrupted run) get one, so the model can go on.
@@ -275,14 +253,155 @@ class Run:
         """
         since = _since_last_user(self.thread.messages)
         answered = {r.call_id for m in since for r in m.tool_results}
-        dangling = [c for m in since for c in m.tool_calls if c.id not in answered]
+        waiting = {p.call_id for p in self.thread.pending}
+        dangling = [
+            c for m in since for c in m.tool_calls if c.id not in answered and c.id not in waiting
+        ]
         if dangling:
-            await self.add(
-                Message(
-                    "tool",
-                    [_error(c, "This call was interrupted before it finished.") for c in dangling],
-                )
+            interrupted = "This call was interrupted before it finished."
+            await self._add(Message("tool", [error_result(c, interrupted) for c in dangling]))
+
+    # ---- decided calls ------------------------------------------------------------------------
+
+    async def _decided(self, resolutions: Mapping[str, Resolution]) -> bool:
+        """Carry the decided calls through. False when a call still waits for the user."""
+        pending = self.thread.pending
+        # Loading showed calls a run that is gone left running as unknown; record that.
+        orphans = [p for p in pending if p.state == "unknown"]
+        self._move(orphans, "unknown", {"running", "unknown"}, any_holder=True)
+        by_id = {p.call_id: p for p in pending}
+        for call_id in resolutions:
+            found = by_id.get(call_id)
+            if found is None or found.state != "unknown":
+                raise CallAlreadyDecided(call_id, found.state if found else "done")
+        told = [by_id[c] for c, choice in resolutions.items() if choice != "retry"]
+        if told:
+            self._may_write()
+            message = Message("tool", [_told(p, resolutions[p.call_id]) for p in told])
+            self._move(told, "done", {"unknown"}, message=message)
+            await self.emit(MessageAdded(message, self.thread.id))
+        again = [by_id[c] for c, choice in resolutions.items() if choice == "retry"]
+        self._move(again, "approved", {"unknown"})  # the user chose to run it again
+        if any(p.state in ("pending", "unknown") for p in self.thread.pending):
+            return False  # their cards are shown already; the result lists them
+        await self._run_decided()
+        await self._close_dangling_calls()
+        return True
+
+    async def _run_decided(self) -> None:
+        """Claim the approved calls and run them; save every result in call order, each batch
+        with its calls' "done" in one transaction. Interrupted, wait a bounded time for the
+        running ones, save what finished, and record the rest as unknown."""
+        calls = list(self.thread.pending)
+        tools = self.deps.tools
+        claimed = [p for p in calls if p.state == "approved" and p.tool in tools]
+        self._move(claimed, "running", {"approved"})
+        tasks = {
+            p.call_id: asyncio.ensure_future(
+                invoke(_call(p), tools[p.tool], self.ctx, "approved", p.preview)
             )
+            for p in claimed
+        }
+        ready: dict[str, ToolResult] = {}
+        for p in calls:
+            if p.state == "rejected":
+                ready[p.call_id] = rejected(_call(p))
+            elif p.call_id not in tasks:
+                gone = f"The agent has no tool {p.tool!r} any more; nothing was run."
+                ready[p.call_id] = error_result(_call(p), gone, "approved")
+        gave_up: list[bool] = []
+        token = _loop_thread.interrupt()
+        guard: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if token is not None and claimed:
+            label = ", ".join(sorted({p.tool for p in claimed}))
+            guard = token.protect(label, self.deps.interrupt_wait, self._giving_up(gave_up))
+        with guard:
+            try:
+                while calls:
+                    first = calls[0].call_id
+                    if first not in ready:
+                        ready[first] = await asyncio.shield(tasks[first])
+                    _collect(tasks, ready)
+                    batch = _leading(calls, ready)
+                    self._may_write()
+                    message = Message("tool", [ready[p.call_id] for p in batch])
+                    self._move(batch, "done", {"running", "approved", "rejected"}, message=message)
+                    await self.emit(MessageAdded(message, self.thread.id))
+                    calls = calls[len(batch) :]
+            except asyncio.CancelledError:
+                await self._interrupted(calls, tasks, ready, gave_up)
+                raise
+
+    def _giving_up(self, gave_up: list[bool]) -> Callable[[], None]:
+        """For the main thread, when Ctrl-C stops waiting: record still-running calls as
+        unknown (the store is thread-safe; a call saved meanwhile does not match)."""
+
+        def give_up() -> None:
+            gave_up.append(True)
+            for p in list(self.thread.pending):
+                if p.state == "running" and p.holder == self.lease.holder:
+                    with contextlib.suppress(Exception):
+                        self.store.update_calls(
+                            self.thread.id,
+                            [p.call_id],
+                            "unknown",
+                            expect={"running"},
+                            holder=self.lease.holder,
+                            user_id=self.thread.user_id,
+                        )
+
+        return give_up
+
+    async def _interrupted(
+        self,
+        calls: list[PendingApproval],
+        tasks: Mapping[str, asyncio.Future[ToolResult]],
+        ready: dict[str, ToolResult],
+        gave_up: list[bool],
+    ) -> None:
+        running = [t for t in tasks.values() if not t.done()]
+        if running:
+            with contextlib.suppress(asyncio.CancelledError):  # Ctrl-C again: stop waiting
+                await asyncio.wait(running, timeout=self.deps.interrupt_wait)
+        _collect(tasks, ready)
+        if gave_up:  # the main thread recorded the outcome already
+            return
+        finished = [p for p in calls if p.call_id in ready]
+        message = Message("tool", [ready[p.call_id] for p in finished])
+        with contextlib.suppress(Exception):
+            self._move(finished, "done", {"running", "approved", "rejected"}, message=message)
+        with contextlib.suppress(Exception):
+            self._move([p for p in calls if p.call_id not in ready], "unknown", {"running"})
+
+
+def _call(p: PendingApproval) -> ToolCall:
+    return ToolCall(p.call_id, p.tool, p.arguments)
+
+
+def _told(p: PendingApproval, choice: Resolution) -> ToolResult:
+    if choice == "happened":
+        return ToolResult(
+            p.call_id, p.tool, json.dumps({"outcome": HAPPENED}), None, False, "approved"
+        )
+    return error_result(_call(p), FAILED, "approved")
+
+
+def _collect(tasks: Mapping[str, asyncio.Future[ToolResult]], ready: dict[str, ToolResult]) -> None:
+    for call_id, task in tasks.items():
+        if call_id not in ready and task.done() and not task.cancelled():
+            ready[call_id] = task.result()
+
+
+def _leading(
+    calls: Sequence[PendingApproval], ready: Mapping[str, ToolResult]
+) -> list[PendingApproval]:
+    """The calls at the front whose results are ready: saved together, in call order."""
+    batch = []
+    for p in calls:
+        if p.call_id not in ready:
+            break
+        batch.append(p)
+    return batch
 
 
 def _since_last_user(messages: list[Message]) -> list[Message]:
@@ -290,23 +409,3 @@ def _since_last_user(messages: list[Message]) -> list[Message]:
         if messages[i].role == "user":
             return messages[i + 1 :]
     return messages
-
-
-async def _rejected(call: ToolCall) -> ToolResult:
-    result = _error(call, REJECTED)
-    result.approval = "rejected"
-    return result
-
-
-def _result(call: ToolCall, output: ToolOutput, approval: Any = None) -> ToolResult:
-    content = output.content or ""
-    if output.is_error and not content.startswith("{"):
-        content = json.dumps({"error": content})
-    data = output.data
-    if isinstance(data, (dict, list, tuple)) and size_problem(data, depth_only=True):
-        data = None  # the model got the content; data this deep could not be saved
-    return ToolResult(call.id, call.name, content, data, output.is_error, approval, output.chart)
-
-
-def _error(call: ToolCall, message: str) -> ToolResult:
-    return ToolResult(call.id, call.name, json.dumps({"error": message}), is_error=True)

@@ -1,8 +1,20 @@
 """The store contract, and the in-memory store.
 
-A store keeps thread records and their messages. The agent appends each message as it
-completes (``append``) and saves the thread record when its title, pending approvals or error
-change (``save_thread``), so a store never has to rewrite a whole thread.
+A store keeps thread records and their messages. The agent creates a thread's record
+(``save_thread``) and appends each message as it completes (``append``), so a store never has
+to rewrite a whole thread.
+
+Runs across processes meet in the store, so three things are compare-and-set there, each one
+transaction:
+
+- the thread's **lease** (``acquire_lease`` / ``release_lease``): one run per thread at a time;
+- each **call that needs approval** (``update_calls``): pending -> approved / rejected ->
+  running (claimed by one run) -> done (its result saved) | unknown. Of any number of kernels
+  that decide or claim one call, exactly one succeeds; the others get
+  :class:`~loom_nb.CallAlreadyDecided`;
+- an **approval request**: the assistant message that asks for it and its pending calls, with
+  their previews, are saved together (``append(..., pending=...)``), so no kill leaves a call
+  without its card.
 
 Scoping: ``user_id`` is matched exactly. A thread of another user reads like one that does
 not exist; threads made without ``auth`` have ``user_id=None``.
@@ -15,9 +27,12 @@ import copy
 import itertools
 import os
 import threading
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from loom_nb._messages import Message, Thread, ThreadInfo
+from loom_nb._errors import CallAlreadyDecided
+from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 
 
 @runtime_checkable
@@ -25,13 +40,75 @@ class Store(Protocol):
     """What the agent needs from a thread store: MemoryStore, SQLiteStore or your own."""
 
     def save_thread(self, thread: Thread) -> None:
-        """Create or update the thread's record (not its messages)."""
+        """Create or update the thread's record (not its messages): agent, user, title,
+        timestamps, error and the pending calls as given. The agent calls it to create a
+        thread; afterwards pending calls change only through ``append(..., pending=...)`` and
+        ``update_calls``, so a stale copy of a thread never undoes a decision made elsewhere."""
 
-    def append(self, thread: Thread, message: Message) -> None:
-        """Durably add one completed message, and touch the thread's ``updated_at``."""
+    def append(
+        self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
+    ) -> None:
+        """Durably add one completed message, and touch the thread's ``updated_at``.
+
+        With ``pending``, the thread's pending calls become exactly these, in the same
+        transaction: an approval request is saved with its cards, or not at all.
+        """
+
+    def update_calls(
+        self,
+        thread_id: str,
+        call_ids: Sequence[str],
+        state: CallState,
+        *,
+        expect: Collection[CallState],
+        holder: str | None = None,
+        message: Message | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        """Move pending calls to ``state``, compare-and-set, in one transaction.
+
+        Every call in ``call_ids`` must be in the thread's pending list in a state in
+        ``expect``; a call that is ``running`` matches only when ``holder`` is its holder
+        (``holder=None`` matches any: a run that took the thread over marks its dead
+        predecessor's calls ``unknown``). Otherwise nothing changes and
+        :class:`~loom_nb.CallAlreadyDecided` names the first call that did not match (its
+        state is "done" when it is no longer pending).
+
+        Moving to ``running`` records ``holder`` on the calls. ``state="done"`` needs
+        ``message``, the tool message with their results: it is appended (as ``append``
+        does) and the calls leave the pending list, in the same transaction.
+
+        ``user_id`` scopes like ``load``'s (and these methods' below): another user's thread is
+        one that does not exist (``KeyError``, as for a thread never saved).
+        """
+
+    def acquire_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
+    ) -> Lease:
+        """Hold the thread for ``seconds`` from now, compare-and-set, in one transaction.
+
+        It succeeds when nobody holds the thread, the lease has expired (by the store's clock:
+        one clock for every kernel), ``holder`` holds it (a renewal), or ``replacing`` holds it
+        (a holder found dead). Returns the thread's lease after the attempt: ``holder``'s when
+        it succeeded, else the one in the way.
+        """
+
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
+        """End a run: if ``holder`` holds the thread, free it and record ``error`` (None: the
+        run ended well) as the thread's error, in one transaction. False when it did not
+        hold it (its lease lapsed and another run took the thread: nothing is written)."""
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
-        """The thread with all its messages, or None when the id is unknown to this user."""
+        """The thread with all its messages and its lease, or None when the id is unknown to
+        this user."""
 
     def list(
         self,
@@ -100,19 +177,73 @@ class MemoryStore(Store):
         with self._lock:
             saved = self._threads.get(thread.id)
             record = copy.copy(thread)
-            record.pending = list(thread.pending)
+            record.pending = [copy.copy(p) for p in thread.pending]
             record.messages = saved.messages if saved else []
+            record.lease = saved.lease if saved else None
             self._threads[thread.id] = record
             self._changes[thread.id] = next(self._count)
 
-    def append(self, thread: Thread, message: Message) -> None:
+    def append(
+        self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
+    ) -> None:
         with self._lock:
-            saved = self._threads.get(thread.id)
-            if saved is None:
-                raise KeyError(f"append to a thread that was never saved: {thread.id}")
+            saved = self._saved(thread.id, any_user=True)  # the thread says whose it is
             saved.messages.append(message)
             saved.updated_at = thread.updated_at
+            if pending is not None:
+                saved.pending = [copy.copy(p) for p in pending]
             self._changes[thread.id] = next(self._count)
+
+    def update_calls(
+        self,
+        thread_id: str,
+        call_ids: Sequence[str],
+        state: CallState,
+        *,
+        expect: Collection[CallState],
+        holder: str | None = None,
+        message: Message | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        check_update(state, message)
+        with self._lock:
+            saved = self._saved(thread_id, user_id)
+            saved.pending = moved(saved.pending, call_ids, state, expect, holder, message)
+            if message is not None:
+                saved.messages.append(message)
+                saved.updated_at = message.created_at
+            self._changes[thread_id] = next(self._count)
+
+    def acquire_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
+    ) -> Lease:
+        with self._lock:
+            saved = self._saved(thread_id, user_id)
+            now = datetime.now(timezone.utc)
+            lease = saved.lease
+            if lease is None or lease.expires_at <= now or lease.holder in (holder, replacing):
+                lease = saved.lease = Lease(holder, now + timedelta(seconds=seconds))
+            return lease
+
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
+        with self._lock:
+            saved = self._threads.get(thread_id)
+            if saved is None or saved.user_id != user_id:
+                return False
+            if saved.lease is None or saved.lease.holder != holder:
+                return False
+            saved.lease = None
+            saved.error = error
+            self._changes[thread_id] = next(self._count)
+            return True
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         with self._lock:
@@ -121,7 +252,7 @@ class MemoryStore(Store):
                 return None
             thread = copy.copy(saved)
             thread.messages = list(saved.messages)
-            thread.pending = list(saved.pending)
+            thread.pending = [copy.copy(p) for p in saved.pending]
             return thread
 
     def list(
@@ -176,6 +307,55 @@ class MemoryStore(Store):
     def describe(self) -> str:
         """Where this store keeps threads, for ``%loom threads``."""
         return "memory (lost when the kernel stops)"
+
+    def _saved(
+        self, thread_id: str, user_id: str | None = None, *, any_user: bool = False
+    ) -> Thread:
+        saved = self._threads.get(thread_id)
+        if saved is None or (saved.user_id != user_id and not any_user):
+            raise KeyError(f"a thread that was never saved: {thread_id}")
+        return saved
+
+
+# ---- the call lifecycle, shared by the stores that keep pending calls as one list ----------------
+
+
+def check_update(state: CallState, message: Message | None) -> None:
+    """``update_calls``'s rule: a result message and the state ``done`` go together."""
+    if (state == "done") != (message is not None):
+        raise ValueError("update_calls: state 'done' goes with the message holding the results")
+
+
+def moved(
+    pending: Sequence[PendingApproval],
+    call_ids: Sequence[str],
+    state: CallState,
+    expect: Collection[CallState],
+    holder: str | None,
+    message: Message | None,
+) -> builtins.list[PendingApproval]:
+    """``pending`` after the compare-and-set of ``update_calls`` (new values; ``pending`` is
+    left as it was). Raises :class:`CallAlreadyDecided` when a call does not match."""
+    by_id = {p.call_id: p for p in pending}
+    for call_id in call_ids:
+        found = by_id.get(call_id)
+        if found is None:
+            raise CallAlreadyDecided(call_id, "done")
+        if found.state not in expect or (
+            found.state == "running" and holder is not None and found.holder != holder
+        ):
+            raise CallAlreadyDecided(call_id, found.state)
+    out = []
+    for p in pending:
+        if p.call_id not in call_ids:
+            out.append(copy.copy(p))
+        elif message is None:  # "done" calls leave the list: their results are in the thread
+            changed = copy.copy(p)
+            changed.state = state
+            if state == "running":
+                changed.holder = holder
+            out.append(changed)
+    return out
 
 
 def _searchable(message: Message) -> str:

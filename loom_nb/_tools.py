@@ -7,16 +7,16 @@ set of tools; ``define_agent`` refuses two tools with one name.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
-from loom_nb import _codec
+from loom_nb import _codec, _loop_thread
+from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
 from loom_nb._json_schema import Issue, SchemaError, Validator
@@ -57,22 +57,17 @@ class Tool:
         default=lambda a: ([], a), repr=False
     )
     _takes_ctx: str | None = field(default=None, repr=False)
+    #: The call in words, for its folded line in the thread view (see ``loom_nb._code``).
+    describe: Describe | None = field(default=None, repr=False)
+    #: The code that reproduces a call: shown when it is unfolded, written by ``export``.
+    code: WriteCode | None = field(default=None, repr=False)
 
     def named(self, name: str) -> Tool:
         """This tool under ``name`` (a connector's key names its tool)."""
         _check_name(name)
         if self.name == name:
             return self
-        return Tool(
-            name,
-            self.description,
-            self.parameters,
-            self.function,
-            self.needs_approval,
-            self.preview,
-            self._bind,
-            self._takes_ctx,
-        )
+        return replace(self, name=name)
 
     def requires_approval(self, arguments: dict[str, Any]) -> bool:
         """Whether a call with these arguments waits for the user's approval."""
@@ -86,7 +81,12 @@ class Tool:
             return None
         try:
             takes_ctx = len(inspect.signature(self.preview).parameters) >= 2
-            value = self.preview(arguments, ctx) if takes_ctx else self.preview(arguments)
+            args = (arguments, ctx) if takes_ctx else (arguments,)
+            if inspect.iscoroutinefunction(self.preview):
+                _loop_thread.name_user_code(self.preview, f"the preview of tool {self.name!r}")
+                value = await self.preview(*args)
+            else:  # user code (it may import pandas, query, ...): never on the loop
+                value = await _loop_thread.in_thread(self.preview, *args)
             if inspect.isawaitable(value):
                 value = await value
         except Exception as exc:  # a broken preview must not hide the call from the user
@@ -103,9 +103,10 @@ class Tool:
         if self._takes_ctx:
             kwargs[self._takes_ctx] = ctx
         if inspect.iscoroutinefunction(self.function):
+            _loop_thread.name_user_code(self.function, f"tool {self.name!r}")
             value = await self.function(*args, **kwargs)
-        else:  # on a worker thread, so that sync tools run concurrently too
-            value = await asyncio.to_thread(self.function, *args, **kwargs)
+        else:  # on a worker thread: sync tools run concurrently, and never block the loop
+            value = await _loop_thread.in_thread(self.function, *args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
         return to_output(value)
@@ -138,6 +139,8 @@ def tool(
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
     preview: Callable[..., Any] | None = None,
+    describe: Describe | None = None,
+    code: WriteCode | None = None,
 ) -> Any: ...
 
 
@@ -151,6 +154,8 @@ def tool(
     run: Callable[..., Any] | None = None,
     needs_approval: ApprovalRule = False,
     preview: Callable[..., Any] | None = None,
+    describe: Describe | None = None,
+    code: WriteCode | None = None,
 ) -> Any:
     """Make a tool, in any of three forms::
 
@@ -166,20 +171,58 @@ def tool(
     ``input`` is a pydantic model, a JSON schema dict, or omitted (read from the type hints of
     the function). A parameter annotated :class:`RunContext` (or named ``ctx``) receives the run
     context. The function may be sync or async.
+
+    ``describe(arguments) -> str`` says a call in words (its folded line in the thread view);
+    ``code(arguments, ctx) -> str`` writes Python that reproduces it, assigning the result to
+    ``ctx.result`` (shown unfolded, and written by ``%loom export``). Without them a call
+    reads as ``name(arg=value)`` and exports as a comment.
     """
+    _check_options(name, description, needs_approval, preview)
+    for option, hook in (("describe", describe), ("code", code)):
+        if hook is not None and not callable(hook):
+            raise UserError(
+                f"tool({option}=...) takes a function of the call's arguments, got {hook!r}"
+            )
+
+    def make(fn: Callable[..., Any], form: str) -> Tool:
+        made = _make(fn, form, name, description, input, needs_approval, preview)
+        return replace(made, describe=describe, code=code) if describe or code else made
+
     if function is not None:
-        return _make(function, name, description, input, needs_approval, preview)
+        return make(function, "tool(...)")
     if run is not None:
-        return _make(run, name, description, input, needs_approval, preview)
+        return make(run, "tool(run=...)")
 
     def decorator(fn: Callable[..., Any]) -> Tool:
-        return _make(fn, name, description, input, needs_approval, preview)
+        return make(fn, "@tool(...)")
 
     return decorator
 
 
+def _check_options(name: Any, description: Any, needs_approval: Any, preview: Any) -> None:
+    """The keyword options of :func:`tool`, each checked by the name the user wrote."""
+    if name is not None:
+        _check_name(name)
+    if description is not None and not isinstance(description, str):
+        raise UserError(
+            f"tool(description=...) takes the text the model reads, got "
+            f"{type(description).__name__} {description!r}"
+        )
+    if not isinstance(needs_approval, bool) and not callable(needs_approval):
+        raise UserError(
+            "tool(needs_approval=...) takes True, False or a function of the arguments "
+            f"(lambda args: args['amount'] > 100), got {needs_approval!r}"
+        )
+    if preview is not None and not callable(preview):
+        raise UserError(
+            "tool(preview=...) takes a function of the arguments that returns what the "
+            f"approval card shows (lambda args: {{'rows': args['rows']}}), got {preview!r}"
+        )
+
+
 def _make(
     fn: Callable[..., Any],
+    form: str,
     name: str | None,
     description: str | None,
     input: Any,
@@ -187,15 +230,15 @@ def _make(
     preview: Callable[..., Any] | None,
 ) -> Tool:
     if not callable(fn):
-        raise UserError(f"tool(run=...) must be a function, got {type(fn).__name__}")
-    if name is not None:
-        _check_name(name)
-    elif not getattr(fn, "__name__", "<lambda>").startswith("<"):
+        hint = " (pass the function itself, not its name)" if isinstance(fn, str) else ""
+        raise UserError(f"{form} takes a function, got {type(fn).__name__} {fn!r}{hint}")
+    if name is None and not getattr(fn, "__name__", "<lambda>").startswith("<"):
         name = fn.__name__
     doc = inspect.getdoc(fn) or ""
     description = description if description is not None else doc.strip()
     ctx_param, params = _split_ctx(fn)
     if input is None:
+        _check_described(name or repr(fn), description, params)
         schema, bind = _schema_from_hints(fn, params)
     elif isinstance(input, dict):
         schema, bind = _schema_from_dict(input)
@@ -211,6 +254,17 @@ def _make(
             f"argument (plus an optional RunContext), but it has {len(params)}"
         )
     return Tool(name, description, schema, fn, needs_approval, preview, bind, ctx_param)
+
+
+def _check_described(name: str, description: str, params: list[inspect.Parameter]) -> None:
+    """A tool with no description and untyped parameters tells the model nothing but names."""
+    untyped = [p.name for p in params if p.annotation is inspect.Parameter.empty]
+    if not description and untyped:
+        raise UserError(
+            f"tool {name!r} has no docstring and its parameter {untyped[0]!r} no type, so "
+            f"the model cannot know what to send: write a docstring (or tool(description=...)) "
+            f"and annotate the parameters, e.g. {untyped[0]}: str"
+        )
 
 
 def _check_name(name: str) -> None:
@@ -295,7 +349,13 @@ def _schema_from_hints(
 ) -> tuple[dict[str, Any], Callable[..., Any]]:
     from typing import get_type_hints
 
-    from pydantic import ConfigDict, ValidationError, create_model
+    from pydantic import (
+        ConfigDict,
+        PydanticUndefinedAnnotation,
+        PydanticUserError,
+        ValidationError,
+        create_model,
+    )
 
     try:
         hints = get_type_hints(fn)
@@ -312,10 +372,13 @@ def _schema_from_hints(
             ann = Any
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (ann, default)
-    model = create_model(  # type: ignore[call-overload]
-        f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
-    )
-    schema = model.model_json_schema()
+    try:
+        model = create_model(  # type: ignore[call-overload]
+            f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        schema = model.model_json_schema()
+    except (PydanticUserError, PydanticUndefinedAnnotation):
+        raise _untranslatable(fn, fields) from None
     schema.pop("title", None)
     names = [p.name for p in params]
 
@@ -327,6 +390,28 @@ def _schema_from_hints(
         return [], {n: getattr(validated, n) for n in names}
 
     return schema, bind
+
+
+def _untranslatable(fn: Callable[..., Any], fields: dict[str, Any]) -> UserError:
+    """The parameter whose type has no JSON schema (a class of your own, a file handle, ...)."""
+    from pydantic import ConfigDict, PydanticUndefinedAnnotation, PydanticUserError, create_model
+
+    for param, spec in fields.items():
+        try:
+            create_model(  # type: ignore[call-overload]
+                "probe", __config__=ConfigDict(extra="forbid"), **{param: spec}
+            ).model_json_schema()
+        except (PydanticUserError, PydanticUndefinedAnnotation):
+            kind = spec[0] if isinstance(spec[0], str) else getattr(spec[0], "__name__", "")
+            return UserError(
+                f"tool {fn.__name__!r}: parameter {param!r} has type {kind}, which a model "
+                "cannot send as JSON. Use str, int, float, bool, list, dict, a pydantic model "
+                "or a dataclass, or describe the input yourself with tool(input=...)"
+            )
+    return UserError(
+        f"tool {fn.__name__!r}: its parameters cannot be described as JSON; describe the input "
+        "with tool(input=...)"
+    )
 
 
 def _pydantic_message(exc: Any) -> str:
@@ -351,17 +436,38 @@ def connector(
     """
     if not isinstance(name, str) or not name:
         raise UserError("connector(name, tools): name must be a non-empty string")
-    return Connector(name, collect_tools(tools, f"connector {name!r}"))
+    return Connector(name, collect_tools(tools, f"connector {name!r}", f"connector({name!r}, ...)"))
+
+
+ToolsArg = Mapping[str, Tool | Callable[..., Any]] | Sequence[Tool | Callable[..., Any]]
 
 
 def collect_tools(
-    tools: Mapping[str, Tool | Callable[..., Any]] | Sequence[Tool | Callable[..., Any]],
-    where: str,
+    tools: ToolsArg | Tool | Callable[..., Any], where: str, param: str
 ) -> dict[str, Tool]:
+    """``tools`` by name: a list, a dict by name, or one tool or function (``param`` is how the
+    user passed them, for errors: ``tools=``)."""
     out: dict[str, Tool] = {}
     items: list[tuple[str | None, Any]]
+    if isinstance(tools, Tool) or (callable(tools) and not isinstance(tools, type)):
+        tools = [tools]
+    if isinstance(tools, str | bytes) or not isinstance(tools, Mapping | Sequence):
+        raise UserError(
+            f"{param} takes a list of tools or functions (or a dict of them by name), got "
+            f"{type(tools).__name__} {tools!r}"
+            + (": pass the function itself, not its name" if isinstance(tools, str) else "")
+            + (": a connector goes in connectors=[...]" if isinstance(tools, Connector) else "")
+        )
     items = list(tools.items()) if isinstance(tools, Mapping) else [(None, t) for t in tools]
-    for key, value in items:
+    for i, (key, value) in enumerate(items):
+        if not isinstance(value, Tool) and not callable(value):
+            label = f"{param}[{key!r}]" if key is not None else f"{param}[{i}]"
+            hint = ": pass the function itself, not its name" if isinstance(value, str) else ""
+            if isinstance(value, Connector):
+                hint = ": a connector goes in define_agent(connectors=[...])"
+            raise UserError(
+                f"{label} is {type(value).__name__} {value!r}, not a tool or a function{hint}"
+            )
         t = value if isinstance(value, Tool) else tool(value)
         if key is not None:
             t = t.named(key)

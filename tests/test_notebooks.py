@@ -144,9 +144,12 @@ def test_quickstart(tmp_path: Path) -> None:
     assert shown.startswith("3 orders, 610.75 in total")
     assert [line.split()[1] for line in shown.splitlines()[2:]] == ["3", "7", "1"]
     # The approval card's button resumed the run, and the DataFrame changed in place.
-    assert output(nb, "card.approve_button.click()").strip() == (
+    approved = output(nb, "card.approve_button.click()").strip()
+    assert approved.startswith(
         "complete | Done. Updated 3 row(s) of 'orders' where id IN (3, 7, 1)."
     )
+    # The tool's answer (which the stand-in model repeats) says where the change lives.
+    assert "in the notebook's memory changed; no file was written" in approved
     flagged = output(nb, "orders[orders.priority]")
     assert [line.split()[1] for line in flagged.splitlines()[1:]] == ["1", "3", "7"]
     # After the restart: the thread is listed with its pending call, resumed, approved.
@@ -189,7 +192,8 @@ def _check_supabase(nb: Any) -> None:
     assert "match when it runs, nothing is changed" in card
     assert "status (now)" in card and "status (new)" in card and "Order 3 is late" in card
     closed = output(nb, 'print(card.wait(timeout=30).status, "|", card.outcome)')
-    assert closed.strip() == "complete | done"
+    # offline, the tables are DataFrames: the outcome also says files did not change
+    assert closed.strip().startswith("complete | done")
 
 
 @pytest.fixture

@@ -12,7 +12,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loom_nb._tables.options import TableSpec
+from loom_nb._code import WriteCode
+from loom_nb._tables.filter_text import insert_words, select_words, update_words
+from loom_nb._tables.grammar import parse_insert, parse_select, parse_update
+from loom_nb._tables.options import IDENTIFIER, TableSpec
 from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
 from loom_nb._tools import Connector, Tool, ToolInputError, connector, tool
 
@@ -30,6 +33,8 @@ class Read:
     run: Run
     #: The backend's own rules, as sentences added to the shared description.
     notes: str = ""
+    #: The code that reproduces a call (see ``loom_nb._code``).
+    code: WriteCode | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Write:
     preview: Callable[..., Any]
     #: The backend's own rules, as sentences added to the shared description.
     notes: str = ""
+    #: The code of a call, written as a comment by an export (see ``loom_nb._code``).
+    code: WriteCode | None = None
 
 
 def table_connector(
@@ -58,11 +65,31 @@ def table_connector(
     update: Write,
     insert_as: str = "insert",
     more_reads: Mapping[str, Tool] | None = None,
+    open_tables: str = "",
 ) -> Connector:
     """``{name}_list_tables`` and ``{name}_select`` (then ``more_reads``, each named
     ``{name}_{key}``); ``{name}_{insert_as}`` and ``{name}_update`` when some table is
-    writable."""
+    writable.
+
+    ``open_tables``, when given, says where read tools find tables beyond ``tables`` (they
+    are known only when a call runs): their schemas then take any plain table name.
+    """
     writable = [s for s in tables.values() if s.write]
+    listed = _tables_text(tables.values())
+    if open_tables:
+        listed = f"{listed}\n{open_tables}".lstrip("\n")
+
+    def select_described(arguments: dict[str, Any]) -> str:
+        known = words_tables(tables, arguments) if open_tables else tables
+        query = parse_select(arguments, known, max_rows)
+        return select_words(query, columns_named=bool(arguments.get("columns")))
+
+    def insert_described(arguments: dict[str, Any]) -> str:
+        return insert_words(parse_insert(arguments, tables))
+
+    def update_described(arguments: dict[str, Any]) -> str:
+        return update_words(parse_update(arguments, tables))
+
     tools: dict[str, Tool] = {
         f"{name}_list_tables": tool(
             description="List the tables you may use: each one's description, its columns, and "
@@ -76,9 +103,11 @@ def table_connector(
             "case), in (a list of values) or is_null (no value); not=true negates one."
             f"{select.notes} At most {max_rows} rows per call: page with offset; count=true "
             "also returns the number of matching rows.\n"
-            f"Tables:\n{_tables_text(tables.values())}",
-            input=select_schema(tables, max_rows),
+            f"Tables:\n{listed}",
+            input=select_schema(tables, max_rows, open_tables=bool(open_tables)),
             run=select.run,
+            describe=select_described,
+            code=select.code,
         ),
     }
     for suffix, read in (more_reads or {}).items():
@@ -95,6 +124,8 @@ def table_connector(
             run=insert.run,
             needs_approval=_ask_when_it_can_work(approve_writes, insert.check),
             preview=insert.preview,
+            describe=insert_described,
+            code=insert.code,
         )
         tools[f"{name}_update"] = tool(
             description="Set values on the rows of a writable table that match all filters "
@@ -104,8 +135,19 @@ def table_connector(
             run=update.run,
             needs_approval=_ask_when_it_can_work(approve_writes, update.check),
             preview=update.preview,
+            describe=update_described,
+            code=update.code,
         )
     return connector(name, tools)
+
+
+def words_tables(tables: Mapping[str, TableSpec], arguments: dict[str, Any]) -> Mapping[str, Any]:
+    """The allowlist to read a call's words with: a table known only at call time is read as
+    one with every column (the words never decide what may run)."""
+    table = arguments.get("table")
+    if isinstance(table, str) and table not in tables and IDENTIFIER.match(table):
+        return {table: TableSpec(table)}
+    return tables
 
 
 def _ask_when_it_can_work(

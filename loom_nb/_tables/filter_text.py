@@ -1,4 +1,6 @@
-"""Filters as a person reads them, on the approval card: SQL text and plain objects."""
+"""Filters and queries as a person reads them: SQL text on the approval card, and a call in
+words on its folded line (``orders · status = 'open' AND total > 100 · order by total desc ·
+50 rows``)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import Filter
+from loom_nb._tables.grammar import Filter, GroupKey, Insert, Select, Update
 
 _SQL = {
     "eq": "=",
@@ -72,3 +74,65 @@ def filter_dict(f: Filter) -> dict[str, Any]:
     if f.negate:
         out["not"] = True
     return out
+
+
+def select_words(q: Select, *, columns_named: bool) -> str:
+    """A select in words; the columns appear when the model named them."""
+    parts = [q.table]
+    if columns_named and q.columns is not None:
+        parts.append(", ".join(q.columns))
+    return " · ".join([*parts, *query_tail(q.filters, q.order, q.limit, q.offset)])
+
+
+def query_tail(
+    filters: Sequence[Filter],
+    order: Sequence[tuple[str, bool]],
+    limit: int,
+    offset: int,
+    what: str = "row",
+) -> list[str]:
+    """The filter, the order and the page, each a piece of a call's words (when present)."""
+    parts = []
+    if filters:
+        parts.append(where_text(filters))
+    if order:
+        parts.append("order by " + ", ".join(f"{c} desc" if d else c for c, d in order))
+    page = f"{limit} {what}{'' if limit == 1 else 's'}"
+    parts.append(f"{page} from offset {offset}" if offset else page)
+    return parts
+
+
+def insert_words(q: Insert) -> str:
+    return f"{q.table} · {len(q.rows)} row{'' if len(q.rows) == 1 else 's'}"
+
+
+def update_words(q: Update) -> str:
+    values = ", ".join(f"{k} = {_value(v)}" for k, v in q.values.items())
+    return f"{q.table} · set {values} · {where_text(q.filters)}"
+
+
+def _value(value: Any) -> str:
+    return "NULL" if value is None else _literal(value)
+
+
+def group_words(keys: Sequence[GroupKey]) -> list[str]:
+    """``status``, ``week of created_at``: each group_by entry as a person reads it."""
+    return [k.column if k.bucket is None else f"{k.bucket} of {k.column}" for k in keys]
+
+
+def aggregate_words(
+    table: str,
+    aggregates: Sequence[tuple[str, str | None]],
+    group_by: Sequence[str],
+    filters: Sequence[Filter],
+    order: Sequence[tuple[str, bool]],
+    limit: int,
+    offset: int,
+) -> str:
+    """``orders · count, sum(total) by status · status = 'open' · 50 groups``: ``aggregates``
+    are (function, column or None) pairs; ``group_by`` the groups as a person reads them."""
+    summary = ", ".join(fn if column is None else f"{fn}({column})" for fn, column in aggregates)
+    if group_by:
+        summary += " by " + ", ".join(group_by)
+    what = "group" if group_by else "row"
+    return " · ".join([table, summary, *query_tail(filters, order, limit, offset, what)])

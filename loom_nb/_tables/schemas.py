@@ -1,5 +1,6 @@
 """The JSON schemas of the table tools: what the model is told it may send, with the
-allowlist's tables and columns as enums where the user listed them."""
+allowlist's tables and columns as enums where the user listed them. ``open_tables``: more
+tables are known only when a call runs (a namespace's DataFrames), so any plain name goes."""
 
 from __future__ import annotations
 
@@ -10,21 +11,21 @@ from loom_nb._tables.grammar import BUCKETS, OPERATORS
 from loom_nb._tables.options import IDENTIFIER, TableSpec
 
 
-def _column_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
-    if all(s.columns is not None for s in tables.values()):
+def _column_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+    if not open_tables and all(s.columns is not None for s in tables.values()):
         names = sorted({c for s in tables.values() for c in s.columns or ()})
         return {"type": "string", "enum": names}
     return {"type": "string", "pattern": IDENTIFIER.pattern}
 
 
-def filters_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
+def filters_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
     return {
         "type": "array",
         "description": "All filters must match (AND).",
         "items": {
             "type": "object",
             "properties": {
-                "column": _column_schema(tables),
+                "column": _column_schema(tables, open_tables),
                 "op": {
                     "type": "string",
                     "enum": list(OPERATORS),
@@ -45,8 +46,8 @@ def filters_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
     }
 
 
-def group_by_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
-    column = _column_schema(tables)
+def group_by_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+    column = _column_schema(tables, open_tables)
     return {
         "type": "array",
         "items": {
@@ -72,18 +73,20 @@ def group_by_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:
     }
 
 
-def select_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str, Any]:
-    column = _column_schema(tables)
+def select_schema(
+    tables: Mapping[str, TableSpec], max_rows: int, open_tables: bool = False
+) -> dict[str, Any]:
+    column = _column_schema(tables, open_tables)
     return {
         "type": "object",
         "properties": {
-            "table": {"type": "string", "enum": sorted(tables)},
+            "table": table_schema(tables, open_tables),
             "columns": {
                 "type": "array",
                 "items": column,
                 "description": "Columns to return; omit for all allowed columns.",
             },
-            "filters": filters_schema(tables),
+            "filters": filters_schema(tables, open_tables),
             "order": {
                 "type": "array",
                 "items": {
@@ -107,6 +110,16 @@ def select_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str, A
         "required": ["table"],
         "additionalProperties": False,
     }
+
+
+def table_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+    if open_tables:
+        return {
+            "type": "string",
+            "pattern": IDENTIFIER.pattern,
+            "description": "A table the list-tables tool lists.",
+        }
+    return {"type": "string", "enum": sorted(tables)}
 
 
 def insert_schema(tables: Mapping[str, TableSpec]) -> dict[str, Any]:

@@ -38,6 +38,10 @@ PNG embedded in its HTML (a data URI), the text view as ``[chart: ...]``.
 Drawing uses matplotlib (``pip install 'loom-nb[charts]'``) with a ``Figure`` of its own and
 the Agg canvas: pyplot is never used and your backend is left as it is. matplotlib is imported
 when a chart is first drawn, not by ``import loom_nb.charts``.
+
+A chart call reads as ``chart · bar of call_3 · x week_created_at · y total``; ``%loom export``
+writes it as ``result_4 = draw_chart(result_3, "bar", x=..., y=...)``, a plain-matplotlib
+function the export defines in its first cell (with pyplot there: it is the user's notebook).
 """
 
 from loom_nb import _public

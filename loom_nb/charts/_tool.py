@@ -8,6 +8,7 @@ from typing import Any
 from loom_nb._context import RunContext
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._tools import Connector, ToolOutput, connector, tool
+from loom_nb.charts._code import chart_code, chart_words
 from loom_nb.charts._plot import KINDS, MAX_SERIES, describe, plan
 from loom_nb.charts._spec import chart_spec
 
@@ -63,4 +64,7 @@ def chart_tools(*, max_points: int = 10_000) -> Connector:
         spec, rows = chart_spec(arguments, ctx.tool_results(), max_points)
         return ToolOutput(describe(plan(spec, rows), spec), chart=spec)
 
-    return connector("charts", {"chart": tool(description=DESCRIPTION, input=SCHEMA, run=chart)})
+    drawn = tool(
+        description=DESCRIPTION, input=SCHEMA, run=chart, describe=chart_words, code=chart_code
+    )
+    return connector("charts", {"chart": drawn})

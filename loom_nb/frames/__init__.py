@@ -53,6 +53,22 @@ Rules, as the model meets them:
 - Results are new DataFrames (copies that keep your frame's index labels, so
   ``orders.loc[result.index]`` finds the rows); the model sees a compact bounded rendering.
 
+The notebook's DataFrames, opt-in
+---------------------------------
+
+``frame_tools(namespace=True)`` lets the agent read the DataFrames bound to the notebook's
+variables (IPython's user namespace), by variable name; in a script pass the mapping to read,
+``frame_tools(namespace=globals())``. Alone or beside ``frames``:
+
+- Read-only: they are never written, whatever ``approve_writes`` says.
+- Listed afresh at each run: a run reads the namespace at its first call and keeps what it
+  found until it ends (so its calls agree); the next run sees variables defined since.
+- Names starting with ``_`` (IPython's ``_``, ``_1``, private helpers) are left out, as are
+  names that are not plain identifiers and frames with duplicate column names.
+- At most :data:`NAMESPACE_FRAMES` (20) are listed and usable, the first by name; the listing
+  says how many more there are. Frames you pass in ``frames`` win over variables of the same
+  name.
+
 Writes and "in place"
 ---------------------
 
@@ -108,15 +124,17 @@ from loom_nb._tools import Connector
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 from loom_nb.frames._allowlist import Tables, check_frame
 from loom_nb.frames._connector import frame_connector
+from loom_nb.frames._namespace import NAMESPACE_FRAMES, namespace_source
 
-__all__ = ["AGGREGATE_FUNCTIONS", "frame_tools"]
+__all__ = ["AGGREGATE_FUNCTIONS", "NAMESPACE_FRAMES", "frame_tools"]
 
 _OPTIONS = ("frame", "description", "columns", "write")
 
 
 def frame_tools(
-    frames: Mapping[str, Any],
+    frames: Mapping[str, Any] | None = None,
     *,
+    namespace: bool | Mapping[str, Any] = False,
     max_rows: int = 50,
     approve_writes: bool = True,
     name: str = "frames",
@@ -127,10 +145,21 @@ def frame_tools(
     "...", "columns": [...], "write": True}``. Everything is checked here: names are plain
     identifiers, options are known, listed columns exist, values are DataFrames, and writable
     frames have an integer index. See the module documentation for the exact semantics.
+
+    ``namespace=True`` also lets the agent read the DataFrames of the notebook's variables by
+    name (IPython's namespace; in a script pass a mapping, ``namespace=globals()``): listed
+    afresh at each run, read-only, names starting with ``_`` left out, at most
+    :data:`NAMESPACE_FRAMES` of them (the first by name).
     """
     max_rows = check_connector_options(name, max_rows, approve_writes)
-    if not isinstance(frames, Mapping) or not frames:
-        raise UserError('frames must be a non-empty dict like {"orders": orders_df}')
+    source = namespace_source(namespace)
+    if frames is None and source is not None:
+        frames = {}
+    if not isinstance(frames, Mapping) or (not frames and source is None):
+        raise UserError(
+            'frames must be a non-empty dict like {"orders": orders_df} (or pass '
+            "namespace=True to let the agent read the notebook's DataFrames)"
+        )
     options: dict[str, Mapping[str, Any]] = {}
     for table, value in frames.items():
         if isinstance(value, pd.DataFrame):
@@ -143,7 +172,7 @@ def frame_tools(
                 f"got {type(value).__name__}"
             )
     # Names, unknown options, column lists, description and write flags: the shared rules.
-    specs = parse_tables(options, allowed_options=_OPTIONS)
+    specs = parse_tables(options, allowed_options=_OPTIONS) if options else {}
     data: dict[str, pd.DataFrame] = {}
     for table, spec in specs.items():
         frame = options[table].get("frame")
@@ -153,4 +182,4 @@ def frame_tools(
             )
         check_frame(table, spec, frame)
         data[table] = frame
-    return frame_connector(Tables(specs, data, max_rows, name), approve_writes)
+    return frame_connector(Tables(specs, data, max_rows, name, source), approve_writes)

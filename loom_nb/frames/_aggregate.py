@@ -58,14 +58,16 @@ class AggregateQuery:
     offset: int
 
 
-def aggregate_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str, Any]:
-    base = select_schema(tables, max_rows)["properties"]
+def aggregate_schema(
+    tables: Mapping[str, TableSpec], max_rows: int, open_tables: bool = False
+) -> dict[str, Any]:
+    base = select_schema(tables, max_rows, open_tables)["properties"]
     column = base["columns"]["items"]
     return {
         "type": "object",
         "properties": {
             "table": base["table"],
-            "group_by": group_by_schema(tables),
+            "group_by": group_by_schema(tables, open_tables),
             "aggregates": {
                 "type": "array",
                 "items": {
@@ -83,7 +85,7 @@ def aggregate_schema(tables: Mapping[str, TableSpec], max_rows: int) -> dict[str
                 "description": "Output columns are named fn_column, or count for a row count. "
                 "Default: [{fn: count}].",
             },
-            "filters": filters_schema(tables),
+            "filters": filters_schema(tables, open_tables),
             "order": {
                 "type": "array",
                 "items": {

@@ -10,9 +10,11 @@ from typing import Any
 import pandas as pd
 from pandas.api import types as ptypes
 
+from loom_nb._context import RunContext
 from loom_nb._errors import UserError
 from loom_nb._tables.options import IDENTIFIER, RESERVED, TableSpec
 from loom_nb._tools import ToolInputError
+from loom_nb.frames._namespace import Namespace, namespace_frames
 from loom_nb.frames._values import holds_missing
 
 
@@ -70,7 +72,11 @@ def integer_index(index: pd.Index) -> bool:
 
 
 class Tables:
-    """The frames of one connector, by table name, with what the tools share about them."""
+    """The frames of one connector, by table name, with what the tools share about them.
+
+    With a ``namespace``, the tables of a run are these and the namespace's DataFrames as the
+    run finds them (:meth:`for_run`).
+    """
 
     def __init__(
         self,
@@ -78,13 +84,38 @@ class Tables:
         frames: dict[str, pd.DataFrame],
         max_rows: int,
         name: str,
+        namespace: Namespace | None = None,
+        locks: dict[str, threading.RLock] | None = None,
     ) -> None:
         self.specs = specs
         self.frames = frames
         self.max_rows = max_rows
         self.name = name
+        self.namespace = namespace
+        #: The namespace's DataFrames left out of this listing (more than the limit).
+        self.unlisted = 0
         # Tool calls of one turn run concurrently on worker threads: one lock per frame.
-        self.locks = {t: threading.RLock() for t in frames}
+        self.locks = locks if locks is not None else {t: threading.RLock() for t in frames}
+        self._key = f"loom_nb.frames:{name}:{id(self)}"
+
+    def for_run(self, ctx: RunContext | None) -> Tables:
+        """The tables as run ``ctx`` sees them: the namespace is read at the run's first call
+        and kept for the run, so one run's calls agree; ``None`` reads it now."""
+        if self.namespace is None:
+            return self
+        if ctx is not None and self._key in ctx.state:
+            cached: Tables = ctx.state[self._key]
+            return cached
+        found, unlisted = namespace_frames(self.namespace(), self.specs)
+        specs = dict(self.specs)
+        specs.update({n: TableSpec(n, "a DataFrame in the user's namespace") for n in found})
+        locks = dict(self.locks)
+        locks.update({n: threading.RLock() for n in found})
+        tables = Tables(specs, {**self.frames, **found}, self.max_rows, self.name, None, locks)
+        tables.unlisted = unlisted
+        if ctx is not None:
+            ctx.state[self._key] = tables
+        return tables
 
     def columns(self, table: str) -> list[str]:
         """The columns the agent may use, as the frame is now."""

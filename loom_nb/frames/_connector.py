@@ -3,11 +3,16 @@ tools add to the shared descriptions."""
 
 from __future__ import annotations
 
-from loom_nb._tables.builder import Read, Write, table_connector
+from typing import Any
+
+from loom_nb._tables.builder import Read, Write, table_connector, words_tables
+from loom_nb._tables.filter_text import aggregate_words, group_words
 from loom_nb._tools import Connector, tool
+from loom_nb.frames import _code as code
 from loom_nb.frames import _reads as reads
-from loom_nb.frames._aggregate import aggregate_schema
+from loom_nb.frames._aggregate import aggregate_schema, parse_aggregate
 from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._namespace import NAMESPACE_FRAMES
 from loom_nb.frames._writes import Writes
 
 
@@ -15,6 +20,28 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
     """list_tables, select and aggregate; append and update when some frame is writable."""
     n, max_rows = tables.name, tables.max_rows
     writes = Writes(tables, approve_writes)
+    # With namespace=..., each run sees the namespace's DataFrames as it finds them; the code
+    # of a call reads them as they are now (for_run(None)).
+    open_tables = ""
+    if tables.namespace is not None:
+        open_tables = (
+            f"- and up to {NAMESPACE_FRAMES} DataFrames of the user's notebook, by variable name, "
+            f"read-only: {n}_list_tables lists them"
+        )
+
+    def aggregate_described(args: dict[str, Any]) -> str:
+        known = words_tables(tables.specs, args) if open_tables else tables.specs
+        q = parse_aggregate(args, known, max_rows)
+        return aggregate_words(
+            q.table,
+            [(a.fn, a.column) for a in q.aggregates],
+            group_words(q.group_by),
+            q.filters,
+            q.order,
+            q.limit,
+            q.offset,
+        )
+
     aggregate = tool(
         description=(
             "Summarize one table: group_by columns, or time buckets of a datetime column "
@@ -27,23 +54,27 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             "values and missing timestamps form their own group, last. At most "
             f"{max_rows} groups per call; the total number of groups is reported."
         ),
-        input=aggregate_schema(tables.specs, max_rows),
-        run=lambda args: reads.aggregate(tables, args),
+        input=aggregate_schema(tables.specs, max_rows, open_tables=bool(open_tables)),
+        run=lambda args, ctx=None: reads.aggregate(tables.for_run(ctx), args),
+        describe=aggregate_described,
+        code=lambda args, ctx: code.aggregate_code(tables.for_run(None), args, ctx),
     )
     return table_connector(
         n,
         tables.specs,
         max_rows=max_rows,
         approve_writes=approve_writes,
+        open_tables=open_tables,
         list_tables=Read(
-            lambda _args: reads.list_tables(tables),
+            lambda _args, ctx=None: reads.list_tables(tables.for_run(ctx)),
             notes=" The tables are pandas DataFrames: each also gives its row count, and each "
             "column its dtype (and the values of a categorical column). Call this first.",
         ),
         select=Read(
-            lambda args: reads.select(tables, args),
+            lambda args, ctx=None: reads.select(tables.for_run(ctx), args),
             notes=" Missing values match only is_null. Give timestamps as ISO 8601 strings. "
             "order sorts (missing values last).",
+            code=lambda args, ctx: code.select_code(tables.for_run(None), args, ctx),
         ),
         more_reads={"aggregate": aggregate},
         insert_as="append",
@@ -52,6 +83,12 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             check=writes.check_append,
             preview=writes.preview_append,
             notes=" Omitted columns are left empty where the column allows it.",
+            code=lambda args, ctx: code.append_code(tables, args, ctx),
         ),
-        update=Write(writes.update, check=writes.check_update, preview=writes.preview_update),
+        update=Write(
+            writes.update,
+            check=writes.check_update,
+            preview=writes.preview_update,
+            code=lambda args, ctx: code.update_code(tables, args, ctx),
+        ),
     )

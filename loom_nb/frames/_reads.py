@@ -54,6 +54,11 @@ def list_tables(tables: Tables) -> ToolOutput:
                 categories.append(f"{table}.{entry['name']}: {entry['categories']}")
             extra = " (its values are below)" if "categories" in entry else ""
             lines.append(f"    {entry['name']}: {entry['dtype']}{extra}")
+    if tables.unlisted:
+        lines.append(
+            f"{tables.unlisted} more DataFrame(s) in the user's namespace are not listed (at "
+            "most that many are); ask the user to pass the ones you need to frame_tools"
+        )
     if categories:
         lines.append(
             data_block(

@@ -175,7 +175,10 @@ class Writes:
         table, added = plan.table, plan.new_rows
         df = self.tables.frames[table]
         append_in_place(df, added)
-        text = f"Appended {len(added)} row(s) to {table!r}; it now has {len(df):,} rows.\n"
+        text = (
+            f"Appended {len(added)} row(s) to {table!r}; it now has {len(df):,} rows. "
+            f"{in_memory_only(table)}\n"
+        )
         text += frame_for_model(
             added, source=self.tables.source(table), max_rows=self.tables.max_rows
         )
@@ -215,7 +218,9 @@ class Writes:
             df.loc[mask, col] = value
         count = int(mask.sum())
         changed = self._first_rows(table, mask)
-        text = f"Updated {count:,} row(s) of {table!r} where {plan.where}.\n"
+        text = (
+            f"Updated {count:,} row(s) of {table!r} where {plan.where}. {in_memory_only(table)}\n"
+        )
         text += frame_for_model(
             changed,
             source=self.tables.source(table),
@@ -227,7 +232,7 @@ class Writes:
     def preview_append(self, args: dict[str, Any]) -> Any:
         with self.tables.lock_for(args):
             plan = self.plan_append(args)
-        return {"table": plan.table, "rows": plan.new_rows}
+        return {"table": plan.table, "rows": plan.new_rows, **memory_notes(plan.table)}
 
     def preview_update(self, args: dict[str, Any]) -> Any:
         with self.tables.lock_for(args):
@@ -242,6 +247,7 @@ class Writes:
             "where": plan.where,
             "changes": plan.values,
             ROWS_MATCHED: matched,
+            **memory_notes(plan.table),
         }
         if matched:
             card["rows that change"] = rows_that_change(rows, plan.values)
@@ -275,6 +281,30 @@ def _unchanged(why: str) -> ToolOutput:
         "matches now.",
         is_error=True,
     )
+
+
+def in_memory_only(table: str) -> str:
+    """For the model: the write changed the DataFrame in the kernel, no file (so it can say so)."""
+    return (
+        f"Only the DataFrame {table!r} in the notebook's memory changed; no file was written "
+        f"(the user keeps it by saving it, e.g. {table}.to_csv(...))."
+    )
+
+
+def memory_notes(table: str) -> dict[str, str]:
+    """What the approval card says before and after: the DataFrame in memory changes, files
+    do not, and how to keep the change."""
+    save = f"{table}.to_csv(...)"
+    return {
+        "note": (
+            f"This changes the DataFrame {table!r} in this kernel's memory only; files are not "
+            f"changed. To keep the change, save it yourself, e.g. {save}"
+        ),
+        "after": (
+            f"the DataFrame {table!r} changed in memory; files did not: save it to keep it, "
+            f"e.g. {save}"
+        ),
+    }
 
 
 def append_in_place(df: pd.DataFrame, new_rows: pd.DataFrame) -> None:

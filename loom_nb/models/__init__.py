@@ -6,12 +6,14 @@ imports one only when a model string asks for it.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import math
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, TypedDict, get_type_hints
 
 from loom_nb._errors import UserError
 from loom_nb._messages import Message, ToolCall, Usage
@@ -25,6 +27,7 @@ __all__ = [
     "ToolDefinition",
     "allow_model_requests",
     "check_allow_model_requests",
+    "check_model_settings",
     "resolve_model",
 ]
 
@@ -47,6 +50,41 @@ class ModelSettings(TypedDict, total=False):
     connect_timeout: float
     idle_timeout: float
     turn_timeout: float
+
+
+def check_model_settings(settings: object) -> ModelSettings:
+    """``settings`` checked key by key against :class:`ModelSettings` (its keys are the one
+    list of what is allowed); a :class:`UserError` names the key, the value and the fix."""
+    if settings is None:
+        return ModelSettings()
+    if not isinstance(settings, Mapping):
+        raise UserError(
+            "model_settings must be a dict like {'temperature': 0, 'max_tokens': 800}, "
+            f"got {type(settings).__name__} {settings!r}"
+        )
+    allowed = get_type_hints(ModelSettings)
+    for key, value in settings.items():
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UserError(
+                f"model_settings has no setting {key!r}: {hint}the settings are "
+                f"{', '.join(allowed)}"
+            )
+        kind = allowed[key]
+        number = not isinstance(value, bool) and isinstance(value, kind | int)
+        if key.endswith("timeout") and (not number or not math.isfinite(value) or value <= 0):
+            raise UserError(
+                f"model_settings[{key!r}] must be a positive number of seconds, got {value!r}"
+            )
+        if not number or not math.isfinite(value):
+            what = "a whole number" if kind is int else "a number"
+            raise UserError(f"model_settings[{key!r}] must be {what}, got {value!r}")
+        if key == "max_tokens" and value < 1:
+            raise UserError(f"model_settings['max_tokens'] must be 1 or more, got {value!r}")
+        if key in ("temperature", "top_p") and value < 0:
+            raise UserError(f"model_settings[{key!r}] must be 0 or more, got {value!r}")
+    return ModelSettings(**settings)  # type: ignore[typeddict-item]
 
 
 @dataclass
@@ -104,6 +142,13 @@ _PROVIDERS = {
 }
 
 
+_EXAMPLES = {
+    "openai": "openai:gpt-4.1-mini",
+    "ollama": "ollama:llama3.2",
+    "anthropic": "anthropic:claude-sonnet-4-5",
+}
+
+
 def resolve_model(model: Model | str) -> Model:
     """``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``, ``"ollama:llama3.2"`` or a
     :class:`Model`."""
@@ -115,7 +160,12 @@ def resolve_model(model: Model | str) -> Model:
             f"'openai:gpt-4.1-mini', one of the providers {sorted(_PROVIDERS)}"
         )
     provider, _, name = model.partition(":")
-    if provider not in _PROVIDERS or not name:
+    if provider in _PROVIDERS and not name.strip():
+        raise UserError(
+            f"model {model!r} names no model after {provider + ':'!r}: write it as "
+            f"'{provider}:<model name>', e.g. {_EXAMPLES[provider]!r}"
+        )
+    if provider not in _PROVIDERS:
         raise UserError(
             f"unknown model provider {provider!r} in {model!r}; use one of {sorted(_PROVIDERS)} "
             "(any OpenAI-compatible server works as 'openai:<model>' with base_url), "

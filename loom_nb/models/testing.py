@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from loom_nb import _loop_thread
 from loom_nb._errors import ModelError
 from loom_nb._messages import ToolCall, Usage, new_call_id
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta
@@ -67,7 +68,17 @@ class ReplayModel(Model):
     """Answers with a queue of scripted replies and records every request it was sent.
 
     Text streams word by word, so widgets and streaming code see real deltas. When the queue
-    runs out, the run fails with a clear error instead of inventing an answer.
+    runs out, the run fails with a clear error instead of inventing an answer. A reply is a
+    string, or a :class:`Reply` with tool calls as ``(tool name, arguments)`` pairs; the
+    agent runs each call and sends its result in the next request::
+
+        model = ReplayModel([
+            Reply("Let me look.", tool_calls=[("orders_above", {"total": 100})]),
+            "Two orders are above 100.",          # the turn after the tool's result
+        ])
+        agent = define_agent(name="a", model=model, tools=[orders_above])
+        agent.run_sync("Which orders are above 100?").output   # 'Two orders are above 100.'
+        model.requests[-1].messages[-1].tool_results[0].content  # what the tool returned
     """
 
     def __init__(
@@ -106,8 +117,21 @@ class ReplayModel(Model):
 class FunctionModel(Model):
     """A model driven by your function ``fn(request) -> str | Reply``.
 
-    ``fn`` may be sync or async, or an async generator yielding :class:`TextDelta`,
-    :class:`ToolCall` and :class:`Usage` events to control streaming exactly.
+    ``fn`` may be sync (it then runs on a worker thread, like a sync tool) or async, or an
+    async generator yielding :class:`TextDelta`, :class:`ToolCall` and :class:`Usage` events to
+    control streaming exactly. It reads the
+    :class:`ModelRequest` (``request.messages``, ``request.tools``) and decides each turn, so
+    it answers from the thread's state, across approvals and kernel restarts too::
+
+        def script(request):
+            last = request.messages[-1]
+            if last.role == "user":                  # first turn: call a tool
+                return Reply("Let me look.", tool_calls=[("orders_above", {"total": 100})])
+            result = last.tool_results[0]            # the next turn sees the tool's result
+            return f"Found: {result.content}"
+
+        agent = define_agent(name="a", model=FunctionModel(script), tools=[orders_above])
+        agent.run_sync("Which orders are above 100?").output
     """
 
     fn: Callable[[ModelRequest], Any]
@@ -116,7 +140,11 @@ class FunctionModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
-        result = self.fn(request)
+        if inspect.iscoroutinefunction(self.fn) or inspect.isasyncgenfunction(self.fn):
+            _loop_thread.name_user_code(self.fn, f"the model function of {self.name}")
+            result = self.fn(request)
+        else:
+            result = await _loop_thread.in_thread(self.fn, request)
         if inspect.isasyncgen(result):
             async for event in cast(AsyncIterator[ModelEvent], result):
                 yield event

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loom_nb._errors import UserError
 from loom_nb.notebook.session import Binding, RunFailed, Session
 
 __all__ = ["Binding", "RunFailed", "Session", "load_ipython_extension", "session"]
@@ -23,6 +24,23 @@ def load_ipython_extension(ipython: Any) -> None:
     magics = LoomMagics(ipython)
     ipython.register_magics(magics)
     _sessions[id(ipython)] = magics.session
+    if not ipython.custom_exceptions:  # another extension's handler is left in place
+        ipython.set_custom_exc((UserError,), _show_user_error)
+
+
+def _show_user_error(
+    shell: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None
+) -> list[str]:
+    """A setup mistake (:class:`~loom_nb.UserError`) as one line that says the fix, like
+    IPython's UsageError; ``%xmode Verbose`` shows the whole traceback."""
+    if shell.InteractiveTB.mode == "Verbose":
+        stb: list[str] = shell.InteractiveTB.structured_traceback(
+            etype, value, tb, tb_offset=tb_offset
+        )
+    else:
+        stb = [f"{etype.__name__}: {value}"]
+    shell._showtraceback(etype, value, stb)
+    return stb
 
 
 def session(shell: Any = None) -> Session:

@@ -20,6 +20,24 @@ _WIDTH = 100  # characters per line of the plain-text help
 
 
 @dataclass(frozen=True)
+class Option:
+    """One argument of the ``%%loom`` line."""
+
+    #: The flags (``("-o", "--out")``), or the positional's name (``("agent",)``).
+    flags: tuple[str, ...]
+    summary: str
+    #: The value's name as shown (``NAME``); None for a switch or the positional.
+    metavar: str | None = None
+
+    @property
+    def usage(self) -> str:
+        """The flags as typed: ``-o, --out NAME``."""
+        if not self.flags[0].startswith("-"):
+            return self.flags[0].upper()
+        return ", ".join(self.flags) + (f" {self.metavar}" if self.metavar else "")
+
+
+@dataclass(frozen=True)
 class Subcommand:
     """One form of ``%loom``: its word, its argument (if any) and what it does."""
 
@@ -28,15 +46,19 @@ class Subcommand:
     summary: str
     #: The argument's name as shown (``ID``), None when the form takes none.
     metavar: str | None = None
-    #: argparse's ``nargs``: None for exactly one, "?" for an optional one, "+" for a list.
-    nargs: Literal["?", "+"] | None = None
+    #: argparse's ``nargs``: None for exactly one, "?" for an optional one, "+" for a list,
+    #: 2 for two (their names in ``metavar``, one string).
+    nargs: Literal["?", "+", 2] | None = None
+    #: Options with a value, each optional (``--to PATH``).
+    options: tuple[Option, ...] = ()
 
     @property
     def usage(self) -> str:
         """``%loom NAME ARG`` as typed, e.g. ``%loom threads [AGENT]``."""
         words = ["%loom", self.name] if self.name else ["%loom"]
         if (m := self.metavar) is not None:
-            words.append({None: m, "?": f"[{m}]", "+": f"{m} [{m} ...]"}[self.nargs])
+            words.append({None: m, 2: m, "?": f"[{m}]", "+": f"{m} [{m} ...]"}[self.nargs])
+        words += [f"[{o.usage}]" for o in self.options]
         return " ".join(words)
 
 
@@ -61,36 +83,37 @@ SUBCOMMANDS = (
         "show", "show a thread whole (default: the current one), pending cards included", "ID", "?"
     ),
     Subcommand("delete", "delete a saved thread", "ID"),
+    Subcommand(
+        "export",
+        "write a thread (default: the current one) as a notebook that redoes it without the "
+        "agent: the conversation, each tool call as the pandas or supabase-py code that "
+        "reproduces its DataFrame, writes as comments; next to this notebook under the "
+        "thread's title, or `--to` a `.ipynb`, a jupytext `.py` script or a `.md` file",
+        "ID",
+        "?",
+        (Option(("--to",), "where to write the notebook", "PATH"),),
+    ),
     Subcommand("approvals", "every call waiting for approval, with Approve / Reject buttons"),
     Subcommand("approve", "approve and resume in this cell (terminal, scripts)", "CALL_ID", "+"),
     Subcommand("reject", "reject and resume in this cell", "CALL_ID", "+"),
+    Subcommand(
+        "resolve",
+        "a call whose outcome is unknown (its kernel stopped while it ran): CHOICE is "
+        "`happened` (go on), `retry` (run it again) or `failed` (tell the agent it failed)",
+        "CALL_ID CHOICE",
+        2,
+    ),
     Subcommand("help", "this list, the `%%loom` options and the settings"),
 )
-
-
-@dataclass(frozen=True)
-class Option:
-    """One argument of the ``%%loom`` line."""
-
-    #: The flags (``("-o", "--out")``), or the positional's name (``("agent",)``).
-    flags: tuple[str, ...]
-    summary: str
-    #: The value's name as shown (``NAME``); None for a switch or the positional.
-    metavar: str | None = None
-
-    @property
-    def usage(self) -> str:
-        """The flags as typed: ``-o, --out NAME``."""
-        if not self.flags[0].startswith("-"):
-            return self.flags[0].upper()
-        return ", ".join(self.flags) + (f" {self.metavar}" if self.metavar else "")
 
 
 CELL_USAGE = "%%loom [AGENT] [--new | --thread ID] [-o NAME] [-O NAME] [--result NAME] [--raw]"
 CELL_ABOUT = (
     "The cell continues the agent's current thread unless `--new` or `--thread ID`. "
     "`{name}` and `{name.attr}` in the cell are replaced from your variables when the name "
-    "exists; other braces (code, JSON) stay as written, and `{{name}}` keeps `{name}`."
+    "exists; other braces (code, JSON) stay as written, and `{{name}}` keeps `{name}`. An "
+    "unknown name, or an expression such as `{x * 2}` (never evaluated), is sent as written "
+    "with a one-line note."
 )
 CELL_OPTIONS = (
     Option(

@@ -17,6 +17,28 @@ ERROR_STYLE = (
 )
 
 
+#: What a card says where its buttons cannot work: a saved notebook, a restarted kernel.
+WAITING_HTML = "waiting for approval — run <code>%loom approvals</code> to decide"
+
+#: Widgets whose kernel is gone (Kernel → Restart, a notebook opened later) get ipywidgets'
+#: ``jupyter-widgets-disconnected`` class. Then a card shows how to decide instead of buttons
+#: that reach nobody, the chat hides its input, and the broken-link icon on every widget
+#: gives way to one line in the header.
+OFFLINE_STYLE = (
+    "<style>.loom-thread.jupyter-widgets-disconnected::before,"
+    ".loom-thread .jupyter-widgets-disconnected::before,"
+    ".loom-chat.jupyter-widgets-disconnected::before{content:none!important;"
+    "display:none!important}"
+    ".loom-offline,.loom-chat-offline,.loom-gone{display:none!important}"
+    ".loom-approval.loom-undecided.jupyter-widgets-disconnected .loom-offline,"
+    ".loom-chat.jupyter-widgets-disconnected .loom-chat-offline{display:block!important}"
+    ".loom-approval.jupyter-widgets-disconnected .loom-buttons,"
+    ".loom-thread.jupyter-widgets-disconnected .loom-running,"
+    ".loom-chat.jupyter-widgets-disconnected .loom-chat-box{display:none!important}"
+    ".loom-thread.jupyter-widgets-disconnected .loom-gone{display:inline!important}</style>"
+)
+
+
 def esc(text: str) -> str:
     """Text escaped for HTML, quotes included."""
     return html.escape(text, quote=True)
@@ -45,18 +67,29 @@ def _shape_words(rows: int, cols: int) -> str:
     return f"{rows} row{'s' if rows != 1 else ''} × {cols} column{'s' if cols != 1 else ''}"
 
 
-# JupyterLab's own table style does not reach widget HTML; this one is scoped to our tables.
+# pandas' own table, as JupyterLab draws it (its rules for rendered HTML, with its colours),
+# scoped to our tables: JupyterLab's stylesheet does not reach the HTML inside a widget.
 TABLE_STYLE = (
-    "<style>.loom-table{border-collapse:collapse;font-size:90%;margin:2px 0}"
-    ".loom-table th,.loom-table td{padding:2px 10px;border-bottom:1px solid #e4e4e4;"
-    "text-align:left}.loom-table thead th{background:#f4f4f4}"
-    ".loom-table tbody tr:nth-child(even){background:#fafafa}</style>"
+    "<style>.loom-table table.dataframe{border-collapse:collapse;border-spacing:0;border:none;"
+    "font-size:var(--jp-ui-font-size1,13px);color:var(--jp-ui-font-color1,#000);"
+    "table-layout:fixed;margin:2px 0 4px 0}"
+    ".loom-table table.dataframe thead{border-bottom:var(--jp-border-width,1px) solid "
+    "var(--jp-border-color1,#bdbdbd);vertical-align:bottom}"
+    ".loom-table table.dataframe td,.loom-table table.dataframe th,"
+    ".loom-table table.dataframe tr{text-align:right;vertical-align:middle;padding:0.5em;"
+    "line-height:normal;white-space:normal;max-width:none;border:none}"
+    ".loom-table table.dataframe th{font-weight:bold}"
+    ".loom-table table.dataframe tbody tr:nth-child(odd){background:var(--jp-layout-color0,#fff)}"
+    ".loom-table table.dataframe tbody tr:nth-child(even)"
+    "{background:var(--jp-rendermime-table-row-background,#f5f5f5)}"
+    ".loom-table table.dataframe tbody tr:hover"
+    "{background:var(--jp-rendermime-table-row-hover-background,#e1f5fe)}</style>"
 )
 
 
 def frame_html(df: Any, rows: int, title: str = "") -> str:
-    """A bounded table with the frame's shape above it (the index only when it says
-    something: a default 0..n-1 index is left out)."""
+    """The frame's first ``rows`` rows as pandas draws a DataFrame (its index included), the
+    shape above, "… N more rows" below. Every shown row is visible: no scroll box."""
     found = frame_head(df, max(rows, 0))
     if found is None:
         raise TypeError(f"frame_html takes a DataFrame, got {type(df).__name__}")
@@ -66,16 +99,32 @@ def frame_html(df: Any, rows: int, title: str = "") -> str:
 def head_html(found: FrameHead, title: str = "") -> str:
     """:func:`frame_html` of a frame's first rows (all a saved frame needs decoded)."""
     shown = found.head
-    note = f" (first {len(shown)} shown)" if len(shown) < found.rows else ""
+    more = found.rows - len(shown)
     caption = f"<b>{esc(title)}</b> · " if title else ""
-    table = TABLE_STYLE + shown.to_html(
-        border=0, max_cols=30, notebook=False, index=not found.plain_index, classes="loom-table"
+    table = shown.to_html(max_cols=30, notebook=True)
+    footer = (
+        f'<div class="loom-more" style="color:#555;font-size:90%">… {more:,} more '
+        f"row{'s' if more != 1 else ''}</div>"
+        if more > 0
+        else ""
     )
-    shape = _shape_words(found.rows, found.columns)
     return (
-        f'<div style="font-size:90%;color:#555">{caption}DataFrame · {shape}{note}</div>'
-        f'<div style="max-height:360px;overflow:auto">{table}</div>'
+        f'<div style="font-size:90%;color:#555">{caption}DataFrame · '
+        f"{_shape_words(found.rows, found.columns)}</div>"
+        f'<div class="loom-table" style="overflow-x:auto">{TABLE_STYLE}{table}</div>{footer}'
     )
+
+
+#: Keys a tool's preview may carry besides what it shows: a sentence for the card before the
+#: decision (``note``) and one for after the call ran (``after``), e.g. where the change lives.
+NOTE, AFTER = "note", "after"
+NOTE_STYLE = "background:#fff8e1;border-left:4px solid #f0ad4e;padding:2px 8px;margin:2px 0"
+
+
+def preview_note(preview: Any, key: str) -> str | None:
+    """The preview's ``note`` or ``after`` sentence, if it has one."""
+    found = preview.get(key) if isinstance(preview, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def records_frame(value: Any) -> Any:
@@ -98,8 +147,10 @@ def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
         return frame_html(frame, rows, "rows to write")
     if isinstance(value, dict):
         parts = []
+        if isinstance(value.get(NOTE), str):
+            parts.append(f'<div class="loom-note" style="{NOTE_STYLE}">ℹ {esc(value[NOTE])}</div>')
         for key, item in value.items():
-            if str(key).startswith("_"):  # the tool's own bookkeeping, not for the reader
+            if key in (NOTE, AFTER) or str(key).startswith("_"):  # bookkeeping, notes
                 continue
             item_frame = records_frame(item)
             if item_frame is not None:

@@ -13,11 +13,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from loom_nb._agent import Agent, Decision, RunResult
+from loom_nb._agent import Agent, Decision, DecisionLike, RunResult
 from loom_nb._errors import RunError, UserError
-from loom_nb._messages import PendingApproval
+from loom_nb._events import MessageAdded, RunEvent
+from loom_nb._messages import PendingApproval, Resolution
 from loom_nb.notebook._view import View
-from loom_nb.notebook.session import Binding, Session
+from loom_nb.notebook.session import Binding, RunInterrupted, Session
 
 
 def open_view(session: Session, agent: Agent, binding: Binding | None = None) -> View:
@@ -30,11 +31,14 @@ def open_view(session: Session, agent: Agent, binding: Binding | None = None) ->
     if session.widgets_mode():
         from loom_nb.notebook.widgets import ThreadView
 
-        def resume_click(view: ThreadView, pending: PendingApproval, approve: bool) -> Any:
+        def resume_click(
+            view: ThreadView, pending: PendingApproval, approve: bool | Resolution
+        ) -> Any:
             session.claim([pending.call_id])
             if view.thread_id is None:
                 raise UsageError("this card has no thread yet; wait for the run to stop")
-            decisions = {pending.call_id: Decision(approve, pending.digest)}
+            choice = Decision(approve, pending.digest) if isinstance(approve, bool) else approve
+            decisions: dict[str, DecisionLike] = {pending.call_id: choice}
             context = session.context()  # read now: a mistake in it shows on the card
             run = resume(session, agent, view, view.thread_id, decisions, context, binding)
             return session.submit(run)
@@ -44,14 +48,44 @@ def open_view(session: Session, agent: Agent, binding: Binding | None = None) ->
             rows=session.settings.rows,
             interval=session.settings.stream_interval,
             resumer=resume_click,
+            tools=agent.tools,
         )
     else:
         from loom_nb.notebook.text import TextView
 
-        view = TextView(title=agent.name, rows=session.settings.rows)
+        view = TextView(title=agent.name, rows=session.settings.rows, tools=agent.tools)
     session.views.add(view)
     session.last_view = view
     return view
+
+
+class Followed:
+    """A run's events on their way to ``view``, noting its thread (known from the first
+    event, before the run returns) and how many messages it completed."""
+
+    def __init__(self, view: View, thread_id: str | None = None) -> None:
+        self.view = view
+        self.thread_id = thread_id
+        self.completed = 0
+
+    def __call__(self, event: RunEvent) -> None:
+        if isinstance(event, MessageAdded):
+            self.completed += 1
+        if getattr(event, "thread_id", None):
+            self.thread_id = event.thread_id  # type: ignore[union-attr]
+        self.view.on_event(event)
+
+
+def interrupted(session: Session, agent: Agent, followed: Followed) -> RunInterrupted:
+    """What Ctrl-C stopped and what was kept, in one line."""
+    n = followed.completed
+    kept = f"{n} completed message{'s' if n != 1 else ''}" if n else "nothing new"
+    if followed.thread_id is None:
+        return RunInterrupted(f"{agent.name}'s run was interrupted before it started a thread")
+    return RunInterrupted(
+        f"{agent.name}'s run was interrupted; {kept} saved in thread {followed.thread_id}, "
+        f"which the next %%loom {session.variable(agent)} continues"
+    )
 
 
 def finish(
@@ -60,10 +94,12 @@ def finish(
     view: View,
     result: RunResult | None,
     error: BaseException | None,
+    thread_id: str | None = None,
 ) -> None:
-    """End a new message's run in ``view``; its thread becomes the agent's current one."""
+    """End a new message's run in ``view``; its thread (``thread_id`` when the run has no
+    result, e.g. interrupted) becomes the agent's current one."""
     view.finish(result, error)
-    tid = result.thread.id if result is not None else view.thread_id
+    tid = result.thread.id if result is not None else thread_id or view.thread_id
     if tid is not None:
         session.current[agent.name] = tid
     if result is not None:
@@ -95,7 +131,7 @@ async def resume(
     agent: Agent,
     view: View,
     thread_id: str,
-    decisions: Mapping[str, Decision],
+    decisions: Mapping[str, DecisionLike],
     context: Mapping[str, Any] | None,
     binding: Binding | None = None,
 ) -> RunResult:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from loom_nb._agent import RunResult
 from loom_nb._events import RunEvent
-from loom_nb._messages import Thread
+from loom_nb._messages import Resolution, Thread
 
 
 class View(Protocol):
@@ -35,5 +35,7 @@ class View(Protocol):
     def finish(self, result: RunResult | None, error: BaseException | None) -> None:
         """The run ended with ``result`` (None when it has none) or ``error``."""
 
-    def mark_decided(self, call_ids: Collection[str], approve: bool, note: str) -> None:
+    def mark_decided(
+        self, call_ids: Collection[str], approve: bool | Resolution, note: str
+    ) -> None:
         """Show that these calls were decided elsewhere (``%loom approve``): no more buttons."""

@@ -3,6 +3,9 @@
 A click never blocks the kernel: it hands the decision to the private loop (``_loop_thread``) and
 returns. Clicks may arrive on any thread (a JupyterLab subshell with ipykernel 7.3), so the
 one-decision guard is a lock in code, not only disabled buttons.
+
+A call whose outcome is unknown (its kernel stopped while it ran) is shown as such: the write
+may have happened, so the card offers what the user can know, not Approve / Reject.
 """
 
 from __future__ import annotations
@@ -14,11 +17,23 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb._messages import PendingApproval
-from loom_nb.notebook._html import esc, preview_html
+from loom_nb._messages import PendingApproval, Resolution
+from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
 
-#: Called with (card, approve); starts the resume and returns its future.
-DecideFn = Callable[["ApprovalCard", bool], "concurrent.futures.Future[Any] | None"]
+#: Called with (card, True / False, or a Resolution); starts the resume, returns its future.
+DecideFn = Callable[["ApprovalCard", "bool | Resolution"], "concurrent.futures.Future[Any] | None"]
+
+#: The choices for a call whose outcome is unknown: (button text, what the label says after).
+CHOICES: dict[Resolution, tuple[str, str]] = {
+    "happened": ("It happened — continue", "✔ It happened"),
+    "retry": ("It did not — run it again", "↻ Run again"),
+    "failed": ("Tell the agent it failed", "✘ Failed"),
+}
+
+UNKNOWN_NOTE = (
+    "The kernel stopped while this call was running, before its result was saved: the write "
+    "<b>may have happened</b>. Check where it writes, then choose. Nothing runs until you do."
+)
 
 
 class ApprovalCard(widgets.VBox):  # type: ignore[misc]
@@ -35,7 +50,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.pending = pending
         self.thread_id = thread_id
         self.call_id = pending.call_id
-        self.decision: bool | None = None
+        self.decision: bool | Resolution | None = None
         self.outcome: str | None = None
         self.future: concurrent.futures.Future[Any] | None = None
         self._decide_fn = decide
@@ -54,14 +69,38 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.decision_label.add_class("loom-decision")
         self.approve_button.on_click(lambda _b: self.approve())
         self.reject_button.on_click(lambda _b: self.reject())
-        buttons = widgets.HBox([self.approve_button, self.reject_button])
-        super().__init__([self.header, self.preview, buttons, self.decision_label])
+        #: For a call whose outcome is unknown: one button per Resolution.
+        self.choice_buttons: dict[Resolution, widgets.Button] = {}
+        shown = [self.approve_button, self.reject_button]
+        if pending.state == "unknown":
+            self.header.value = self._header("⚠ may have run: its outcome is unknown")
+            self.preview.value = f"<div>{UNKNOWN_NOTE}</div>" + self.preview.value
+            for choice, (text, _) in CHOICES.items():
+                button = widgets.Button(description=text, layout=widgets.Layout(width="auto"))
+                button.add_class(f"loom-{choice}")
+                button.on_click(lambda _b, c=choice: self.resolve(c))
+                self.choice_buttons[choice] = button
+            shown = list(self.choice_buttons.values())
+        elif pending.state == "running":  # another live kernel runs it now
+            self.header.value = self._header("is running in another kernel")
+            shown = []
+        buttons = widgets.HBox(shown)
+        buttons.add_class("loom-buttons")
+        # Shown by OFFLINE_STYLE instead of the buttons once the kernel is gone (a restart, a
+        # saved notebook): the buttons could reach nobody.
+        offline = widgets.HTML(f"<div>{WAITING_HTML}</div>")
+        offline.add_class("loom-offline")
+        super().__init__([self.header, self.preview, buttons, offline, self.decision_label])
         self.add_class("loom-approval")
-        self.layout.border = "1px solid #f0ad4e"
+        self.add_class("loom-undecided")
+        self.layout.border = "1px solid " + ("#d32f2f" if pending.state == "unknown" else "#f0ad4e")
         self.layout.padding = "6px"
         self.layout.margin = "6px 0"
-        if pending.decision is not None:  # decided earlier; waits for the other calls
-            self.mark(pending.decision, "waiting for the other calls")
+        if pending.state in ("approved", "rejected"):  # decided earlier; waits for the others
+            self.mark(pending.state == "approved", "waiting for the other calls")
+        elif pending.state == "running":
+            self._disable()
+            self.decision_label.value = "reload the thread when that run ends (%loom show ID)"
 
     def approve(self) -> concurrent.futures.Future[Any] | None:
         """Approve this call (like a click). Returns the resume's future, or None when the
@@ -73,7 +112,32 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         None when the card was already decided."""
         return self._decide(False)
 
-    def _decide(self, approve: bool) -> concurrent.futures.Future[Any] | None:
+    def resolve(self, choice: Resolution) -> concurrent.futures.Future[Any] | None:
+        """For a call whose outcome is unknown: "happened", "retry" or "failed" (like its
+        buttons)."""
+        return self._decide(choice)
+
+    def static_html(self) -> str:
+        """The card without buttons, for where widgets are not drawn (a saved notebook, GitHub,
+        nbviewer): what it asks and, once decided, what came of it."""
+        if self.decision is None:
+            state = {
+                "unknown": "may have run: its outcome is unknown",
+                "running": "is running in another kernel",
+            }.get(self.pending.state, "waits for your approval")
+            last = f"<div>{WAITING_HTML}</div>"
+        elif isinstance(self.decision, bool):
+            state = "approved" if self.decision else "rejected"
+            last = self.decision_label.value
+        else:
+            state = f"resolved: {self.decision}"
+            last = self.decision_label.value
+        return (
+            f'<div class="loom-approval" style="border:1px solid #f0ad4e;padding:6px;'
+            f'margin:6px 0">{self._header(state)}{self.preview.value}{last}</div>'
+        )
+
+    def _decide(self, approve: bool | Resolution) -> concurrent.futures.Future[Any] | None:
         with self._lock:
             if self.decision is not None:
                 return None
@@ -90,7 +154,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             return None
         return self.future
 
-    def mark(self, approve: bool, note: str) -> None:
+    def mark(self, approve: bool | Resolution, note: str) -> None:
         """Show a decision made elsewhere (a line magic, an earlier session)."""
         with self._lock:
             self.decision = approve
@@ -113,6 +177,9 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
     def _disable(self) -> None:
         self.approve_button.disabled = True
         self.reject_button.disabled = True
+        for button in self.choice_buttons.values():
+            button.disabled = True
+        self.remove_class("loom-undecided")
 
     def _header(self, state: str) -> str:
         return (
@@ -120,11 +187,15 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             f'<span style="color:#888;font-size:85%">call {esc(self.call_id)}</span>'
         )
 
-    def _label(self, approve: bool | None, note: str, *, error: bool = False) -> None:
-        if approve is not None:  # the card stops asking once it is decided
-            self.header.value = self._header("approved" if approve else "rejected")
-            self.layout.border = "1px solid " + ("#2e7d32" if approve else "#9e9e9e")
-        word = "✔ Approved" if approve else "✘ Rejected" if approve is False else "…"
+    def _label(self, approve: bool | Resolution | None, note: str, *, error: bool = False) -> None:
+        if isinstance(approve, str):  # the user's choice for a call whose outcome was unknown
+            word = CHOICES[approve][1]
+            self.header.value = self._header(f"outcome was unknown · {word[2:].lower()}")
+        else:
+            if approve is not None:  # the card stops asking once it is decided
+                self.header.value = self._header("approved" if approve else "rejected")
+                self.layout.border = "1px solid " + ("#2e7d32" if approve else "#9e9e9e")
+            word = "✔ Approved" if approve else "✘ Rejected" if approve is False else "…"
         color = "#8b1a1a" if error else "#2e7d32" if approve else "#8b1a1a"
         self.decision_label.value = (
             f'<span style="color:{color}"><b>{word}</b> · {esc(note)}</span>'

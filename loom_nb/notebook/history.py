@@ -8,26 +8,34 @@ calls fold with ``<details>``, as the live view's accordions do. Live runs add w
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from loom_nb._messages import Message, ToolCall, ToolResult
+from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     chart_html,
     esc,
     failed_html,
     head_html,
     markdown_html,
-    pre,
     rejected_html,
-    to_json,
     user_html,
 )
 
 
-def history_html(messages: Iterable[Message], rows: int) -> str:
-    """``messages`` as one block of HTML; tool results fold into their calls."""
+def history_html(
+    messages: Iterable[Message],
+    rows: int,
+    results: Mapping[str, ToolResult] | None = None,
+    calls: CallText | None = None,
+) -> str:
+    """``messages`` as one block of HTML; tool results fold into their calls (``results``:
+    those of a longer thread these messages are part of), which read in words and as code
+    when ``calls`` knows the agent's tools."""
+    calls = calls or CallText()
     messages = list(messages)
-    results = {r.call_id: r for m in messages for r in m.tool_results}
+    if results is None:
+        results = {r.call_id: r for m in messages for r in m.tool_results}
     parts: list[str] = []
     for message in messages:
         if message.role == "user":
@@ -35,7 +43,7 @@ def history_html(messages: Iterable[Message], rows: int) -> str:
         elif message.role == "assistant":
             if message.text:
                 parts.append(_div(markdown_html(message.text), "loom-assistant"))
-            parts.extend(_call(call, results) for call in message.tool_calls)
+            parts.extend(_call(call, results.get(call.id), calls) for call in message.tool_calls)
         else:
             for result in message.tool_results:
                 # a saved frame: only the rows shown are decoded
@@ -59,15 +67,9 @@ def _block(inner: str, kind: str) -> str:
     return f'<div class="{kind}" style="margin:4px 0">{inner}</div>'
 
 
-def _call(call: ToolCall, results: dict[str, ToolResult]) -> str:
-    args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments or ""
-    body = pre(args)
-    result = results.get(call.id)
-    badge = ""
-    if result is not None:
-        badge = f" · {result.approval}" if result.approval else ""
-        body += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
+def _call(call: ToolCall, result: ToolResult | None, calls: CallText) -> str:
     return (
         '<details class="loom-tool-call" style="margin:4px 0">'
-        f"<summary>tool call · {esc(call.name)}{badge}</summary>{body}</details>"
+        f"<summary>{esc(summary(calls.words(call), result))}</summary>"
+        f"{body_html(call, calls.code(call), result)}</details>"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import keyword
 import shlex
+import sys
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -20,7 +21,7 @@ from traitlets.config import Configurable
 
 from loom_nb.notebook import _help, commands
 from loom_nb.notebook._help import CELL_OPTIONS, SUBCOMMANDS, Subcommand
-from loom_nb.notebook.interpolate import interpolate
+from loom_nb.notebook.interpolate import interpolate, unreplaced
 from loom_nb.notebook.session import Binding, Session
 
 _BY_NAME = {c.name: c for c in SUBCOMMANDS}
@@ -88,6 +89,9 @@ class LoomMagics(Magics, Configurable):
             prompt = cell
         else:
             prompt = interpolate(cell, self.session.namespace)
+            note = unreplaced(cell, self.session.namespace)
+            if note:
+                print(note, file=sys.stderr)
         if not prompt.strip():
             raise UsageError("the cell is empty: write the message for the agent below %%loom")
         commands.cell.run(
@@ -110,7 +114,9 @@ class LoomMagics(Magics, Configurable):
                 raise UsageError(f"unknown %loom command {words[0]!r}; commands: {names}")
             commands.chat.run(self.session, words[0] if words else None)
             return None
-        name, value = words[0], _parse(_BY_NAME[words[0]], words[1:])
+        command = _BY_NAME[words[0]]
+        rest, options = _take_options(command, words[1:])
+        name, value = words[0], _parse(command, rest)
         s = self.session
         match name:
             case "threads":
@@ -123,10 +129,14 @@ class LoomMagics(Magics, Configurable):
                 commands.show.run(s, value)
             case "delete":
                 commands.delete.run(s, value)
+            case "export":
+                commands.export.run(s, value, options.get("--to"))
             case "approvals":
                 commands.approvals.run(s)
             case "approve" | "reject":
                 commands.decide.run(s, value, approve=name == "approve")
+            case "resolve":
+                commands.resolve.run(s, *value)
             case "help":
                 commands.help.run(type(self))
             case _:  # a form listed in _help.SUBCOMMANDS that has no handler here
@@ -154,6 +164,25 @@ def _parse(command: Subcommand, words: list[str]) -> Any:
     parser.add_argument("value", nargs=command.nargs, metavar=command.metavar)
     # "--": these commands take no options, so an id like "-AbC" (older stores) is an id
     return parser.parse_args(["--", *words]).value
+
+
+def _take_options(command: Subcommand, words: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command's options (``--to PATH`` or ``--to=PATH``) out of ``words``, and the rest."""
+    flags = {flag for option in command.options for flag in option.flags}
+    rest: list[str] = []
+    found: dict[str, str] = {}
+    items = iter(words)
+    for word in items:
+        flag, equals, value = word.partition("=")
+        if flag in flags:
+            if not equals:
+                value = next(items, "")
+            if not value:
+                raise UsageError(f"{command.usage}: {flag} needs a value")
+            found[flag] = value
+        else:
+            rest.append(word)
+    return rest, found
 
 
 def _cell_parser() -> Any:

@@ -20,8 +20,9 @@ from IPython.core.error import UsageError
 
 from loom_nb import _loop_thread
 from loom_nb._agent import Agent, RunResult
-from loom_nb._errors import RunError, UserError
+from loom_nb._errors import RunError, ThreadNotFound, UserError
 from loom_nb._messages import Thread
+from loom_nb._store import MemoryStore
 from loom_nb.notebook._view import View
 
 
@@ -40,6 +41,29 @@ class RunFailed(RunError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"RunFailed: {self}"]
+
+
+class RunInterrupted(RunFailed):
+    """Ctrl-C (Kernel → Interrupt) stopped a run in a cell: one line saying what was stopped
+    and what was kept, no traceback; "Run All" stops there."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self}"]
+
+
+#: What a view says when a run was stopped and says nothing itself (a cancelled resume).
+INTERRUPTED = "The run was interrupted; what completed is saved."
+
+
+def interruption(error: BaseException | None) -> str | None:
+    """The one line for a run stopped by Ctrl-C or a cancel; None for any other end."""
+    if isinstance(error, RunInterrupted):
+        return str(error)
+    if isinstance(
+        error, KeyboardInterrupt | asyncio.CancelledError | concurrent.futures.CancelledError
+    ):
+        return INTERRUPTED
+    return None
 
 
 @dataclass
@@ -129,6 +153,30 @@ class Session:
             what = "is not defined" if value is None else f"is a {type(value).__name__}"
             raise UsageError(f"{name!r} {what}, not an agent; agents here: {listed}")
         return value
+
+    def current_thread(self, agent: Agent) -> str | None:
+        """The agent's current thread, if its store still has it. If not (the defining cell
+        ran again and made a new memory store, or the thread was deleted), a one-line note
+        says so and the next run starts a new thread."""
+        tid = self.current.get(agent.name)
+        if tid is None:
+            return None
+        try:
+            agent.thread(tid, context=self.context())
+        except ThreadNotFound:
+            self.current[agent.name] = None
+            why = (
+                "the agent was defined again and its memory store starts empty; keep threads "
+                "with store=sqlite_store()"
+                if isinstance(agent.store, MemoryStore)
+                else "it was deleted, or the agent now uses another store"
+            )
+            print(
+                f"ℹ {agent.name}'s thread {tid} is no longer in its store ({why}): "
+                "starting a new thread."
+            )
+            return None
+        return tid
 
     def variable(self, agent: Agent) -> str:
         """The variable that holds ``agent`` (its name when none does), for hints."""

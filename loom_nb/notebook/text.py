@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, TextIO
 
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
+from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
+from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
-from loom_nb.notebook._html import records_frame, shape_text, to_json
+from loom_nb.notebook._calls import CallText
+from loom_nb.notebook._html import AFTER, NOTE, preview_note, records_frame, shape_text, to_json
+from loom_nb.notebook.session import RunInterrupted, interruption
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -22,20 +24,33 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def format_frame(df: Any, rows: int) -> str:
-    """The frame's shape and its first ``rows`` rows, as text."""
+    """The frame's shape and its first ``rows`` rows, as text; "… N more rows" below."""
     shown = df.head(max(rows, 0))
-    note = f", first {len(shown)} shown" if len(shown) < len(df) else ""
-    return f"[DataFrame {shape_text(df)}{note}]\n{shown.to_string(max_cols=20)}"
+    more = len(df) - len(shown)
+    footer = f"\n… {more:,} more row{'s' if more != 1 else ''}" if more > 0 else ""
+    return f"[DataFrame {shape_text(df)}]\n{shown.to_string(max_cols=20)}{footer}"
 
 
 def format_pending(p: PendingApproval, rows: int) -> str:
-    """A call waiting for approval, what it would write, and how to decide it."""
-    lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
-    value = p.preview if p.preview is not None else p.arguments
+    """A call waiting for a decision, what it would write (or ran with), and how to decide."""
+    if p.state == "unknown":
+        lines = [
+            f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). The kernel "
+            "stopped while it ran, before its result was saved. Check where it writes."
+        ]
+    elif p.state == "running":
+        lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]
+    else:
+        lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
+    # what it was asked to write; for an unknown outcome, the exact arguments it ran with
+    value = p.preview if p.preview is not None and p.state != "unknown" else p.arguments
+    note = preview_note(p.preview, NOTE)
+    if note and p.state != "unknown":
+        lines.append(f"  ℹ {note}")
     frame = records_frame(value)
     if frame is None and isinstance(value, dict):
         for key, item in value.items():
-            if str(key).startswith("_"):  # the tool's own bookkeeping, not for the reader
+            if (key in (NOTE, AFTER) and p.preview is not None) or str(key).startswith("_"):
                 continue
             sub = records_frame(item)
             lines.append(f"  {key}:")
@@ -44,15 +59,33 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     else:
         text = format_frame(frame, rows) if frame is not None else to_json(value)
         lines.extend("  " + line for line in text.splitlines())
-    lines.append(f"  approve: %loom approve {p.call_id}   reject: %loom reject {p.call_id}")
+    if p.state == "unknown":
+        lines.append(
+            f"  it happened, go on: %loom resolve {p.call_id} happened   it did not, run it "
+            f"again: %loom resolve {p.call_id} retry   tell the agent it failed: "
+            f"%loom resolve {p.call_id} failed"
+        )
+    elif p.state == "pending":
+        lines.append(f"  approve: %loom approve {p.call_id}   reject: %loom reject {p.call_id}")
+    elif p.state != "running":
+        lines.append(f"  {p.state}; waits for the other calls of this turn")
     return "\n".join(lines)
 
 
 class TextView:
     """Prints a thread, and a run as it streams, to ``out`` (stdout by default)."""
 
-    def __init__(self, *, title: str = "", rows: int = 10, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        title: str = "",
+        rows: int = 10,
+        out: TextIO | None = None,
+        tools: Mapping[str, Tool] | None = None,
+    ) -> None:
         self.rows = rows
+        #: The agent's tools say each call in words and as code.
+        self.calls = CallText(tools, agent=title)
         self.title = title
         self.out = out
         self.thread_id: str | None = None
@@ -71,7 +104,7 @@ class TextView:
 
     def render(self, thread: Thread, *, history: bool = True) -> None:
         """Print ``thread``: its messages (unless ``history=False``), pending calls, error."""
-        self.thread_id = thread.id
+        self.thread_id = self.calls.thread_id = thread.id
         if history:
             for m in thread.messages:
                 self._message(m)
@@ -109,10 +142,14 @@ class TextView:
             if result is not None:
                 self.thread_id = result.thread.id
                 self._usage(result.thread.usage, result.usage)
-            if error is not None:
-                self._write(f"⚠ error: {error or type(error).__name__}\n")
+            if error is not None and interruption(error) is None:
+                self._write(f"⚠ error: {str(error) or type(error).__name__}\n")
+            elif error is not None and not isinstance(error, RunInterrupted):
+                self._write(f"{interruption(error)}\n")  # a stopped resume; a cell says it
 
-    def mark_decided(self, call_ids: Collection[str], approve: bool, note: str) -> None:
+    def mark_decided(
+        self, call_ids: Collection[str], approve: bool | Resolution, note: str
+    ) -> None:
         """Nothing to do: printed cards have no buttons to take away."""
 
     def _message(self, m: Message) -> None:
@@ -125,12 +162,10 @@ class TextView:
             elif m.text:
                 self._write(f"assistant: {m.text}\n")
             for call in m.tool_calls:
-                args = (
-                    json.dumps(call.arguments, default=str)
-                    if call.arguments is not None
-                    else (call.raw_arguments or "")
-                )
-                self._write(f"  → {call.name}({_short(args, 200)})\n")
+                self._write(f"  → {self.calls.words(call)}\n")
+                code = self.calls.code(call)
+                if code is not None:
+                    self._write("".join(f"      {line}\n" for line in code.splitlines()))
         else:
             for r in m.tool_results:
                 self._result(r)

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import ipywidgets as widgets
@@ -19,24 +19,39 @@ import ipywidgets as widgets
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Thread, ToolResult, Usage
+from loom_nb._messages import (
+    Message,
+    PendingApproval,
+    Resolution,
+    Thread,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
+from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
+    AFTER,
     ERROR_STYLE,
+    OFFLINE_STYLE,
     chart_html,
     esc,
     failed_html,
     frame_html,
-    pre,
+    preview_note,
     rejected_html,
-    to_json,
     user_html,
 )
+from loom_nb.notebook._static import thread_html, thread_text
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.history import history_html
+from loom_nb.notebook.session import interruption
 
-#: Starts the resume of one decided call: (view, pending, approve) -> future.
-Resumer = Callable[["ThreadView", PendingApproval, bool], "concurrent.futures.Future[Any]"]
+#: Starts the resume of one decided call: (view, pending, approve or a Resolution) -> future.
+Resumer = Callable[
+    ["ThreadView", PendingApproval, "bool | Resolution"], "concurrent.futures.Future[Any]"
+]
 
 
 def _md(text: str) -> dict[str, Any]:
@@ -64,6 +79,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         rows: int = 10,
         interval: float = 0.1,
         resumer: Resumer | None = None,
+        tools: Mapping[str, Tool] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.rows = rows
@@ -74,13 +90,25 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         #: How often streamed text was sent to the frontend (one comm message each).
         self.stream_updates = 0
         self.future: concurrent.futures.Future[Any] | None = None
-        self._details: dict[str, widgets.HTML] = {}
+        #: The agent's tools say each call in words and as code.
+        self.calls = CallText(tools, agent=agent_name)
+        #: Each call's accordion, with the call and its code, until its result arrives.
+        self._calls: dict[str, tuple[widgets.Accordion, ToolCall, str | None]] = {}
         self._stream: widgets.Output | None = None
         self._buffer: list[str] = []
         self._last_flush = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._lock = threading.RLock()
-        self.header = _html(f"<b>{esc(agent_name)}</b>", "loom-thread-header")
+        # What the static form (``_static``) is drawn from: the messages shown, each card with
+        # the number of messages before it, the error lines, a reply cut short.
+        self._messages: list[Message] = []
+        self._placed: list[tuple[int, ApprovalCard]] = []
+        self._errors: list[str] = []
+        self._unfinished = ""
+        self._title: str | None = None
+        #: The display this view is in (its own, or a chat's), to send its static form again.
+        self._display: tuple[Any, Any] | None = None
+        self.header = _html(self._header_html(), "loom-thread-header")
         self.body = widgets.VBox()
         self.running = _html("<i>the agent is working…</i>", "loom-running")
         self.running.layout.display = "none"
@@ -96,19 +124,70 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             self._set_thread(thread.id, thread.title)
             if history and thread.messages:
-                self._append(_html(history_html(thread.messages, self.rows), "loom-history"))
+                drawn = history_html(thread.messages, self.rows, calls=self.calls)
+                self._append(_html(drawn, "loom-history"))
+                self._messages.extend(thread.messages)
             self._add_cards(thread.pending)
             if thread.error:
-                self._error(thread.error)
+                self._error(f"⚠ {thread.error}")
             self._set_usage(thread.usage, None)
+        self.refresh_static()
+
+    # ---- the static form beside the widget -------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/html"] = self.static_html()
+            bundle["text/plain"] = self.static_text()
+        return bundle
+
+    def static_html(self) -> str:
+        """The thread as HTML without buttons, for where the widget is not drawn."""
+        with self._lock:
+            return thread_html(
+                self._header_html(static=True),
+                self._messages,
+                [(at, card.static_html()) for at, card in self._placed],
+                self._errors,
+                self.usage.value,
+                self.rows,
+                self._unfinished,
+                self.calls,
+            )
+
+    def static_text(self) -> str:
+        """The thread as text (``text/plain``), as terminal IPython prints it."""
+        with self._lock:
+            waiting = [c.pending for c in self.cards if c.decision is None]
+            return thread_text(
+                self.agent_name,
+                self.thread_id,
+                self._messages,
+                waiting,
+                self._errors,
+                self.rows,
+                self.calls.tools,
+            )
+
+    def displayed_as(self, shown: Any, handle: Any) -> None:
+        """This view is drawn inside ``shown`` (a chat), in the display ``handle``."""
+        self._display = (shown, handle)
+
+    def refresh_static(self) -> None:
+        """Send the static form again (a run ended, a card was decided), so the output saved
+        with the notebook holds the thread as it is now."""
+        if self._display is not None:
+            shown, handle = self._display
+            handle.update(shown)
 
     # ---- a live run ----------------------------------------------------------------------
 
     def show(self) -> None:
-        """Display the view in the cell's output."""
+        """Display the view in the cell's output (the widget and its static form)."""
         from IPython.display import display
 
-        display(self)  # type: ignore[no-untyped-call]
+        self._display = (self, display(self, display_id=True))  # type: ignore[no-untyped-call]
 
     def begin(self) -> None:
         """Show "the agent is working…"."""
@@ -131,26 +210,30 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         """Stop the stream; show the thread's id and usage, settle the cards, show an error."""
         with self._lock:
             self._flush()
-            self._stream = None
+            self._unfinished = "".join(self._buffer)  # a reply the run did not complete
+            self._stream, self._buffer = None, []
             self.running.layout.display = "none"
             if result is not None:
                 self._set_thread(result.thread.id, result.thread.title)
                 self._set_usage(result.thread.usage, result.usage)
                 self._settle_cards(result)
             if error is not None:
-                message = str(error) or type(error).__name__
-                if isinstance(error, KeyboardInterrupt | concurrent.futures.CancelledError):
-                    message = "The run was interrupted; what completed is saved."
-                self._error(message)
+                stopped = interruption(error)
+                message = stopped or str(error) or type(error).__name__
+                self._error(stopped or f"⚠ {message}")
                 for card in self.cards:
                     if card.decision is not None and card.outcome is None:
                         card.set_outcome(f"the run failed: {message}", error=True)
+        self.refresh_static()
 
-    def mark_decided(self, call_ids: Collection[str], approve: bool, note: str) -> None:
+    def mark_decided(
+        self, call_ids: Collection[str], approve: bool | Resolution, note: str
+    ) -> None:
         """Show on this view's cards that these calls were decided elsewhere."""
         for card in self.cards:
             if card.call_id in call_ids and card.decision is None:
                 card.mark(approve, note)
+        self.refresh_static()
 
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the run started from this view (a click) ends; returns its result."""
@@ -161,19 +244,37 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     def _set_thread(self, thread_id: str, title: str | None = None) -> None:
         self.thread_id = thread_id
+        self.calls.thread_id = thread_id
+        self._title = title or self._title
         for card in self.cards:
             card.thread_id = card.thread_id or thread_id
-        about = f" · {esc(title)}" if title else ""
-        self.header.value = (
-            f"<b>{esc(self.agent_name)}</b>{about} "
+        self.header.value = self._header_html()
+
+    def _header_html(self, *, static: bool = False) -> str:
+        """The agent, the thread's title and id; the widget's also carries OFFLINE_STYLE and
+        the line it shows once its kernel is gone."""
+        about = f" · {esc(self._title)}" if self._title else ""
+        tid = self.thread_id
+        thread = (
             '<span style="color:#888;font-size:85%">thread '
-            f'<code class="loom-thread-id">{esc(thread_id)}</code></span>'
+            f'<code class="loom-thread-id">{esc(tid)}</code></span>'
+            if tid
+            else ""
         )
+        head = f"<div><b>{esc(self.agent_name)}</b>{about} {thread}</div>"
+        if static:
+            return head
+        gone = (
+            '<span class="loom-gone" style="color:#888;font-size:85%"> · a saved view: the '
+            "kernel that drew it is gone</span>"
+        )
+        return OFFLINE_STYLE + head.replace("</div>", gone + "</div>")
 
     def _append(self, *items: widgets.Widget) -> None:
         self.body.children = (*self.body.children, *items)
 
     def _add_message(self, message: Message) -> None:
+        self._messages.append(message)
         if message.role == "user":
             self._append(_html(user_html(message.text), "loom-message", "loom-user"))
         elif message.role == "assistant":
@@ -192,12 +293,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             out.outputs = (_md(message.text),)
             self.stream_updates += stream is not None
         for call in message.tool_calls:
-            args = to_json(call.arguments) if call.arguments is not None else call.raw_arguments
-            details = widgets.HTML(pre(args or ""))
-            self._details[call.id] = details
-            box = widgets.Accordion(children=[details], titles=(f"tool call · {call.name}",))
+            code = self.calls.code(call)
+            details = widgets.HTML(body_html(call, code, None))
+            box = widgets.Accordion(children=[details], titles=(self.calls.words(call),))
             box.selected_index = None
             box.add_class("loom-tool-call")
+            self._calls[call.id] = (box, call, code)
             self._append(box)
 
     def _new_text_widget(self) -> widgets.Output:
@@ -208,10 +309,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         return out
 
     def _add_result(self, result: ToolResult) -> None:
-        details = self._details.get(result.call_id)
-        badge = f" · {result.approval}" if result.approval else ""
-        if details is not None:
-            details.value += f"<div><b>result{badge}</b></div>" + pre(result.content[:4000])
+        shown = self._calls.pop(result.call_id, None)
+        if shown is not None:
+            box, call, code = shown
+            box.children[0].value = body_html(call, code, result)
+            box.titles = (summary(self.calls.words(call), result),)
         if is_dataframe(result.data):
             self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
         elif result.chart is not None:
@@ -227,7 +329,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 elif result.is_error:
                     card.set_outcome(result.error or "", error=True)
                 else:
-                    card.set_outcome("done")
+                    after = preview_note(card.pending.preview, AFTER)
+                    card.set_outcome(f"done: {after}" if after else "done")
 
     def _add_cards(self, pending: list[PendingApproval]) -> None:
         for p in pending:
@@ -238,9 +341,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 decide=self._decide if self.resumer is not None else None,
             )
             self.cards.append(card)
+            self._placed.append((len(self._messages), card))
             self._append(card)
 
-    def _decide(self, card: ApprovalCard, approve: bool) -> concurrent.futures.Future[Any]:
+    def _decide(
+        self, card: ApprovalCard, approve: bool | Resolution
+    ) -> concurrent.futures.Future[Any]:
         assert self.resumer is not None
         future = self.resumer(self, card.pending, approve)
         self.future = future
@@ -254,10 +360,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             if any(p.call_id == card.call_id for p in result.thread.pending):
                 card.set_outcome(f"waiting for {len(waiting)} other decision(s)")
 
-    def _error(self, message: str) -> None:
+    def _error(self, line: str) -> None:
+        self._errors.append(line)
         self.errors.children = (
             *self.errors.children,
-            _html(f'<div style="{ERROR_STYLE}">⚠ {esc(message)}</div>', "loom-error"),
+            _html(f'<div style="{ERROR_STYLE}">{esc(line)}</div>', "loom-error"),
         )
 
     def _set_usage(self, total: Usage, run: Usage | None) -> None:
@@ -307,7 +414,9 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
     def __init__(self, view: ThreadView, send: Callable[[str], concurrent.futures.Future[Any]]):
         self.view = view
         self._send_fn = send
-        self.input = widgets.Textarea(placeholder="Ask the agent… (Send)", rows=2)
+        self.input = widgets.Textarea(
+            placeholder="Ask the agent… (Enter sends, Shift+Enter adds a line)", rows=2
+        )
         self.input.layout.width = "100%"
         self.input.add_class("loom-chat-input")
         self.send_button = widgets.Button(description="Send", button_style="primary")
@@ -315,8 +424,30 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
         self.send_button.on_click(lambda _b: self.ask())
         self.future: concurrent.futures.Future[Any] | None = None
         self._lock = threading.Lock()
-        super().__init__([view, widgets.HBox([self.input, self.send_button])])
+        box = widgets.HBox([self.input, self.send_button])
+        box.add_class("loom-chat-box")
+        offline = _html(
+            "<i>The kernel that ran this chat is gone: run <code>%loom "
+            f"{esc(view.agent_name)}</code> again to chat.</i>",
+            "loom-chat-offline",
+        )
+        super().__init__([view, box, offline])
         self.add_class("loom-chat")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/html"] = self.view.static_html()
+            bundle["text/plain"] = self.view.static_text()
+        return bundle
+
+    def show(self) -> None:
+        """Display the chat (the widget and its thread's static form), with Enter to send."""
+        from IPython.display import display
+
+        handle = display(self, display_id=True)  # type: ignore[no-untyped-call]
+        self.view.displayed_as(self, handle)
+        display(_ENTER_SENDS)  # type: ignore[no-untyped-call]
 
     def ask(self, text: str | None = None) -> concurrent.futures.Future[Any] | None:
         """Send ``text`` (or the input box's text). None when empty or a run is going on."""
@@ -337,3 +468,34 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
         if self.view.future is not None:
             result = self.view.future.result(timeout)
         return result
+
+
+class _EnterSends:
+    """A script for the page, displayed once per chat: in a chat's input box, Enter clicks
+    Send and Shift+Enter adds a line. ipywidgets' Textarea sends no key events to the kernel,
+    so the page does it; where scripts do not run (an untrusted notebook), Send still works."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        return {"application/javascript": ENTER_SENDS_JS, "text/plain": ""}
+
+
+#: Listens on the page once (capture phase, before JupyterLab's own shortcuts).
+ENTER_SENDS_JS = """
+if (!window.__loomEnterSends) {
+  window.__loomEnterSends = true;
+  document.addEventListener("keydown", (event) => {
+    const box = event.target;
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing || !box.closest) return;
+    const input = box.closest(".loom-chat-input");
+    const chat = input && input.closest(".loom-chat");
+    const send = chat && chat.querySelector("button.loom-send");
+    if (!send) return;
+    event.preventDefault();
+    event.stopPropagation();
+    box.dispatchEvent(new Event("input", {bubbles: true}));  // the text reaches the kernel first
+    if (!send.disabled) send.click();
+  }, true);
+}
+"""
+
+_ENTER_SENDS = _EnterSends()

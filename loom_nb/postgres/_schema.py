@@ -7,9 +7,9 @@ applied are kept in ``<schema>.migrations``; a database holding a name this vers
 know was written by a newer loom_nb, and is refused untouched. To change the schema, append a
 function to :data:`MIGRATIONS`; never edit one that has shipped.
 
-Later migrations are expected to add, without rewriting what is here: a table of approval calls
-keyed ``(thread_id, call_id)`` referencing ``threads (id) ON DELETE CASCADE``, and lease columns
-on ``threads`` (holder, expiry), both covered by the grants in ``_sql`` (default privileges).
+The calls that need approval keep their lifecycle in the thread row's ``pending`` JSON, moved by
+compare-and-set under the row's lock (``SELECT ... FOR UPDATE``), as the SQLite store does under
+its write lock; the lease is two columns of the same row (``m003``).
 """
 
 from __future__ import annotations
@@ -103,8 +103,19 @@ def m002_word_index(conn: Any, schema: str) -> None:
     )
 
 
+def m003_thread_leases(conn: Any, schema: str) -> None:
+    """Who runs each thread now (one run per thread across kernels), and until when, in
+    microseconds of the server's clock. The pending calls' lifecycle states live in the
+    ``pending`` JSON, whose earlier form (``decision``) is read as such: nothing is rewritten."""
+    _run(
+        conn,
+        schema,
+        "ALTER TABLE {s}.threads ADD COLUMN lease_holder text, ADD COLUMN lease_until_us bigint",
+    )
+
+
 #: Every migration, oldest first. Append only.
-MIGRATIONS: list[Migration] = [m001_threads_and_messages, m002_word_index]
+MIGRATIONS: list[Migration] = [m001_threads_and_messages, m002_word_index, m003_thread_leases]
 
 #: The schema version this code writes: the number of migrations it knows.
 VERSION = len(MIGRATIONS)

@@ -12,6 +12,9 @@
   that sets ``loom.user_id`` (local to it), which the optional row level security policies
   read (see ``_sql``).
 - Search: see :meth:`PostgresStore.search`.
+- A thread's lease and its pending calls' states change by compare-and-set on the thread's row,
+  locked for the transaction (``FOR UPDATE``), so of two kernels claiming one call exactly one
+  wins; lease times are the server's clock, one clock for every kernel.
 """
 
 from __future__ import annotations
@@ -19,16 +22,16 @@ from __future__ import annotations
 import builtins
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
 
 from loom_nb._errors import StoreError, UserError
-from loom_nb._message_rows import message_row, row_message
-from loom_nb._messages import Message, Thread, ThreadInfo
-from loom_nb._store import Store
+from loom_nb._message_rows import lease_of, message_row, moved_pending, pending_text, row_message
+from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._store import Store, check_update
 from loom_nb.postgres import _schema as schema
 from loom_nb.postgres._connections import (
     GivenConnection,
@@ -36,61 +39,14 @@ from loom_nb.postgres._connections import (
     OwnedConnection,
     PostgresStoreError,
 )
+from loom_nb.postgres._queries import Queries
 
 T = TypeVar("T")
 
 #: Text the word index finds exactly: one ASCII word or number, its own lexeme.
 _ONE_WORD = re.compile(r"[a-z0-9]+")
-
-_THREAD_COLUMNS = (
-    "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
-    "pending_count"
-)
-
-
-class _Queries:
-    """Every statement, with the schema name quoted in once."""
-
-    def __init__(self, name: str) -> None:
-        s = '"' + name.replace('"', '""') + '"'
-        self.set_user = "SELECT set_config('loom.user_id', %s, true)"
-        self.snapshot = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-        self.save = f"""
-            INSERT INTO {s}.threads (id, agent, user_id, title, created_at, updated_at,
-                updated_us, pending, pending_count, error)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (id) DO UPDATE SET
-                agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
-                created_at = excluded.created_at, updated_at = excluded.updated_at,
-                updated_us = excluded.updated_us, pending = excluded.pending,
-                pending_count = excluded.pending_count, error = excluded.error"""
-        self.append = f"""
-            WITH touched AS (
-                UPDATE {s}.threads SET message_count = message_count + 1, updated_at = %s,
-                    updated_us = %s
-                WHERE id = %s RETURNING message_count
-            )
-            INSERT INTO {s}.messages (thread_id, seq, role, created_at, json, data, search)
-            SELECT %s, message_count - 1, %s, %s, %s, %s, %s FROM touched
-            RETURNING seq"""
-        self.thread = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE id = %(id)s AND "
-        self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
-        self.listing = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE "
-        self.order = " ORDER BY updated_us DESC, made"
-        # Candidates from the word index (every word of the text is a word of the message),
-        # then the exact casefolded text on those rows, unless the text is one plain word,
-        # which a word of the message already contains; messages too long for the index, and
-        # text without a word at all, by the text alone. One condition, so the planner may
-        # also walk threads newest first and stop at ``limit`` (a very common word).
-        words = "plainto_tsquery('simple'::regconfig, %(needle)s)"
-        self.found = f"""
-            id IN (
-                SELECT thread_id FROM {s}.messages
-                WHERE (words @@ {words} AND (%(one_word)s OR strpos(search, %(needle)s) > 0))
-                    OR ((words IS NULL OR numnode({words}) = 0)
-                        AND strpos(search, %(needle)s) > 0)
-            )"""
-        self.delete = f"DELETE FROM {s}.threads WHERE id = %(id)s AND "
+#: What ``LIKE`` reads as wildcards or its escape, escaped to match themselves.
+_LIKE_SPECIAL = re.compile(r"[\\%_]")
 
 
 class PostgresStore(Store):  # the methods say what they do once, in Store
@@ -118,7 +74,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         if dsn is not None and not isinstance(dsn, str):
             raise UserError(f"postgres_store(dsn) takes a connection string, got {dsn!r}")
         self.schema = schema
-        self._q = _Queries(schema)
+        self._q = Queries(schema)
         self._closed = False
         if connection is not None:
             self._source: OwnedConnection | GivenConnection | GivenPool = GivenConnection(
@@ -172,30 +128,79 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             single=True,
         )
 
-    def append(self, thread: Thread, message: Message) -> None:
-        role, created_at, text, data, search = message_row(message)
-        updated = thread.updated_at
-        params = (
-            updated.isoformat(),
-            _sort_key(updated),
-            thread.id,
-            thread.id,
-            role,
-            created_at,
-            text,
-            data,
-            search.replace("\x00", ""),  # PostgreSQL text holds no NUL; search ignores them
-        )
-
+    def append(
+        self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
+    ) -> None:
         def write(conn: psycopg.Connection[Any]) -> None:
-            if conn.execute(self._q.append, params).fetchone() is None:
-                raise KeyError(f"append to a thread that was never saved: {thread.id}")
+            self._append_row(conn, thread.id, thread.updated_at, message)
+            if pending is not None:  # the approval request and its cards: one transaction
+                conn.execute(self._q.set_pending, (pending_text(pending), len(pending), thread.id))
 
         self._run(
             write,
             user_id=thread.user_id,
             write=True,
             doing=f"saving a message to {thread.id}",
+            single=pending is None,
+        )
+
+    def update_calls(
+        self,
+        thread_id: str,
+        call_ids: Sequence[str],
+        state: CallState,
+        *,
+        expect: Collection[CallState],
+        holder: str | None = None,
+        message: Message | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        check_update(state, message)
+        where, params = _owner(user_id, id=thread_id)
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            found = conn.execute(self._q.pending + where + " FOR UPDATE", params).fetchone()
+            if found is None:
+                raise KeyError(f"a thread that was never saved: {thread_id}")
+            text, count = moved_pending(found[0], call_ids, state, expect, holder, message)
+            conn.execute(self._q.set_pending, (text, count, thread_id))
+            if message is not None:
+                self._append_row(conn, thread_id, message.created_at, message)
+
+        self._run(write, user_id=user_id, write=True, doing=f"deciding calls of {thread_id}")
+
+    def acquire_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
+    ) -> Lease:
+        where, params = _owner(user_id, id=thread_id)
+        params.update(holder=holder, replacing=replacing, us=round(seconds * 1_000_000))
+
+        def write(conn: psycopg.Connection[Any]) -> Lease:
+            conn.execute(self._q.take + where, params)  # re-checked on a concurrent update
+            found = conn.execute(self._q.lease + where, params).fetchone()
+            lease = None if found is None else lease_of(found[0], found[1])
+            if lease is None:
+                raise KeyError(f"a thread that was never saved: {thread_id}")
+            return lease
+
+        return self._run(write, user_id=user_id, write=True, doing=f"taking thread {thread_id}")
+
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
+        where, params = _owner(user_id, id=thread_id)
+        params.update(holder=holder, error=error)
+        return self._run(
+            lambda conn: conn.execute(self._q.free + where, params).rowcount > 0,
+            user_id=user_id,
+            write=True,
+            doing=f"freeing thread {thread_id}",
             single=True,
         )
 
@@ -214,7 +219,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         if found is None:
             return None
         record, rows = found
-        return Thread.from_dict(
+        thread = Thread.from_dict(
             {
                 "id": record[0],
                 "agent": record[1],
@@ -227,6 +232,8 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             },
             messages=[row_message(text, data) for text, data in rows],
         )
+        thread.lease = lease_of(record[10], record[11])
+        return thread
 
     def list(
         self,
@@ -261,7 +268,11 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         """
         where, params = _owner(user_id, agent=agent)
         needle = text.casefold().replace("\x00", "")
-        params.update(needle=needle, one_word=_ONE_WORD.fullmatch(needle) is not None)
+        params.update(
+            needle=needle,
+            pattern="%" + _LIKE_SPECIAL.sub(r"\\\g<0>", needle) + "%",
+            one_word=_ONE_WORD.fullmatch(needle) is not None,
+        )
         params["limit"] = max(int(limit), 0)
         query = self._q.listing + where + " AND " + self._q.found + self._q.order
         query += " LIMIT %(limit)s"
@@ -382,6 +393,25 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                         f"{_first_line(exc)}"
                     ) from exc
         raise AssertionError("unreachable")
+
+    def _append_row(
+        self, conn: psycopg.Connection[Any], thread_id: str, updated: datetime, message: Message
+    ) -> None:
+        """One message row, counted on its thread (inside the caller's transaction)."""
+        role, created_at, text, data, search = message_row(message)
+        params = (
+            updated.isoformat(),
+            _sort_key(updated),
+            thread_id,
+            thread_id,
+            role,
+            created_at,
+            text,
+            data,
+            search.replace("\x00", ""),  # PostgreSQL text holds no NUL; search ignores them
+        )
+        if conn.execute(self._q.append, params).fetchone() is None:
+            raise KeyError(f"append to a thread that was never saved: {thread_id}")
 
     def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreError:
         if not write:

@@ -28,6 +28,9 @@ How it keeps what it is given:
   append's transaction, finds the messages that hold every three-character piece of the text;
   each is then checked against the message itself, so the answers are exact. (Texts shorter
   than three characters, or an SQLite without FTS5's trigram tokenizer, check every message.)
+- The thread's lease and its pending calls' states change by compare-and-set inside one
+  ``BEGIN IMMEDIATE`` transaction each: the write lock makes the read and the write one step,
+  so of two kernels claiming one call exactly one wins.
 """
 
 from __future__ import annotations
@@ -39,16 +42,18 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
-from loom_nb._message_rows import message_contains, message_row, row_message, searchable
-from loom_nb._messages import Message, Thread, ThreadInfo
+from loom_nb._message_rows import lease_of, message_contains, row_message, searchable
+from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 from loom_nb._store import Store, ThreadVersion
+from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
+from loom_nb.sqlite import _steps as steps
 
 __all__ = [
     "DEFAULT_PATH",
@@ -86,7 +91,7 @@ class NewerSchemaError(SQLiteStoreError):
 
 _THREAD_COLUMNS = (
     "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
-    "pending_count"
+    "pending_count, lease_holder, lease_until_us"
 )
 #: What a listing shows, in ThreadInfo's field order.
 _INFO_COLUMNS = "id, agent, user_id, title, created_at, updated_at, message_count, pending_count"
@@ -110,10 +115,15 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                     f"{type(database).__name__}; or pass a file path with path=..."
                 )
             self._owns = False
-            self.path = _database_path(database)
+            self.path = given.database_path(database)
             self._conn = database
-            _check_shared_threads(database)
+            given.check_shared_threads(database)
         else:
+            if not isinstance(path, str | os.PathLike):
+                raise UserError(
+                    f"sqlite_store(path=...) takes a file path (a str or a Path), got "
+                    f"{type(path).__name__} {path!r}; leave it out for {DEFAULT_PATH}"
+                )
             self._owns = True
             self.path = os.fspath(path)
             self._conn = _connect(self.path)
@@ -150,7 +160,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             thread.title,
             info["created_at"],
             info["updated_at"],
-            _sort_key(thread.updated_at),
+            steps.sort_key(thread.updated_at),
             pending,
             len(thread.pending),
             thread.error,
@@ -174,27 +184,49 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
 
         self._write(write)
 
-    def append(self, thread: Thread, message: Message) -> None:
-        _, _, text, data, search = message_row(message)  # role and created_at are in the JSON
-        updated = thread.updated_at
-        touch = (updated.isoformat(), _sort_key(updated), thread.id)
+    def append(
+        self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
+    ) -> None:
+        self._write(
+            lambda conn: steps.append(
+                conn, thread.id, thread.updated_at, message, pending, self._indexed
+            )
+        )
 
-        def write(conn: sqlite3.Connection) -> None:
-            found = conn.execute(
-                "UPDATE loom_threads SET message_count = message_count + 1, updated_at = ?, "
-                "updated_us = ?, version = version + 1 WHERE id = ? RETURNING message_count",
-                touch,
-            ).fetchone()
-            if found is None:
-                raise KeyError(f"append to a thread that was never saved: {thread.id}")
-            row = conn.execute(
-                "INSERT INTO loom_messages (thread_id, seq, json, data) VALUES (?, ?, ?, ?)",
-                (thread.id, found[0] - 1, text, data),
-            ).lastrowid
-            if self._indexed:
-                conn.execute("INSERT INTO loom_search (rowid, text) VALUES (?, ?)", (row, search))
+    def update_calls(
+        self,
+        thread_id: str,
+        call_ids: Sequence[str],
+        state: CallState,
+        *,
+        expect: Collection[CallState],
+        holder: str | None = None,
+        message: Message | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        self._write(
+            lambda conn: steps.move_calls(
+                conn, (thread_id, user_id), call_ids, state, expect, holder, message, self._indexed
+            )
+        )
 
-        self._write(write)
+    def acquire_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
+    ) -> Lease:
+        return self._write(
+            lambda conn: steps.take_lease(conn, (thread_id, user_id), holder, seconds, replacing)
+        )
+
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
+        return self._write(lambda conn: steps.free_lease(conn, (thread_id, user_id), holder, error))
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
@@ -215,7 +247,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             return None
         record, rows = found
         messages = [row_message(text, data) for text, data in rows]
-        return Thread.from_dict(
+        thread = Thread.from_dict(
             {
                 "id": record[0],
                 "agent": record[1],
@@ -228,6 +260,8 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             },
             messages=messages,
         )
+        thread.lease = lease_of(record[10], record[11])
+        return thread
 
     def list(
         self,
@@ -488,41 +522,18 @@ def _translate(exc: sqlite3.Error, path: str) -> Exception:
             "folder are writable (SQLite also writes -wal and -shm files next to it), or pass "
             "another path: sqlite_store(path=...)"
         )
+    if "already exists" in lowered:  # a table named like ours that loom_nb did not make
+        return SQLiteStoreError(
+            f"{path} already holds a table that loom_nb did not create ({message}), perhaps "
+            "another program's: keep the threads in a file of their own, e.g. "
+            f"sqlite_store(path={DEFAULT_PATH!r})"
+        )
     if "locked" in lowered or "busy" in lowered:
         return SQLiteStoreError(
             f"{path} stayed locked by another process for {BUSY_SECONDS:.0f} s ({message}); "
             "close the other kernel or program that holds it, then try again"
         )
     return exc
-
-
-def _database_path(conn: sqlite3.Connection) -> str:
-    try:
-        row = conn.execute("PRAGMA database_list").fetchone()
-    except sqlite3.ProgrammingError as exc:
-        raise UserError(f"sqlite_store(database=...) got an unusable connection: {exc}") from exc
-    return str(row[2]) if row and row[2] else ":memory:"
-
-
-def _check_shared_threads(conn: sqlite3.Connection) -> None:
-    """The agent saves from its own thread: a connection bound to one thread cannot serve it."""
-    failure: list[BaseException] = []
-
-    def probe() -> None:
-        try:
-            conn.execute("SELECT 1")
-        except sqlite3.ProgrammingError as exc:
-            failure.append(exc)
-
-    worker = threading.Thread(target=probe)
-    worker.start()
-    worker.join()
-    if failure:
-        raise UserError(
-            "the connection passed as sqlite_store(database=...) works only in the thread that "
-            "made it, but the agent saves from its own thread. Open it with "
-            "sqlite3.connect(..., check_same_thread=False)"
-        )
 
 
 def _has_search_index(conn: sqlite3.Connection) -> bool:
@@ -539,10 +550,6 @@ def _trigrams(text: str) -> builtins.list[str]:
         return []
     starts = [*range(0, len(text) - 2, 3), len(text) - 3]
     return builtins.list(dict.fromkeys(text[i : i + 3] for i in starts))
-
-
-def _sort_key(moment: datetime) -> int:
-    return round(moment.timestamp() * 1_000_000)
 
 
 def _info(row: Any) -> ThreadInfo:

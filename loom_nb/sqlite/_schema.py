@@ -73,6 +73,14 @@ def m002_search_text(conn: sqlite3.Connection) -> None:
     )
 
 
+def m003_thread_leases(conn: sqlite3.Connection) -> None:
+    """Who runs each thread now (one run per thread across processes), and until when. The
+    pending calls' lifecycle states live in the ``pending`` JSON, which older files hold in
+    the earlier form (``decision``); it is read as such, so nothing is rewritten."""
+    conn.execute("ALTER TABLE loom_threads ADD COLUMN lease_holder TEXT")
+    conn.execute("ALTER TABLE loom_threads ADD COLUMN lease_until_us INTEGER")
+
+
 #: Search: SQLite's trigram tokenizer over the casefolded text, without positions (a message
 #: holding every trigram of a needle is checked against the message's own text), contentless:
 #: the index keeps no copy of the text. ``case_sensitive 1``: the text is casefolded already.
@@ -141,6 +149,7 @@ def search_index_available(conn: sqlite3.Connection) -> bool:
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
     m002_search_text,
+    m003_thread_leases,
     m004_message_rowids_and_search_index,
 ]
 

@@ -35,9 +35,29 @@ tool                        arguments
                             ``filters`` (as for select, at least one). Waits for approval;
                             the card shows how many rows match and the first of them.
                             Returns the updated rows as a DataFrame.
+``{name}_aggregate``        With ``aggregates=True``. ``table``; ``group_by`` (plain columns);
+                            ``aggregates`` (list of ``{fn, column}``, ``fn`` one of count,
+                            sum, avg, min, max; count without a column counts rows; output
+                            columns ``fn_column``, or ``count``); ``filters`` (as for
+                            select); ``order`` (group_by columns); ``limit``; ``offset``.
+                            Returns a DataFrame of groups.
 ==========================  ===================================================================
 
 ``{name}_insert`` and ``{name}_update`` exist only when some table has ``"write": True``.
+
+Aggregates (``aggregates=True``) are computed by PostgREST's aggregate functions
+(``select=status,count:count(),sum_total:total.sum()``), so totals cover every matching row,
+not only ``max_rows`` of them; row level security applies as for a select. PostgREST serves
+them only when ``pgrst.db_aggregates_enabled`` is on (off by default); on Supabase run
+``ALTER ROLE authenticator SET pgrst.db_aggregates_enabled = 'true'; NOTIFY pgrst, 'reload
+config';`` (without it the model is told that aggregates are off). Time buckets come from a
+view you allowlist, since PostgREST groups by columns only::
+
+    CREATE VIEW orders_by_week WITH (security_invoker = true) AS   -- RLS of the caller applies
+      SELECT *, date_trunc('week', created_at) AS week FROM orders;
+
+``security_invoker`` (PostgreSQL 15) makes the view apply the caller's row level security;
+a plain view runs as its owner and would show every user's rows.
 
 How the rules are kept:
 
@@ -96,6 +116,7 @@ def supabase_tools(
     max_rows: int = 50,
     approve_writes: bool = True,
     name: str = "supabase",
+    aggregates: bool = False,
 ) -> Connector:
     """Give an agent the Supabase tables you list, as tools (see the module docs for the table
     of tools and their arguments).
@@ -103,7 +124,9 @@ def supabase_tools(
     ``client(ctx)`` builds the client for one run, with the signed-in user's session, so
     row level security applies. ``tables`` maps each allowed table to its options:
     ``description``, ``columns`` (the allowed columns; all when omitted) and ``write``.
-    Every configuration mistake raises :class:`~loom_nb.UserError` here.
+    ``aggregates=True`` adds ``{name}_aggregate``: count, sum, avg, min and max computed by
+    PostgREST over every matching row (needs ``pgrst.db_aggregates_enabled``; see the module
+    docs). Every configuration mistake raises :class:`~loom_nb.UserError` here.
     """
     if not callable(client):
         raise UserError(
@@ -112,5 +135,7 @@ def supabase_tools(
             "client=lambda ctx: my_client"
         )
     max_rows = check_connector_options(name, max_rows, approve_writes)
+    if not isinstance(aggregates, bool):
+        raise UserError(f"aggregates must be True or False, got {aggregates!r}")
     specs = parse_tables(tables)
-    return SupabaseConnector(client, specs, max_rows, approve_writes, name).connector()
+    return SupabaseConnector(client, specs, max_rows, approve_writes, name, aggregates).connector()

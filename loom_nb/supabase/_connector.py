@@ -23,11 +23,14 @@ from loom_nb._tables.cards import (
     rows_that_change,
     update_effect,
 )
-from loom_nb._tables.filter_text import filter_dict, where_text
+from loom_nb._tables.filter_text import aggregate_words, filter_dict, where_text
 from loom_nb._tables.grammar import Insert, Select, Update, parse_insert, parse_select, parse_update
 from loom_nb._tables.options import TableSpec, describe_tables
-from loom_nb._tools import Connector, ToolOutput
+from loom_nb._tools import Connector, Tool, ToolOutput, tool
+from loom_nb.supabase._aggregate import AggregateQuery, aggregate_schema, parse_aggregate
+from loom_nb.supabase._code import SupabaseCode
 from loom_nb.supabase._query import (
+    build_aggregate,
     build_insert,
     build_matching,
     build_select,
@@ -63,30 +66,62 @@ class SupabaseConnector:
         max_rows: int,
         approve_writes: bool,
         name: str,
+        aggregates: bool = False,
     ) -> None:
         self.factory = factory
         self.tables = tables
         self.max_rows = max_rows
         self.approve_writes = approve_writes
         self.name = name
+        self.aggregates = aggregates
         self._state_key = f"loom_nb.supabase:{name}:{id(self)}"
 
     # ---- the tools ------------------------------------------------------------------------
 
     def connector(self) -> Connector:
+        code = SupabaseCode(
+            self.factory,
+            self.name,
+            self.tables,
+            self._parse_select,
+            self._parse_insert,
+            self._parse_update,
+            self._parse_aggregate,
+            self.approve_writes,
+        )
+        more: dict[str, Tool] = {}
+        if self.aggregates:
+            more["aggregate"] = tool(
+                description=(
+                    "Totals of one table, computed by the database over every matching row "
+                    "(not only the rows a select returns): group_by columns and aggregates "
+                    "[{fn, column}] with fn count, sum, avg, min or max (count without a "
+                    "column counts rows). Output columns are named fn_column (count for the "
+                    f"row count). Filters as in {self.name}_select; order may name group_by "
+                    f"columns. At most {self.max_rows} groups per call: page with offset."
+                ),
+                input=aggregate_schema(self.tables, self.max_rows),
+                run=self.aggregate,
+                describe=self._aggregate_words,
+                code=code.aggregate,
+            )
         return table_connector(
             self.name,
             self.tables,
             max_rows=self.max_rows,
             approve_writes=self.approve_writes,
             list_tables=Read(self.list_tables),
-            select=Read(self.select, notes=_SELECT_NOTES),
-            insert=Write(self.insert, check=self._parse_insert, preview=self.preview_insert),
+            select=Read(self.select, notes=_SELECT_NOTES, code=code.select),
+            more_reads=more,
+            insert=Write(
+                self.insert, check=self._parse_insert, preview=self.preview_insert, code=code.insert
+            ),
             update=Write(
                 self.update,
                 check=self._parse_update,
                 preview=self.preview_update,
                 notes=_UPDATE_NOTES if self.approve_writes else "",
+                code=code.update,
             ),
         )
 
@@ -113,6 +148,34 @@ class SupabaseConnector:
             limit_reached=query.limit > 0 and received >= query.limit and count is None,
         )
         return ToolOutput(content, data)
+
+    async def aggregate(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
+        query = self._parse_aggregate(arguments)
+        spec = TableSpec(query.table, columns=tuple(query.outputs))  # the rows hold these only
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        response = await send(build_aggregate(client, query))
+        if isinstance(response, ToolOutput):
+            if isinstance(response.data, dict) and response.data["error"]["code"] == "PGRST123":
+                response.data["error"]["hint"] = (
+                    "Aggregates are off in this Supabase project; tell the user, who can turn "
+                    "them on (pgrst.db_aggregates_enabled), or use the select tool instead."
+                )
+                response.content = json.dumps(response.data, default=str)
+            return response
+        rows = rows_of(response, spec)
+        if isinstance(rows, ToolOutput):
+            return rows
+        frame = records_to_frame(rows, query.outputs).head(query.limit)
+        content = frame_for_model(
+            frame,
+            source=f"{self.name}.{query.table}",
+            max_rows=query.limit,
+            offset=query.offset,
+            limit_reached=query.limit > 0 and len(frame) >= query.limit,
+        )
+        return ToolOutput(content, frame)
 
     async def insert(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_insert(arguments)
@@ -159,10 +222,23 @@ class SupabaseConnector:
 
     def _parse_select(self, arguments: dict[str, Any]) -> Select:
         query = parse_select(arguments, self.tables, self.max_rows)
-        # PostgREST answers limit=0 with an offset by 416 (ApiRequest.getRanges: an empty
-        # range that is not the limit-zero range); with no rows asked for, an offset is moot.
-        offset = query.offset if query.limit else 0
-        return dataclasses.replace(query, filters=sendable_filters(query.filters), offset=offset)
+        return dataclasses.replace(
+            query, filters=sendable_filters(query.filters), offset=_sendable_offset(query)
+        )
+
+    def _parse_aggregate(self, arguments: dict[str, Any]) -> AggregateQuery:
+        """The same sending rules as a select: its filters as PostgREST reads them."""
+        query = parse_aggregate(arguments, self.tables, self.max_rows)
+        return dataclasses.replace(
+            query, filters=sendable_filters(query.filters), offset=_sendable_offset(query)
+        )
+
+    def _aggregate_words(self, arguments: dict[str, Any]) -> str:
+        q = parse_aggregate(arguments, self.tables, self.max_rows)
+        aggregates = [(a.fn, a.column) for a in q.aggregates]
+        return aggregate_words(
+            q.table, aggregates, q.group_by, q.filters, q.order, q.limit, q.offset
+        )
 
     def _parse_insert(self, arguments: dict[str, Any]) -> Insert:
         query = parse_insert(arguments, self.tables)
@@ -281,6 +357,12 @@ class SupabaseConnector:
         if isinstance(fetched, ToolOutput):
             return fetched
         return records_to_frame(fetched[0], spec.columns)
+
+
+def _sendable_offset(query: Select | AggregateQuery) -> int:
+    """PostgREST answers limit=0 with an offset by 416 (ApiRequest.getRanges: an empty range
+    that is not the limit-zero range); with no rows asked for, an offset is moot."""
+    return query.offset if query.limit else 0
 
 
 def _more_than_shown(error: ToolOutput, shown: int) -> ToolOutput:

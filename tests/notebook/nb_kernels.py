@@ -10,6 +10,7 @@ Seconds on a fresh clone, nothing after that.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,8 @@ def build(version: str) -> tuple[str, Path]:
                 timeout=300,
             )
             marker.write_text(requirement)
-        env["PYTHONPATH"] = str(site)
+        # that ipykernel first, then this checkout (not whichever loom_nb is installed)
+        env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
     specs = CACHE / "kernels"
     spec_dir = specs / kernel_name(version)
     spec_dir.mkdir(parents=True, exist_ok=True)
@@ -90,15 +92,22 @@ def notebook(cells: list[str], name: str) -> Any:
     return nb
 
 
-def execute(cells: list[str], kernel: tuple[str, Path], cwd: Path, timeout: int = 60) -> Any:
-    """Run All, like a person would: stops at the first failing cell (raises)."""
+def execute(
+    cells: list[str],
+    kernel: tuple[str, Path],
+    cwd: Path,
+    timeout: int = 60,
+    store_widget_state: bool = True,
+) -> Any:
+    """Run All, like a person would: stops at the first failing cell (raises).
+    ``store_widget_state=False`` saves it as JupyterLab does by default (no widget state)."""
     name, specs = kernel
     nb = notebook(cells, name)
     client = NotebookClient(
         nb,
         km=kernel_manager(name, specs),
         timeout=timeout,
-        store_widget_state=True,
+        store_widget_state=store_widget_state,
         resources={"metadata": {"path": str(cwd)}},
     )
     client.execute()

@@ -16,6 +16,7 @@ from tests.notebook.browser.page import (
     MEDIUM,
     cell,
     cell_output_text,
+    command,
     insert_cell,
     open_notebook,
     restart_kernel,
@@ -23,6 +24,8 @@ from tests.notebook.browser.page import (
     run_cell,
     screenshot,
     wait_cell_done,
+    wait_cells_done,
+    wait_kernel_idle,
     write_notebook,
 )
 
@@ -276,9 +279,14 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     run_all(page, len(cells))
     chat = cell(page, 1).locator(".loom-chat").first
     box = chat.locator(".loom-chat-input textarea")
-    box.fill("Which orders are still open? Then add an order for Hopper, total 42.5.")
+    box.fill("Which orders are still open?")
+    box.press("Shift+Enter")  # a new line, not a send
+    box.type("Then add an order for Hopper, total 42.5.")
+    assert box.input_value() == (
+        "Which orders are still open?\nThen add an order for Hopper, total 42.5."
+    )
     send = chat.locator("button.loom-send")
-    send.click()
+    box.press("Enter")  # sends
     thread = chat.locator(".loom-thread")
     expect_text(thread.locator(".loom-user"), "Which orders are still open?")
     expect_text(thread.locator(".loom-assistant").nth(1), "Two orders are still open")
@@ -354,6 +362,170 @@ def test_long_thread_resumes_whole(lab: LabServer, page: Any) -> None:
     expect(shown.locator(".loom-assistant")).to_have_count(500, timeout=MEDIUM)
     expect_text(shown.locator(".loom-assistant").last, "Round 249: 50 open orders.")
     assert "IOPub message rate exceeded" not in cell_output_text(page, 1)
+
+
+def test_rerunning_the_defining_cell_keeps_working(lab: LabServer, page: Any) -> None:
+    """The cell defining the agents runs again; the next ``%%loom`` continues the thread the
+    file store kept, and for the memory store (empty again) starts one and says why."""
+    setup = _cells(
+        """
+        from loom_nb import FunctionModel, define_agent, memory_store
+        from loom_nb.sqlite import sqlite_store
+        %load_ext loom_nb
+
+        def count(request):
+            "Answers with how many messages of the user the thread holds."
+            return f"{sum(m.role == 'user' for m in request.messages)} from you so far."
+
+        kept = define_agent(name="kept", model=FunctionModel(count),
+                            store=sqlite_store("rerun.db"))
+        scratch = define_agent(name="scratch", model=FunctionModel(count),
+                               store=memory_store())
+        """
+    )[0]
+    cells = [setup, "%%loom kept\nHello", "%%loom scratch\nHello"]
+    write_notebook(lab.root / "rerun.ipynb", cells)
+    open_notebook(page, lab, "rerun.ipynb")
+    run_all(page, len(cells))
+    first_kept = thread_id_in(cell(page, 1))
+    first_scratch = thread_id_in(cell(page, 2))
+    done = wait_cell_done(page, 0)
+    run_cell(page, 0)
+    wait_cell_done(page, 0, after=done)
+    insert_cell(page, 3, "%%loom kept\nAgain")
+    insert_cell(page, 4, "%%loom scratch\nAgain")
+    for index in (3, 4):
+        run_cell(page, index)
+        wait_cell_done(page, index)
+    expect_text(cell(page, 3).locator(".loom-assistant").last, "2 from you so far.")
+    assert thread_id_in(cell(page, 3)) == first_kept
+    expect_text(cell(page, 4).locator(".loom-assistant").last, "1 from you so far.")
+    note = f"ℹ scratch's thread {first_scratch} is no longer in its store"
+    assert note in cell_output_text(page, 4) and "starting a new thread" in cell_output_text(
+        page, 4
+    )
+    assert thread_id_in(cell(page, 4)) != first_scratch
+    screenshot(page, "browser-rerun-defining-cell", cell(page, 4))
+
+
+def test_old_cards_after_a_restart_explain_and_the_saved_notebook_reads_without_widgets(
+    lab: LabServer, page: Any, chromium: str, tmp_path: Any
+) -> None:
+    """Kernel → Restart with outputs kept: the old card shows how to decide instead of
+    buttons, and clicking it runs nothing. The notebook as saved reads without widgets: as
+    nbconvert HTML (no kernel) and opened untrusted in JupyterLab, with the thread, the table
+    and the card's arguments, and no button."""
+    cells = _cells(SETUP, ASK, WRITTEN)
+    write_notebook(lab.root / "old-card.ipynb", cells)
+    open_notebook(page, lab, "old-card.ipynb")
+    run_all(page, len(cells))
+    card = cell(page, 1).locator(".loom-approval")
+    expect_text(card, "add_order")
+    assert card.locator("button.loom-approve").is_visible()
+    assert not card.locator(".loom-offline").is_visible()
+    command(page, "docmanager:save")
+    page.wait_for_function(
+        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=MEDIUM
+    )
+
+    page.evaluate(
+        "async () => { await window.jupyterapp.shell.currentWidget.sessionContext"
+        ".session.kernel.restart(); }"
+    )
+    wait_kernel_idle(page)
+    page.locator(".loom-approval.jupyter-widgets-disconnected").wait_for(timeout=MEDIUM)
+    offline = card.locator(".loom-offline")
+    expect_text(offline, "waiting for approval — run %loom approvals to decide")
+    assert not card.locator("button.loom-approve").is_visible()
+    card.click()  # where a person would try: nothing to press, nothing runs
+    expect_text(cell(page, 1).locator(".loom-gone"), "the kernel that drew it is gone")
+    icon = page.evaluate(
+        """() => getComputedStyle(document.querySelector(
+            '.loom-thread .jupyter-widgets-disconnected'), '::before').content"""
+    )
+    assert icon in ("none", "normal"), icon  # no broken-link icon on every widget
+    screenshot(page, "browser-old-card-after-restart", cell(page, 1))
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    run_cell(page, 2)
+    wait_cell_done(page, 2)
+    expect_text(cell(page, 2).locator(".jp-Cell-outputArea"), "Hopper written: False")
+
+    # The notebook as saved: nbconvert's HTML, opened with no kernel and no network.
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    saved = nbformat.read(lab.root / "old-card.ipynb", as_version=4)
+    assert "widgets" not in saved.metadata  # JupyterLab saves no widget state by default
+    html, _ = HTMLExporter(sanitize_html=True).from_notebook_node(saved)
+    exported = tmp_path / "old-card.html"
+    exported.write_text(html)
+    static = page.context.new_page()
+    try:
+        static.goto(exported.as_uri(), wait_until="domcontentloaded", timeout=MEDIUM)
+        text = static.locator("body").inner_text()
+        for seen in ("Which orders are still open?", "Two orders are still open", "Grace"):
+            assert seen in text
+        assert "Hopper" in text and "42.5" in text  # the pending card's arguments
+        assert "waiting for approval — run %loom approvals to decide" in text
+        assert static.locator("button").count() == 0 and "ThreadView(" not in text
+        screenshot(static, "browser-saved-notebook-as-html")
+    finally:
+        static.close()
+
+    # Opened untrusted (someone else's copy: its content has no signature here), JupyterLab
+    # draws the static HTML, not the widget. (A trusted copy would try the widget.)
+    saved.metadata["shared_by"] = "a colleague"
+    (lab.root / "untrusted.ipynb").write_text(nbformat.writes(saved))
+    open_notebook(page, lab, "untrusted.ipynb")
+    shown = cell(page, 1).locator(".jp-Cell-outputArea")
+    expect_text(shown, "waiting for approval — run %loom approvals to decide")
+    assert "Hopper" in shown.inner_text() and "Grace" in shown.inner_text()
+    assert shown.locator(".loom-thread").count() == 0 and shown.locator("button").count() == 0
+    assert shown.locator("table tbody tr").count() == 2
+    screenshot(page, "browser-untrusted-notebook", cell(page, 1))
+
+
+SLOW = """
+import asyncio
+from loom_nb import FunctionModel, TextDelta, define_agent
+%load_ext loom_nb
+
+async def slowly(request):
+    for i in range(200):
+        await asyncio.sleep(0.1)
+        yield TextDelta(f"word{i} ")
+
+writer = define_agent(name="writer", model=FunctionModel(slowly))
+"""
+
+
+def test_interrupt_during_a_run_shows_one_line(lab: LabServer, page: Any) -> None:
+    """Kernel → Interrupt while the answer streams: one line says what stopped and what was
+    kept, no traceback; the next ``%%loom`` continues the same thread."""
+    cells = _cells(SLOW, "%%loom writer\nWrite a long text.")
+    write_notebook(lab.root / "interrupt.ipynb", cells)
+    open_notebook(page, lab, "interrupt.ipynb")
+    command(page, "notebook:run-all-cells")
+    expect_text(cell(page, 1).locator(".loom-assistant"), "word3")
+    command(page, "notebook:interrupt-kernel")
+    wait_cells_done(page, len(cells))
+    out = cell(page, 1).locator(".jp-Cell-outputArea")
+    error = out.locator("[data-mime-type='application/vnd.jupyter.stderr']").last
+    expect_text(error, "KeyboardInterrupt: writer's run was interrupted; 1 completed message")
+    text = error.inner_text().strip()
+    assert "\n" not in text and "Traceback" not in out.inner_text(), text
+    thread_id = thread_id_in(cell(page, 1))
+    assert f"saved in thread {thread_id}" in text
+    expect_text(cell(page, 1).locator(".loom-error"), "run was interrupted; 1 completed message")
+    screenshot(page, "browser-interrupted-run", cell(page, 1))
+
+
+def thread_id_in(shown: Any) -> str:
+    """The thread id a view's header shows."""
+    found = shown.locator(".loom-thread-id").first
+    found.wait_for(timeout=MEDIUM)
+    return str(found.inner_text()).strip()
 
 
 def restart_and_resume(page: Any, n_cells: int, thread_id: str) -> Any:

@@ -11,6 +11,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from tests.conftest import require
@@ -100,3 +101,42 @@ def test_the_chart_is_a_png_in_the_notebook_and_comes_back_after_a_restart(
     assert base64.b64decode(output["data"]["image/png"]) == base64.b64decode(
         first.cells[3]["outputs"][0]["data"]["image/png"]
     )  # the same picture, drawn from the saved spec
+
+
+ORDERS = (
+    SETUP[SETUP.index("orders = ") : SETUP.index("weekly = ")].replace("{{", "{").replace("}}", "}")
+)
+
+
+@pytest.mark.parametrize("kernel", ["7.4"], indirect=True)
+def test_an_exported_thread_draws_its_chart_in_a_fresh_kernel(
+    kernel: tuple[str, Path], tmp_path: Path
+) -> None:
+    """``%loom export``, then the notebook run in a new kernel after a cell that defines
+    ``orders``: the chart call's cell draws the chart (one PNG) from the weekly aggregate."""
+    require(importlib.util.find_spec("matplotlib") is not None, "matplotlib is not installed")
+    db = str(tmp_path / "loom.db")
+    execute(
+        [
+            SETUP.format(replies=REPLIES, db=db),
+            "%%loom analyst --result r\nWhich orders above 100 are still open? Plot them by week.",
+            f"%loom export {{r.thread.id}} --to {str(tmp_path / 'export.ipynb')!r}",
+        ],
+        kernel,
+        tmp_path,
+    )
+    exported = nbformat.read(tmp_path / "export.ipynb", as_version=4)
+    code = [c.source for c in exported.cells if c.cell_type == "code"]
+    run = execute(
+        [
+            "import pandas as pd\n" + ORDERS,
+            *code,
+            "print(type(result_2).__name__, len(result_2.axes[0].patches))",
+        ],
+        kernel,
+        tmp_path,
+    )
+    [chart_cell] = [c for c in run.cells if "draw_chart(result_1" in c.source]
+    [output] = chart_cell["outputs"]  # shown once, as the cell's result
+    assert base64.b64decode(output["data"]["image/png"]).startswith(PNG)
+    assert text_of(run.cells[-1]).split() == ["Figure", "2"]  # two weeks hold open orders

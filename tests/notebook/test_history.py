@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from html import escape as html_escape
 
 import pandas as pd
 
 from loom_nb import Message, TextPart, ToolCall, ToolResult
+from loom_nb.frames import frame_tools
+from loom_nb.notebook._calls import CallText
 from loom_nb.notebook.history import history_html
 
 
@@ -51,9 +54,12 @@ def test_every_message_is_drawn_with_its_class():
     assert html.count('<details class="loom-tool-call"') == 2  # calls fold, as in the live view
     assert "2 rows × 2 columns" in html and "<td>7.5</td>" in html
     assert 'class="loom-rejected"' in html and "nothing was run or written" in html
-    # the result is folded under its call, with the decision
-    update = html[html.index("tool call · orders_update · rejected") :]  # badge on the fold
-    assert "result · rejected" in update[: update.index("</details>")]
+    # the result is folded under its call, with the decision on the fold; a tool without
+    # words reads as its name and arguments
+    fold = "orders_update({&quot;values&quot;: {&quot;status&quot;: &quot;paid&quot;}}) · rejected"
+    update = html[html.index(fold) :]
+    assert "what the model saw" in update
+    assert html_escape(json.dumps({"error": "rejected"})) in update
 
 
 def test_text_from_the_user_and_the_model_cannot_inject_html():
@@ -62,11 +68,44 @@ def test_text_from_the_user_and_the_model_cannot_inject_html():
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
-def test_tables_are_bounded_by_rows():
-    frame = pd.DataFrame({"id": range(100)})
+def test_tables_show_rows_rows_the_pandas_way_and_say_how_many_more():
+    frame = pd.DataFrame({"id": range(100), "total": [r / 4 for r in range(100)]})
     html = history_html([Message("tool", [ToolResult("c", "t", "100 rows", frame)])], rows=3)
-    assert "100 rows × 1 column (first 3 shown)" in html
+    assert "100 rows × 2 columns" in html and "… 97 more rows" in html
     assert "<td>2</td>" in html and "<td>3</td>" not in html
+    # pandas' own markup (its index as row headers), numbers right-aligned, no scroll box
+    assert '<table border="1" class="dataframe">' in html and "<th>2</th>" in html
+    assert "text-align:right" in html and "max-height" not in html
+
+
+def test_a_call_folds_to_its_query_in_words_and_unfolds_to_its_code_first():
+    orders = pd.DataFrame({"id": [1, 2], "status": ["open", "paid"], "total": [150.0, 20.0]})
+    tools = frame_tools({"orders": orders}).tools
+    args = {
+        "table": "orders",
+        "filters": [
+            {"column": "status", "op": "eq", "value": "open"},
+            {"column": "total", "op": "gt", "value": 100},
+        ],
+        "order": [{"column": "total", "desc": True}],
+    }
+    messages = [
+        Message("assistant", [ToolCall("c1", "frames_select", args)]),
+        Message("tool", [ToolResult("c1", "frames_select", "MODEL SAW THIS", orders.head(1))]),
+    ]
+    html = history_html(messages, rows=10, calls=CallText(tools))
+    fold = html_escape(
+        "frames_select · orders · status = 'open' AND total > 100 · order by total desc · 50 rows"
+    )
+    assert f"<summary>{fold}</summary>" in html
+    code, arguments, seen = (
+        html.index('class="loom-code"'),
+        html.index("<summary", html.index('class="loom-call-arguments"')),
+        html.index("MODEL SAW THIS"),
+    )
+    assert code < arguments < seen  # the code first, then the raw arguments, then the text
+    assert html_escape('orders[(orders["status"] == "open") & (orders["total"] > 100)]') in html
+    assert html_escape('"op": "gt"') in html  # the raw arguments, as the model sent them
 
 
 def test_a_saved_thread_is_drawn_decoding_only_the_rows_it_shows(tmp_path):
@@ -88,5 +127,5 @@ def test_a_saved_thread_is_drawn_decoding_only_the_rows_it_shows(tmp_path):
     results = [r for m in loaded.messages for r in m.tool_results]
     assert all("_raw" in r.__dict__ for r in results)  # still encoded: nothing decoded whole
     assert html == history_html(thread.messages, rows=3)  # the same drawing as the frames give
-    assert "500 rows × 2 columns (first 3 shown)" in html
-    assert "<th>40</th>" not in html and "<th>2</th>" in html  # that index is shown
+    assert "500 rows × 2 columns" in html and "… 497 more rows" in html
+    assert "<th>40</th>" not in html and "<th>2</th>" in html

@@ -181,9 +181,16 @@ def test_interrupt_keeps_what_completed_and_batching(
 
         k.collect(msg_id, until=streaming)
         k.km.interrupt_kernel()
-        k.collect(msg_id)
+        messages = k.collect(msg_id)
         interrupted = k.reply(msg_id)
-        assert interrupted["status"] == "error" and interrupted["ename"] == "KeyboardInterrupt"
+        # One line saying what stopped and what was kept; no traceback into loom_nb.
+        assert interrupted["status"] == "error" and interrupted["ename"] == "RunInterrupted"
+        [error] = [m["content"] for m in messages if m["msg_type"] == "error"]
+        assert len(error["traceback"]) == 1
+        assert error["traceback"][0].startswith(
+            "KeyboardInterrupt: analyst's run was interrupted; 3 completed messages saved in "
+            "thread "
+        )
 
         reply, out = k.run(
             "from loom_nb.notebook import session\n"
@@ -241,3 +248,55 @@ def test_failed_run_is_one_line_and_stops_run_all(kernel: tuple[str, Path], tmp_
         )
     finally:
         k.close()
+
+
+def test_rerunning_the_defining_cell_continues_or_says_why(
+    kernel: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A defining cell run again: with a file store the next %%loom continues the thread; with
+    the memory store (emptied by the new definition) it starts one and says why."""
+    store = f"sqlite_store({str(tmp_path / 'loom.db')!r})"
+    sqlite = _setup(store, "from loom_nb.sqlite import sqlite_store", '["One.", "Two."]')
+    memory = _setup("memory_store()", "from loom_nb import memory_store", '["One.", "Two."]')
+    show = "from loom_nb.notebook import session\nprint(session().current['analyst'])"
+    cells = [
+        *(sqlite, "%%loom analyst\nHi", show, sqlite, "%%loom analyst\nAgain", show),
+        *(memory, "%%loom analyst\nHi", show, memory, "%%loom analyst\nAgain", show),
+    ]
+    nb = execute(cells, kernel, tmp_path)
+    out = [text_of(c) for c in nb.cells]
+    assert out[2] == out[5] and "no longer in its store" not in out[4]
+    assert out[8] != out[11]
+    note = f"ℹ analyst's thread {out[8].strip()} is no longer in its store (the agent was defined"
+    assert note in out[10] and "starting a new thread." in out[10]
+
+
+def test_an_executed_notebook_reads_as_html_without_a_kernel(
+    kernel: tuple[str, Path], tmp_path: Path
+) -> None:
+    """Saved without widget state (as JupyterLab saves by default) and converted by nbconvert
+    with its sanitizer on (as nbviewer and an untrusted notebook show it), the notebook shows
+    the thread, the tables and the pending card's arguments, with no buttons."""
+    from nbconvert import HTMLExporter
+
+    nb = execute(
+        [
+            _setup(),
+            "%%loom analyst\nWhich orders are above {threshold}?",
+            "%%loom analyst\nAre they open?",
+            "%%loom analyst\nFile a ticket about the late orders.",
+        ],
+        kernel,
+        tmp_path,
+        store_widget_state=False,
+    )
+    # The streamed reply's static form was sent again when the run ended: it is whole.
+    [bundle] = [o["data"] for o in nb.cells[1].outputs if "text/html" in o.get("data", {})]
+    assert "There are <strong>2</strong> orders above 100." in bundle["text/html"]
+    assert "There are **2** orders above 100." in bundle["text/plain"]
+    html, _ = HTMLExporter(sanitize_html=True).from_notebook_node(nb)
+    assert "Which orders are above 100?" in html and "Both are still open." in html
+    assert "<td>150.0</td>" in html and "<td>250.0</td>" in html  # the DataFrame's rows
+    assert "insert_ticket</b> waits for your approval" in html and "late orders" in html
+    assert "waiting for approval — run <code>%loom approvals</code> to decide" in html
+    assert "<button" not in html and "ThreadView(" not in html

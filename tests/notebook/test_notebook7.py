@@ -24,6 +24,7 @@ from tests.notebook.browser.page import (
     run_cell,
     screenshot,
     wait_cell_done,
+    wait_kernel_idle,
     write_notebook,
 )
 
@@ -156,6 +157,28 @@ def test_agent_run_and_approve_in_notebook7(notebook7: LabServer, notebook7_page
     out = cell_output_text(page, 2)
     assert "bolts in stock: 104" in out
     assert "rows in low_df: 2" in out
+
+
+def test_old_card_after_a_restart_explains_in_notebook7(
+    notebook7: LabServer, notebook7_page: Any
+) -> None:
+    """Kernel restarted with the outputs kept: the card says how to decide instead of showing
+    buttons that reach nobody, and nothing is written."""
+    page = notebook7_page
+    cells = [textwrap.dedent(s).strip() for s in (SETUP, ASK, KERNEL_CHECK)]
+    write_notebook(notebook7.root / "restart.ipynb", cells)
+    open_notebook(page, notebook7, "restart.ipynb")
+    run_all_from_menu(page, len(cells))
+    card = cell(page, 1).locator(".loom-approval")
+    expect_text(card, "reorder")
+    page.evaluate(
+        "async () => { await window.jupyterapp.shell.currentWidget.sessionContext"
+        ".session.kernel.restart(); }"
+    )
+    wait_kernel_idle(page)
+    expect_text(card.locator(".loom-offline"), "run %loom approvals to decide")
+    assert not card.locator("button.loom-approve").is_visible()
+    screenshot(page, "notebook7-old-card-after-restart", cell(page, 1))
 
 
 def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:

@@ -478,6 +478,52 @@ def test_a_version_1_file_opens_and_is_upgraded(tmp_path: Path):
     again.close()
 
 
+def test_a_version_2_file_with_a_waiting_call_upgrades_and_the_call_goes_on(tmp_path: Path):
+    from loom_nb.sqlite import _schema as schema
+
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    schema.applied(conn)
+    for migration in schema.MIGRATIONS[:2]:  # m001, m002: pending calls kept "decision"
+        migration(conn)
+        conn.execute("INSERT INTO loom_migrations (name) VALUES (?)", (migration.__name__,))
+    pending = [
+        {
+            "call_id": "c1",
+            "tool": "insert",
+            "arguments": {"n": 1},
+            "digest": "d1",
+            "decision": None,
+        },
+        {
+            "call_id": "c2",
+            "tool": "insert",
+            "arguments": {"n": 2},
+            "digest": "d2",
+            "decision": True,
+        },
+    ]
+    conn.execute(
+        "INSERT INTO loom_threads (id, agent, created_at, updated_at, updated_us, pending, "
+        "pending_count) VALUES ('old', 'a', ?, ?, 1, ?, 2)",
+        (T0.isoformat(), T0.isoformat(), json.dumps(pending)),
+    )
+    conn.close()
+
+    store = sqlite_store(path)
+    assert store.schema_version == len(MIGRATIONS)
+    thread = store.load("old")
+    assert [(p.call_id, p.state, p.decision) for p in thread.pending] == [
+        ("c1", "pending", None),
+        ("c2", "approved", True),  # decided earlier, never run
+    ]
+    assert thread.lease is None
+    assert store.acquire_lease("old", "h:1:a", 30).holder == "h:1:a"
+    store.update_calls("old", ["c1"], "rejected", expect={"pending"})
+    assert [p.state for p in store.load("old").pending] == ["rejected", "approved"]
+    store.close()
+
+
 def test_a_file_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path):
     path = tmp_path / "new.db"
     store = sqlite_store(path)

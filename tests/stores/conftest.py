@@ -66,10 +66,10 @@ class SQLiteBackend(Backend):
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             record,
         )
-        conn.executemany(
-            "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            [m[:6] for m in messages],
+        conn.executemany(  # the previous version (m002 on) keeps each message's search text
+            "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data, search) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            messages,
         )
         conn.close()
         return sqlite_store(self.path)

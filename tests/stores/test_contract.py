@@ -245,11 +245,13 @@ def test_search_reads_tool_results_not_the_json_around_them(store: Store):
 
 
 def test_search_takes_text_literally(store: Store):
-    make(store, "quoted", texts=('say "hi"\nthen 50% and _ literally',))
+    make(store, "quoted", texts=('say "hi"\nthen 50% and _ literally in C:\\tmp',))
     make(store, "plain", texts=("say hi then", "and literally"), at=T0 - timedelta(hours=1))
     assert ids(store.search('say "hi"\nthen')) == ["quoted"]
     assert ids(store.search("50% and _")) == ["quoted"]
     assert ids(store.search("%")) == ["quoted"]  # no LIKE wildcards, and no words at all
+    assert ids(store.search("_")) == ["quoted"] and store.search("50_") == []
+    assert ids(store.search("c:\\tmp")) == ["quoted"] and store.search("c:\\\\tmp") == []
     assert ids(store.search("and")) == ["quoted", "plain"]
 
 

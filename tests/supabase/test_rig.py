@@ -170,7 +170,8 @@ def test_secrets_table_is_readable_without_the_allowlist(rig: Rig) -> None:
         pytest.param(lambda c: c.table("orders").select("pw:status"), id="alias"),
         pytest.param(lambda c: c.table("orders").select("meta->>token"), id="json-path"),
         pytest.param(lambda c: c.table("orders").select("id::text"), id="cast"),
-        pytest.param(lambda c: c.table("orders").select("count()"), id="aggregate"),
+        # Aggregates are PostgREST's grammar (test_aggregate.py); casts on them are not ours.
+        pytest.param(lambda c: c.table("orders").select("total.sum()::text"), id="aggregate-cast"),
         pytest.param(
             lambda c: c.table("orders").select("id").eq("meta->>token", "x"), id="json-path-filter"
         ),

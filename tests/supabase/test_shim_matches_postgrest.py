@@ -287,6 +287,14 @@ MIRRORED = [
         body={"status": "held"},
     ),
     Mirrored(
+        "aggregates are refused while db-aggregates-enabled is off (the default)",
+        "Plan.hs validateAggFunctions (AggregatesNotAllowed); Config.hs (False by default)",
+        "GET",
+        "products?select=n:count()",
+        400,
+        code="PGRST123",
+    ),
+    Mirrored(
         "the first of two values of one preference wins, across headers",
         "Preferences.hs fromHeaders (parsePrefs: head)",
         "PATCH",
@@ -417,3 +425,58 @@ def test_postgrest_reads_preferences_so(
 ) -> None:
     prefs = postgrest.parse_prefer(headers)
     assert (prefs.strict, prefs.max_affected, prefs.invalid) == (strict, max_affected, invalid)
+
+
+@pytest.mark.parametrize(
+    ("raw", "items"),
+    [
+        ("name,price", None),  # no aggregate: a plain select
+        ("count()", [postgrest.SelectItem(None, "count")]),
+        ("n:count()", [postgrest.SelectItem(None, "count", "n")]),
+        ("count", None),  # count() is tried first, so a column named count stays one
+        (
+            "status,total:price.sum(),price.avg()",
+            [
+                postgrest.SelectItem("status"),
+                postgrest.SelectItem("price", "sum", "total"),
+                postgrest.SelectItem("price", "avg"),
+            ],
+        ),
+        ("price.median()", None),  # not an AggregateFunction: a field named so, refused later
+    ],
+)
+def test_postgrest_reads_aggregates_in_select_so(
+    raw: str, items: list[postgrest.SelectItem] | None
+) -> None:
+    assert postgrest.parse_select_items(raw) == items
+
+
+@pytest.mark.parametrize("raw", ["*,price.sum()", "x:name,price.sum()"])
+def test_a_star_or_an_aliased_column_beside_an_aggregate_is_outside_the_subset(raw: str) -> None:
+    with pytest.raises(postgrest.Outside, match="beside an aggregate"):
+        postgrest.parse_select_items(raw)
+
+
+def test_an_aggregated_read_groups_by_its_plain_columns() -> None:
+    items = postgrest.parse_select_items("status,n:count(),region")
+    assert items is not None
+    assert [i.column for i in postgrest.group_items(items)] == ["status", "region"]
+    assert postgrest.group_items(postgrest.parse_select_items("count()") or []) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ('"true"', True),
+        ("False", False),
+        ("1", True),
+        ("0", False),
+        ("-2", False),
+        ("yes", None),
+        ("", None),
+    ],
+)
+def test_postgrest_reads_a_boolean_setting_so(setting: str, value: bool | None) -> None:
+    assert postgrest.coerce_bool(setting) is value

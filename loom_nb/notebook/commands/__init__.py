@@ -1,7 +1,8 @@
 """What each ``%loom`` subcommand does, one module each; ``magics.py`` parses and calls them.
 
 Every module has one ``run(...)`` taking the parsed arguments: ``cell`` is the ``%%loom``
-cell, ``chat`` is ``%loom AGENT``, ``decide`` is both ``approve`` and ``reject``. What they
+cell, ``chat`` is ``%loom AGENT``, ``decide`` is both ``approve`` and ``reject`` (and carries
+``resolve``'s choice). What they
 show and say is listed once, in ``loom_nb.notebook._help``.
 """
 
@@ -11,8 +12,10 @@ from loom_nb.notebook.commands import (
     chat,
     decide,
     delete,
+    export,
     help,
     new,
+    resolve,
     resume,
     show,
     threads,
@@ -24,8 +27,10 @@ __all__ = [
     "chat",
     "decide",
     "delete",
+    "export",
     "help",
     "new",
+    "resolve",
     "resume",
     "show",
     "threads",

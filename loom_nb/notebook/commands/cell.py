@@ -26,24 +26,29 @@ def run(
     with usage_errors():
         if thread_id is not None:
             agent.thread(thread_id, context=session.context())
-        tid = None if new else thread_id or session.current.get(agent.name)
+        tid = None if new else thread_id or session.current_thread(agent)
         if tid is not None:
             _refuse_pending(agent.thread(tid, context=session.context()))
     session.last_agent = agent.name
     view = _runs.open_view(session, agent, binding)
     view.show()
     view.begin()
+    followed = _runs.Followed(view, tid)
     try:
         with usage_errors():
             result = agent.run_sync(
-                prompt, thread_id=tid, context=session.context(), on_event=view.on_event
+                prompt, thread_id=tid, context=session.context(), on_event=followed
             )
     except RunError as exc:
         failed: RunResult | None = exc.result
-        _runs.finish(session, agent, view, failed, exc)
+        _runs.finish(session, agent, view, failed, exc, followed.thread_id)
         raise RunFailed(f"{agent.name}: {exc}", result=failed) from None
+    except KeyboardInterrupt:
+        stop = _runs.interrupted(session, agent, followed)
+        _runs.finish(session, agent, view, None, stop, followed.thread_id)
+        raise stop from None
     except BaseException as exc:
-        _runs.finish(session, agent, view, None, exc)
+        _runs.finish(session, agent, view, None, exc, followed.thread_id)
         raise
     _runs.finish(session, agent, view, result, None)
     _runs.bind(session, binding, result)

@@ -25,19 +25,17 @@ def run(session: Session, agent_name: str | None) -> None:
         raise UsageError(
             f"the chat widget needs a Jupyter frontend; here use %%loom {session.variable(agent)}"
         )
-    from IPython.display import display
-
     from loom_nb.notebook import widgets
 
     view = _runs.open_view(session, agent)
     assert isinstance(view, widgets.ThreadView)
-    tid = session.current.get(agent.name)
+    tid = session.current_thread(agent)
     if tid is not None:
         with usage_errors():
             view.render(agent.thread(tid, context=session.context()))
     widget = widgets.ChatWidget(view, lambda text: _send(session, agent, view, text))
     session.last_chat = widget
-    display(widget)  # type: ignore[no-untyped-call]
+    widget.show()
 
 
 def _send(

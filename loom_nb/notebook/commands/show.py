@@ -12,13 +12,16 @@ from loom_nb.notebook.session import Session, usage_errors
 
 def run(session: Session, thread_id: str | None) -> None:
     """Show ``thread_id``, or the current thread of the agent used last."""
-    agent, thread = _thread_or_current(session, thread_id)
+    agent, thread = thread_or_current(session, thread_id, "show")
     view = _runs.open_view(session, agent)
     view.show()
     view.render(thread)
 
 
-def _thread_or_current(session: Session, thread_id: str | None) -> tuple[Agent, Thread]:
+def thread_or_current(
+    session: Session, thread_id: str | None, command: str
+) -> tuple[Agent, Thread]:
+    """Thread ``thread_id``, or the current thread of the agent used last."""
     if thread_id:
         return session.find_thread(thread_id)
     name = session.last_agent
@@ -28,8 +31,8 @@ def _thread_or_current(session: Session, thread_id: str | None) -> tuple[Agent, 
     tid = session.current.get(agent.name)
     if tid is None:
         raise UsageError(
-            f"{agent.name} has no current thread: pass an id (%loom show ID; list them with "
-            "%loom threads)"
+            f"{agent.name} has no current thread: pass an id (%loom {command} ID; list them "
+            "with %loom threads)"
         )
     with usage_errors():
         return agent, agent.thread(tid, context=session.context())

@@ -310,3 +310,71 @@ def out_of_bounds(offset: int, total: int) -> PostgrestError:
         "Requested range not satisfiable",
         f"An offset of {offset} was requested, but there are only {total} rows.",
     )
+
+
+# ---- select= with aggregates: pFieldSelect, groupF, Config.coerceBool ----------------------------
+
+#: ``data AggregateFunction`` (ApiRequest/Types.hs), by the names ``pAggregation`` reads.
+AGGREGATE_FUNCTIONS = ("sum", "avg", "count", "max", "min")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+#: The subset of ``pFieldSelect`` (ApiRequest/QueryParams.hs) the connector emits:
+#: ``[alias:]count()`` (the branch tried before a field, so a column named ``count`` stays a
+#: column) or ``[alias:]field.fn()``; the alias is ``pFieldName <* aliasSeparator``.
+_AGGREGATE_ITEM = re.compile(
+    rf"(?:(?P<alias>{_NAME}):)?"
+    rf"(?:(?P<count>count\(\))|(?P<column>{_NAME})\.(?P<fn>{'|'.join(AGGREGATE_FUNCTIONS)})\(\))"
+)
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """``SelectField``: a column (None: the whole row, for ``count()``), its aggregate (None:
+    a plain column) and its alias."""
+
+    column: str | None
+    fn: str | None = None
+    alias: str | None = None
+
+
+def parse_select_items(raw: str) -> list[SelectItem] | None:
+    """``select=`` read item by item (``pFieldSelect``, items split on ``,``) when one of them
+    has an aggregate; None when none does (a plain select). Casts (``::``), aliases of plain
+    columns and ``*`` beside an aggregate (``expandStars`` in Plan.hs would expand it into
+    group columns) are outside the subset."""
+    items = raw.split(",")
+    matches = [_AGGREGATE_ITEM.fullmatch(item) for item in items]
+    if not any(matches):
+        return None
+    out = []
+    for item, match in zip(items, matches, strict=True):
+        if match is None:
+            if item == "*" or ":" in item:
+                raise Outside(f"select item {item!r} beside an aggregate")
+            out.append(SelectItem(item))
+        elif match["count"]:
+            out.append(SelectItem(None, "count", match["alias"]))
+        else:
+            out.append(SelectItem(match["column"], match["fn"], match["alias"]))
+    return out
+
+
+def group_items(items: list[SelectItem]) -> list[SelectItem]:
+    """``groupF`` (Query/QueryBuilder.hs): an aggregated read groups by every select item
+    without an aggregate (``pgFmtGroup``), and by nothing when there is none."""
+    return [item for item in items if item.fn is None]
+
+
+def aggregates_not_allowed() -> PostgrestError:
+    """``Plan.validateAggFunctions``: aggregates while ``db-aggregates-enabled`` is off
+    (``ApiRequestError AggregatesNotAllowed``)."""
+    return PostgrestError(400, "PGRST123", "Use of aggregate functions is not allowed")
+
+
+def coerce_bool(text: str) -> bool | None:
+    """``coerceBool`` (Config.hs), how an in-database setting such as
+    ``pgrst.db_aggregates_enabled`` is read: ``readMaybe`` of its letters only, title-cased
+    (``TRUE``, ``"true"``), else an integer (``> 0`` is true); None otherwise (unset)."""
+    word = "".join(ch for ch in text if ch.isalpha()).title()
+    if word in ("True", "False"):
+        return word == "True"
+    return int(text) > 0 if re.fullmatch(r"-?\d+", text) else None

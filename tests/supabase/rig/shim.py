@@ -9,7 +9,9 @@ PostgREST source function it follows; ``tests/supabase/test_rig.py`` lists them 
   list; items are cut at a NUL), is.null/not_null/true/false/unknown; ``order=col.asc|desc``
   (optionally ``.nullsfirst|.nullslast``), ``limit``, ``offset`` (``limit=0`` with an offset
   is a 416, as is an offset past the counted rows); ``Prefer: count=exact`` (``Content-Range``,
-  206 for a partial page).
+  206 for a partial page). Aggregates in a GET's ``select=``
+  (``status,sum_total:total.sum(),count:count()``, grouped by the plain columns) when
+  ``pgrst.db_aggregates_enabled`` is on (``postgrest.parse_select_items``).
 - POST: insert a JSON object or array (``columns=``, ``select=`` for the returned columns,
   ``Prefer: return=representation|minimal``, ``missing=default``).
 - PATCH: update with the same filters; refused without one (pg-safeupdate, error 21000);
@@ -41,7 +43,7 @@ import psycopg
 from psycopg import sql
 
 from . import postgrest
-from .postgrest import Outside, PostgrestError, Preferences
+from .postgrest import Outside, PostgrestError, Preferences, SelectItem
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 #: Query names PostgREST reads itself; as filter columns they would rewrite the query.
@@ -129,6 +131,23 @@ def _select_list(raw: str) -> list[str] | None:
     if names:
         raise Refused(400, "PGRST100", "'*' mixed with column names is outside the subset")
     return None
+
+
+#: ``pgFmtApplyAggregate`` (Query/SqlFragment.hs): each function's SQL, its name upper-cased.
+AGGREGATES = {fn: fn.upper() for fn in postgrest.AGGREGATE_FUNCTIONS}
+
+
+def _select_items(raw: str) -> list[SelectItem] | None:
+    """An aggregated ``select=`` as PostgREST reads it (``postgrest.parse_select_items``),
+    plain items checked like any select column; None when it holds no aggregate."""
+    try:
+        items = postgrest.parse_select_items(raw)
+    except Outside as exc:
+        raise Refused(400, "PGRST100", f"{exc} is outside the subset") from None
+    for item in items or ():
+        if item.fn is None:
+            _ident(item.column or "", "select columns")
+    return items
 
 
 def _columns_param(raw: str) -> list[str]:
@@ -241,6 +260,8 @@ class Query:
     limit: int | None = None
     offset: int | None = None
     columns: list[str] | None = None
+    #: A select with aggregates (None: none), grouped by its plain columns.
+    aggregated: list[SelectItem] | None = None
 
     def window(self) -> postgrest.Window:
         return postgrest.window(self.limit, self.offset)
@@ -266,7 +287,9 @@ def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
         seen.add(key)
         if key in allowed:
             if key == "select":
-                q.select = _select_list(value)
+                q.aggregated = _select_items(value) if method == "GET" else None
+                if q.aggregated is None:
+                    q.select = _select_list(value)
             elif key == "order":
                 q.order = _order(value)
             elif key == "limit":
@@ -317,6 +340,54 @@ def _prefer(headers: list[str], method: str) -> Preferences:
             "PostgREST ignores unknown preferences without handling=strict",
         )
     return prefs
+
+
+def _aggregated(table: str, items: list[SelectItem]) -> tuple[sql.Composable, sql.Composable]:
+    """The select list and the GROUP BY of an aggregated read, as PostgREST writes them:
+    pgFmtSelectItem applies ``FN(field)`` and ``AS alias`` (pgFmtApplyAggregate, pgFmtAs),
+    ``count()`` counts the whole row (pgFmtColumn's ``table.*``); groupF groups by every
+    select item without an aggregate (pgFmtGroup: its alias, else the qualified column), and
+    by nothing when there is none. Without an alias, PostgreSQL names the column after the
+    function, as it does for PostgREST."""
+    qualified = sql.Identifier(table)
+    selects = []
+    for item in items:
+        if item.fn is None:
+            selects.append(sql.SQL("{}.{}").format(qualified, sql.Identifier(item.column or "")))
+            continue
+        field = (
+            sql.SQL("{}.*").format(qualified)
+            if item.column is None
+            else sql.SQL("{}.{}").format(qualified, sql.Identifier(item.column))
+        )
+        select = sql.SQL("{}({})").format(sql.SQL(AGGREGATES[item.fn]), field)
+        if item.alias is not None:
+            select = sql.SQL("{} AS {}").format(select, sql.Identifier(item.alias))
+        selects.append(select)
+    groups = [
+        sql.SQL("{}.{}").format(qualified, sql.Identifier(item.column or ""))
+        for item in postgrest.group_items(items)
+    ]
+    group = sql.SQL(" GROUP BY ") + sql.SQL(", ").join(groups) if groups else sql.SQL("")
+    return sql.SQL(", ").join(selects), group
+
+
+def _aggregates_enabled(cur: psycopg.Cursor) -> bool:
+    """``pgrst.db_aggregates_enabled`` as PostgREST's in-database configuration reads it
+    (Config/Database.hs, queryDbSettings): the authenticator role's settings, a
+    database-specific one first; off by default (Config.hs). Read per request here, where
+    PostgREST reads it at start and on ``NOTIFY pgrst, 'reload config'``."""
+    cur.execute(
+        "SELECT substr(setting, strpos(setting, '=') + 1) FROM ("
+        "  SELECT setdatabase, unnest(setconfig) AS setting FROM pg_catalog.pg_db_role_setting"
+        "  WHERE setrole = quote_ident(CURRENT_USER)::regrole::oid"
+        "    AND setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database"
+        "                            WHERE datname = CURRENT_CATALOG))"
+        ") s WHERE substr(setting, 1, strpos(setting, '=') - 1) = 'pgrst.db_aggregates_enabled'"
+        " ORDER BY setdatabase DESC LIMIT 1"
+    )
+    row = cur.fetchone()
+    return row is not None and postgrest.coerce_bool(row[0]) is True
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -518,8 +589,17 @@ class Shim:
             sql.SQL("*") if q.select is None else sql.SQL(", ").join(map(sql.Identifier, q.select))
         )
         counted = prefer.values.get("count") == "exact"
+        group = sql.SQL("")
+        if q.aggregated is not None:
+            if counted:
+                raise Refused(
+                    400, "PGRST100", "Prefer: count=exact with aggregates is outside the subset"
+                )
+            returned, group = _aggregated(q.table, q.aggregated)
         headers: dict[str, str] = {}
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if q.aggregated is not None and not _aggregates_enabled(cur):  # as authenticator
+                raise postgrest.aggregates_not_allowed()
             # What PostgREST does at the start of every request.
             cur.execute(
                 "SELECT set_config('role', %s, true), "
@@ -530,7 +610,9 @@ class Shim:
             )
             cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(claims["role"])))
             if seen.method in ("GET", "HEAD"):
-                query = sql.SQL("SELECT {} FROM {} WHERE {}").format(returned, table, where)
+                query = sql.SQL("SELECT {} FROM {} WHERE {}{}").format(
+                    returned, table, where, group
+                )
                 params = list(q.params)
                 if q.order:
                     query += sql.SQL(" ORDER BY ") + sql.SQL(", ").join(q.order)

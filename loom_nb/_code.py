@@ -1,0 +1,124 @@
+"""Tool calls read as words and as code.
+
+A tool may describe a call in words (``describe(arguments) -> str | None``: the folded line of
+the thread view) and write the code that reproduces it (``code(arguments, ctx) -> str | None``:
+shown when unfolded, and what ``export`` writes). The table connectors supply both; a custom
+tool without them reads as ``name(arg=value, ...)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from loom_nb._messages import ToolCall
+
+
+@dataclass
+class CodeContext:
+    """What a tool's ``code`` hook is given, and where it says what its code needs.
+
+    The code assigns the call's result to :attr:`result`. Names the user must define (a
+    DataFrame, a client factory) are declared with :meth:`expect`; imports and helpers that
+    the code uses with :meth:`setup` (an export puts each once in its first cell). A tool
+    that works on an earlier result (a chart of a fetched frame) names it with
+    :meth:`result_of` (the call id it was given); :attr:`data` is the call's own saved result,
+    when it is known.
+    """
+
+    #: The variable the code assigns the call's result to.
+    result: str = "result"
+    #: The variables holding earlier calls' results, by call id (a chart names its data so).
+    results: Mapping[str, str] = field(default_factory=dict)
+    #: The call's saved result data, when it is known (a DataFrame for a table read).
+    data: Any = None
+    #: The run the call was part of (a client factory is called with a context of it).
+    agent: str = ""
+    thread_id: str = ""
+    user_id: str | None = None
+    expected: dict[str, str] = field(default_factory=dict)
+    setups: list[str] = field(default_factory=list)
+
+    def expect(self, name: str, about: str) -> str:
+        """Declare that the code reads variable ``name`` (``about`` says what it holds)."""
+        self.expected.setdefault(name, about)
+        return name
+
+    def setup(self, code: str) -> None:
+        """Code the call's code relies on (``import pandas as pd``, a helper function)."""
+        if code not in self.setups:
+            self.setups.append(code)
+
+    def result_of(self, call_id: str) -> str | None:
+        """The variable of an earlier call's result, or None when that call has none."""
+        return self.results.get(call_id)
+
+
+#: ``describe(arguments)``: the call in words, or None.
+Describe = Callable[[dict[str, Any]], "str | None"]
+#: ``code(arguments, ctx)``: Python that assigns the call's result to ``ctx.result``, or None.
+WriteCode = Callable[[dict[str, Any], CodeContext], "str | None"]
+
+
+class HasHooks(Protocol):
+    """A tool, as far as words and code go (``loom_nb.Tool``)."""
+
+    describe: Describe | None
+    code: WriteCode | None
+
+
+def call_words(call: ToolCall, tool: HasHooks | None) -> str:
+    """One line for a folded call: ``frames_select · orders · total > 100 · 50 rows``, or
+    ``name(arg=value)`` when the tool gives no words."""
+    words = None
+    if tool is not None and tool.describe is not None and call.arguments is not None:
+        try:
+            words = tool.describe(call.arguments)
+        except Exception:  # words are a courtesy: a bad hook never breaks the view
+            words = None
+    if words:
+        return f"{call.name} · {words}"
+    return plain_call(call)
+
+
+def call_code(call: ToolCall, tool: HasHooks | None, ctx: CodeContext) -> str | None:
+    """The code that reproduces ``call``, or None when its tool writes none."""
+    if tool is None or tool.code is None or call.arguments is None:
+        return None
+    try:
+        return tool.code(call.arguments, ctx)
+    except Exception:  # arguments the tool refused, a hook that failed: no code to show
+        return None
+
+
+def plain_call(call: ToolCall, limit: int = 200) -> str:
+    """``name({"arg": value})``, the arguments as JSON, cut at ``limit`` characters."""
+    if call.arguments is None:
+        inner = call.raw_arguments or ""
+    else:
+        inner = (
+            json.dumps(call.arguments, default=str, ensure_ascii=False) if call.arguments else ""
+        )
+    inner = " ".join(inner.split())
+    text = f"{call.name}({inner})"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def py_literal(value: Any) -> str:
+    """``value`` (a JSON value) as Python source, strings in double quotes where they can be."""
+    if isinstance(value, str):
+        text = repr(value)
+        if text[0] == "'" and '"' not in value:
+            text = '"' + text[1:-1] + '"'
+        return text
+    if isinstance(value, float) and value != value:
+        return 'float("nan")'
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return 'float("inf")' if value > 0 else 'float("-inf")'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(py_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)

@@ -1,0 +1,247 @@
+"""One run per thread, across processes: a lease on the thread, kept in the store.
+
+A run takes the lease before it changes a thread and frees it at its end; a keeper thread
+renews it meanwhile (off the event loop, so a blocked loop does not let it lapse). A holder is
+``host:pid:random``, one per run. A lease is taken over when it expired, or at once when its
+holder is on this host and its process is gone (or it is this process's and no run of it is
+alive: a run that died without freeing it).
+
+A call left ``running`` by a holder that is gone is ``unknown``: it may have run. ``settle``
+shows that on a loaded thread; the run that takes the thread over records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from loom_nb import _loop_thread
+from loom_nb._errors import ThreadBusy
+from loom_nb._messages import Lease, Thread
+from loom_nb._store import Store
+
+#: A lease lapses this long after its last renewal (a holder on another host that died).
+LEASE_SECONDS = 30.0
+#: How often a running run renews its lease.
+RENEW_SECONDS = 5.0
+#: How long a run waits for an interrupted run of this process on the same thread to end.
+LOCAL_WAIT_SECONDS = 10.0
+
+_HOST = socket.gethostname()
+
+
+@dataclass
+class _Local:
+    thread_id: str
+    interrupt: _loop_thread.Interrupt | None
+
+
+#: Leases held by runs of this process, by holder.
+_held: dict[str, _Local] = {}
+_held_lock = threading.Lock()
+
+
+def new_holder() -> str:
+    return f"{_HOST}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+def holder_gone(lease: Lease) -> bool:
+    """True when ``lease``'s holder is known to be gone: a process of this machine that ended
+    (or a run of this one that is over). Expiry is the store's to judge, by its clock."""
+    host, pid = _where(lease.holder)
+    if host != _HOST or pid is None:
+        return False  # another machine: only expiry tells
+    if pid == os.getpid():
+        with _held_lock:
+            return lease.holder not in _held
+    return not _process_alive(pid)
+
+
+def where(holder: str) -> str:
+    """Who ``holder`` is, for messages."""
+    host, pid = _where(holder)
+    if host == _HOST and pid == os.getpid():
+        return "this kernel (another run, or another agent object for the same agent)"
+    if host == _HOST:
+        return f"another kernel (process {pid})"
+    return f"another kernel (process {pid} on {host})"
+
+
+def settle(thread: Thread) -> Thread:
+    """Show calls left ``running`` by a run that is gone as ``unknown`` (in ``thread`` only;
+    the run that takes the thread over saves it)."""
+    lease = thread.lease
+    now = datetime.now(timezone.utc)
+    for p in thread.pending:
+        if p.state == "running" and (
+            lease is None
+            or lease.holder != p.holder
+            or lease.expires_at <= now
+            or holder_gone(lease)
+        ):
+            p.state = "unknown"
+    return thread
+
+
+class ThreadLease:
+    """The lease of one run on one thread. ``acquire`` it, ``release`` it at the run's end."""
+
+    def __init__(self, store: Store, thread_id: str, user_id: str | None, holder: str) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.user_id = user_id
+        self.holder = holder
+        #: Set by the keeper when another run may have taken the thread (this one did not
+        #: renew in time: a suspended process).
+        self.lost = False
+        self._released = False
+        self._renewed_at = time.time()  # the wall clock: a suspended machine's sleep counts
+        self._lock = threading.Lock()
+
+    @classmethod
+    async def acquire(cls, store: Store, thread_id: str, user_id: str | None) -> ThreadLease:
+        """Take the thread, or raise :class:`ThreadBusy` naming who runs it."""
+        holder = new_holder()
+        with _held_lock:  # ours before the store says so: this process never sees it as dead
+            _held[holder] = _Local(thread_id, _loop_thread.interrupt())
+        try:
+            await _take(store, thread_id, user_id, holder)
+        except BaseException:
+            with _held_lock:
+                _held.pop(holder, None)
+            raise
+        held = cls(store, thread_id, user_id, holder)
+        _keeper.add(held)
+        return held
+
+    def check(self) -> None:
+        """Raise :class:`ThreadBusy` if another run took the thread from this one."""
+        if self.lost:
+            raise ThreadBusy(
+                f"another run took thread {self.thread_id} over while this one was paused (its "
+                f"lease lapsed: no renewal for {LEASE_SECONDS:.0f} s); this run stopped, and "
+                "what it did before is saved. Reload the thread"
+            )
+
+    def renew(self) -> None:
+        """Extend the lease (the keeper thread calls this). Never takes a thread back: not
+        after the run freed it, nor once it lapsed, when another run may have had it since."""
+        with self._lock:
+            if self.lost or self._released:
+                return
+            if time.time() - self._renewed_at > LEASE_SECONDS:
+                self.lost = True
+                return
+            lease = self.store.acquire_lease(
+                self.thread_id, self.holder, LEASE_SECONDS, user_id=self.user_id
+            )
+            self.lost = lease.holder != self.holder
+            self._renewed_at = time.time()
+
+    def release(self, *, error: str | None) -> None:
+        """Free the thread and record how the run ended (a store failure is not raised: the
+        lease then lapses on its own)."""
+        with self._lock:  # after this, no renewal can take the thread again
+            self._released = True
+        _keeper.discard(self)
+        try:
+            with contextlib.suppress(Exception):
+                self.store.release_lease(
+                    self.thread_id, self.holder, error=error, user_id=self.user_id
+                )
+        finally:
+            with _held_lock:
+                _held.pop(self.holder, None)
+
+
+async def _take(store: Store, thread_id: str, user_id: str | None, holder: str) -> None:
+    replacing: str | None = None
+    deadline = time.monotonic() + LOCAL_WAIT_SECONDS
+    while True:
+        lease = store.acquire_lease(
+            thread_id, holder, LEASE_SECONDS, replacing=replacing, user_id=user_id
+        )
+        if lease.holder == holder:
+            return
+        if _interrupted_here(lease.holder) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # Ctrl-C stopped that run; it is saving its last step
+            continue
+        if lease.holder != replacing and holder_gone(lease):
+            replacing = lease.holder
+            continue
+        raise ThreadBusy(
+            f"thread {thread_id} is running in {where(lease.holder)}; wait for that run to "
+            "end, then reload the thread. If that kernel is gone, the thread is free again "
+            f"within {LEASE_SECONDS:.0f} s"
+        )
+
+
+class _Keeper:
+    """One daemon thread that renews every lease this process holds."""
+
+    def __init__(self) -> None:
+        self._leases: set[ThreadLease] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def add(self, lease: ThreadLease) -> None:
+        with self._lock:
+            self._leases.add(lease)
+            self._wake.set()  # a new round starts now, on the current schedule
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._renew_forever, name="loom-nb-leases", daemon=True
+                )
+                self._thread.start()
+
+    def discard(self, lease: ThreadLease) -> None:
+        with self._lock:
+            self._leases.discard(lease)
+
+    def _renew_forever(self) -> None:
+        while True:
+            self._wake.wait(RENEW_SECONDS)
+            self._wake.clear()
+            with self._lock:
+                leases = list(self._leases)
+            for lease in leases:
+                with contextlib.suppress(Exception):  # a store hiccup: try again next round
+                    lease.renew()
+
+
+_keeper = _Keeper()
+
+
+def _interrupted_here(holder: str) -> bool:
+    """Is ``holder`` a run of this process that Ctrl-C stopped (and that is ending now)?"""
+    with _held_lock:
+        local = _held.get(holder)
+    return local is not None and local.interrupt is not None and local.interrupt.event.is_set()
+
+
+def _where(holder: str) -> tuple[str, int | None]:
+    host, _, rest = holder.partition(":")
+    pid, _, _ = rest.partition(":")
+    return host, int(pid) if pid.isdigit() else None
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    try:  # a killed process its parent has not reaped yet still answers: it is a zombie
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

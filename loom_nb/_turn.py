@@ -1,0 +1,133 @@
+"""The loop's two steps that touch no store: one model turn, and one tool call.
+
+Given what they need and nothing more, so ``_run`` keeps only the order of things and the
+saving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
+from loom_nb._context import RunContext
+from loom_nb._errors import LoomError, ModelError
+from loom_nb._messages import (
+    Message,
+    MessagesSoFar,
+    PendingApproval,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from loom_nb._tools import Tool, ToolInputError, ToolOutput
+from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
+
+REJECTED = "The user rejected this call; nothing was run or written."
+
+
+async def model_turn(
+    model: Model,
+    instructions: str | None,
+    tools: Mapping[str, Tool],
+    settings: ModelSettings,
+    messages: list[Message],
+    on_delta: Callable[[TextDelta], Awaitable[None]],
+) -> Message:
+    """Stream one answer of ``model`` to ``messages`` (the thread's list: the request reads
+    it without a copy); the assistant message it made."""
+    request = ModelRequest(
+        instructions=instructions,
+        messages=MessagesSoFar(messages),
+        tools=[ToolDefinition(t.name or n, t.description, t.parameters) for n, t in tools.items()],
+        settings=settings,
+    )
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    usage = Usage()
+    stream = model.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+                await on_delta(event)
+            elif isinstance(event, ToolCall):
+                calls.append(bounded_call(event))  # too large: answered with an error
+            elif isinstance(event, Usage):
+                usage = usage + event
+    except (LoomError, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        raise ModelError(f"{model.name} failed: {type(exc).__name__}: {exc}") from exc
+    finally:  # a cancelled run releases the provider's response now, not at garbage collection
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    parts: list[Any] = [TextPart("".join(text))] if text else []
+    return Message("assistant", parts + calls, usage=usage, model=model.name)
+
+
+def check_call(call: ToolCall, tools: Mapping[str, Tool]) -> Tool | ToolResult:
+    """The tool to run ``call`` with, or the error result the model gets instead."""
+    tool = tools.get(call.name)
+    if tool is None:
+        return error_result(
+            call,
+            f"There is no tool named {call.name!r}. Available tools: "
+            f"{', '.join(sorted(tools)) or 'none'}.",
+        )
+    if call.arguments is None:
+        return error_result(call, unusable_arguments(call))
+    try:
+        tool.validate(call.arguments)
+    except ToolInputError as exc:
+        return error_result(call, f"Invalid arguments for {call.name!r}: {exc}")
+    return tool
+
+
+async def pending_of(call: ToolCall, tool: Tool, ctx: RunContext) -> PendingApproval | ToolResult:
+    """The call as it waits for approval, its preview computed; or the error result the model
+    gets when the preview found the call cannot work."""
+    preview = await tool.make_preview(call.arguments or {}, ctx)
+    if isinstance(preview, ToolOutput) and preview.is_error:
+        return result_of(call, preview)
+    return PendingApproval(call.id, call.name, call.arguments or {}, preview)
+
+
+async def invoke(
+    call: ToolCall, tool: Tool, ctx: RunContext, approval: Any = None, preview: Any = None
+) -> ToolResult:
+    """Run ``call``; a failing tool becomes an error result the model reads."""
+    if approval is not None:  # an approved call sees its card: it may refuse to do more
+        ctx = dataclasses.replace(ctx, approved_preview=preview)
+    try:
+        output = await tool.call(call.arguments or {}, ctx)
+    except ToolInputError as exc:
+        return error_result(call, f"Invalid arguments for {call.name!r}: {exc}")
+    except Exception as exc:
+        return error_result(call, f"{type(exc).__name__}: {exc}")
+    return result_of(call, output, approval)
+
+
+def result_of(call: ToolCall, output: ToolOutput, approval: Any = None) -> ToolResult:
+    content = output.content or ""
+    if output.is_error and not content.startswith("{"):
+        content = json.dumps({"error": content})
+    data = output.data
+    if isinstance(data, (dict, list, tuple)) and size_problem(data, depth_only=True):
+        data = None  # the model got the content; data this deep could not be saved
+    return ToolResult(call.id, call.name, content, data, output.is_error, approval, output.chart)
+
+
+def error_result(call: ToolCall, message: str, approval: Any = None) -> ToolResult:
+    return ToolResult(
+        call.id, call.name, json.dumps({"error": message}), is_error=True, approval=approval
+    )
+
+
+def rejected(call: ToolCall) -> ToolResult:
+    return error_result(call, REJECTED, "rejected")

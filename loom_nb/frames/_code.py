@@ -1,0 +1,290 @@
+"""The pandas code of each frames call: run after defining each table's DataFrame under the
+table's name, it gives the very DataFrame the tool returned.
+
+Every piece mirrors the tool it stands for: filter values converted to the column's dtype as
+the filter did (read from the frame as it is now), SQL's rule that a missing value matches no
+comparison, LIKE as the same regular expression, the same stable sort with missing values
+last, the same page, the same groupby. ``tests/frames/test_code.py`` runs the code against the
+tools on random calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from loom_nb._code import CodeContext, py_literal
+from loom_nb._tables.grammar import Filter, parse_insert, parse_select, parse_update
+from loom_nb.frames._aggregate import AggregateQuery, parse_aggregate
+from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._filters import like_regex
+from loom_nb.frames._values import BadValue, holds_missing, value_for
+
+_COMPARE = {"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+_SORT = 'na_position="last", kind="stable"'
+
+
+def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+    q = parse_select(args, tables.specs, tables.max_rows)
+    frame = _frame(tables, q.table, ctx)
+    df = tables.frames.get(q.table)
+    lines, mask = _mask(frame, df, q.filters, ctx)
+    chain = [f"{frame}[{mask}]" if mask else frame]
+    if q.order:
+        desc: dict[str, bool] = {}
+        for column, descending in q.order:
+            desc.setdefault(column, descending)  # the first mention of a column decides, too
+        keys = list(desc)
+        chain.append(_sort(keys, [not desc[k] for k in keys]))
+    chain.append(_page(q.offset, q.limit))
+    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table)
+    if columns is not None and (df is None or columns != list(df.columns)):
+        chain.append(f"[{py_literal(columns)}]")
+    lines.append(_assign(ctx.result, chain))
+    return "\n".join(lines)
+
+
+def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+    q: AggregateQuery = parse_aggregate(args, tables.specs, tables.max_rows)
+    frame = _frame(tables, q.table, ctx)
+    df = tables.frames.get(q.table)
+    lines, mask = _mask(frame, df, q.filters, ctx)
+    source = frame
+    if mask:
+        source = _scratch("matched", frame)
+        lines.append(f"{source} = {frame}[{mask}]")
+    if q.group_by:
+        keys = []
+        for k in q.group_by:
+            if k.bucket is None:
+                keys.append(py_literal(k.column))
+                continue
+            ctx.setup("import numpy as np")
+            ctx.setup(_BUCKET_START)
+            name = _scratch(k.output, frame)
+            column = f"{source}[{py_literal(k.column)}]"
+            lines.append(f"{name} = bucket_start({column}, {py_literal(k.bucket)})")
+            keys.append(name)
+        groups = _scratch("groups", frame)
+        lines.append(
+            f"{groups} = {source}.groupby([{', '.join(keys)}], dropna=False, "
+            "observed=True, sort=True)"
+        )
+        parts = [
+            f"{py_literal(a.output)}: "
+            + (f"{groups}.size()" if a.column is None else _aggregate(groups, a.fn, a.column))
+            for a in q.aggregates
+        ]
+        table = f"pd.DataFrame({{{', '.join(parts)}}}).reset_index()"
+    else:
+        parts = [
+            f"{py_literal(a.output)}: ["
+            + (f"len({source})" if a.column is None else _aggregate(source, a.fn, a.column))
+            + "]"
+            for a in q.aggregates
+        ]
+        table = f"pd.DataFrame({{{', '.join(parts)}}})"
+    chain = [table]
+    if q.order:
+        chain.append(_sort([c for c, _ in q.order], [not d for _, d in q.order], always_list=True))
+    chain.append(_page(q.offset, q.limit))
+    chain.append(".reset_index(drop=True)")
+    lines.append(_assign(ctx.result, chain))
+    return "\n".join(lines)
+
+
+def append_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+    q = parse_insert(args, tables.specs)
+    frame = _frame(tables, q.table, ctx)
+    rows = py_literal([dict(r) for r in q.rows])
+    return (
+        f"new_rows = pd.DataFrame({rows})\n"
+        f"{frame} = pd.concat([{frame}, new_rows.astype({frame}.dtypes[new_rows.columns])], "
+        "ignore_index=True)"
+    )
+
+
+def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+    q = parse_update(args, tables.specs)
+    frame = _frame(tables, q.table, ctx)
+    df = tables.frames.get(q.table)
+    lines, mask = _mask(frame, df, q.filters, ctx)
+    for column, value in q.values.items():
+        col = _column(df, column)
+        literal = "None" if value is None else _value(col, value, ctx)
+        lines.append(f"{frame}.loc[{mask}, {py_literal(column)}] = {literal}")
+    return "\n".join(lines)
+
+
+# ---- pieces ---------------------------------------------------------------------------------
+
+
+def _frame(tables: Tables, table: str, ctx: CodeContext) -> str:
+    ctx.setup("import pandas as pd")
+    return ctx.expect(table, f"the DataFrame the agent read as table {table!r}")
+
+
+def _usable(tables: Tables, table: str) -> list[str] | None:
+    return tables.columns(table) if table in tables.frames else None
+
+
+def _column(df: pd.DataFrame | None, column: str) -> pd.Series | None:
+    if df is None or column not in df.columns:
+        return None
+    col = df[column]
+    return col if isinstance(col, pd.Series) else None
+
+
+def _mask(
+    frame: str, df: pd.DataFrame | None, filters: Sequence[Filter], ctx: CodeContext
+) -> tuple[list[str], str | None]:
+    """The boolean Series of the matching rows (None without filters), after the lines it
+    needs: a long filter gets a variable of its own, one filter a line."""
+    if not filters:
+        return [], None
+    terms = [_term(frame, _column(df, f.column), f, ctx) for f in filters]
+    mask = " & ".join(terms)
+    if len(mask) <= 60:
+        return [], mask
+    name = _scratch("mask", frame)
+    if len(mask) > 90:
+        mask = "(\n    " + "\n    & ".join(terms) + "\n)"
+    return [f"{name} = {mask}"], name
+
+
+def _scratch(name: str, frame: str) -> str:
+    """A name for an intermediate value, never the table's own variable."""
+    return name if name != frame else f"{name}_"
+
+
+def _term(frame: str, col: pd.Series | None, f: Filter, ctx: CodeContext) -> str:
+    """One filter as ``&``-joined atoms (so terms join with `` & `` as they are), with SQL's
+    rule for missing values: they match only ``is_null``, negated or not."""
+    c = f"{frame}[{py_literal(f.column)}]"
+    if f.op == "is_null":
+        return f"{c}.notna()" if f.negate else f"{c}.isna()"
+    if f.op in ("like", "ilike"):
+        hit = _like(c, f.value, f.op == "ilike", ctx)
+    elif f.op == "in":
+        hit = f"{c}.isin([{', '.join(_value(col, v, ctx) for v in f.value)}])"
+    else:
+        hit = f"({c} {_COMPARE[f.op]} {_value(col, f.value, ctx)})"
+        if _masked(col, f):
+            hit = f"{hit}.fillna(False)"  # nullable dtypes compare missing values as NA
+    may_miss = col is None or holds_missing(col.dtype)
+    if f.negate:
+        return f"~{hit} & {c}.notna()" if may_miss else f"~{hit}"
+    # Comparisons, ``isin`` and the string methods are already false for NaN, NaT and None;
+    # "not equal" is true for them.
+    if f.op == "neq" and may_miss:
+        return f"{hit} & {c}.notna()"
+    return hit
+
+
+def _masked(col: pd.Series | None, f: Filter) -> bool:
+    """Does comparing ``col`` give pandas' NA for missing values (nullable dtypes)?"""
+    if col is None:
+        return False
+    try:
+        value = value_for(col, f.value)
+        compared = col.iloc[:0] == value
+    except (BadValue, TypeError, ValueError):
+        return False
+    return isinstance(compared.dtype, pd.BooleanDtype)
+
+
+def _value(col: pd.Series | None, value: Any, ctx: CodeContext) -> str:
+    """``value`` as the filter compared it: converted to the column's dtype."""
+    if col is None:
+        return py_literal(value)
+    try:
+        converted = value_for(col, value)
+    except BadValue:
+        return py_literal(value)
+    if isinstance(converted, pd.Timestamp):
+        return f"pd.Timestamp({py_literal(converted.isoformat())})"
+    if isinstance(converted, pd.Timedelta):
+        return f"pd.Timedelta({py_literal(str(converted))})"
+    return py_literal(converted)
+
+
+def _like(c: str, pattern: str, ignore_case: bool, ctx: CodeContext) -> str:
+    """SQL LIKE as pandas: plain string methods for a prefix, a suffix or a part, else the
+    regular expression the filter used."""
+    if not ignore_case and "_" not in pattern and "\\" not in pattern:
+        inner = pattern.strip("%")
+        if "%" not in inner:
+            starts, ends = pattern.startswith("%"), pattern.endswith("%")
+            text = py_literal(inner)
+            if not starts and not ends:
+                return f"({c} == {text})"
+            if inner and not starts:
+                return f"{c}.str.startswith({text}, na=False)"
+            if inner and not ends:
+                return f"{c}.str.endswith({text}, na=False)"
+            if inner and pattern == f"%{inner}%":
+                return f"{c}.str.contains({text}, regex=False, na=False)"
+    ctx.setup("import re")
+    flags = "re.DOTALL | re.IGNORECASE" if ignore_case else "re.DOTALL"
+    return f"{c}.str.fullmatch({_regex_literal(like_regex(pattern))}, flags={flags}, na=False)"
+
+
+def _regex_literal(regex: str) -> str:
+    if '"' in regex or regex.endswith("\\") or any(ch < " " for ch in regex):
+        return py_literal(regex)
+    return f'r"{regex}"'
+
+
+#: The pandas of each aggregate: a sum of no values is missing, as in SQL (pandas would say 0);
+#: count_distinct is SQL's count(DISTINCT column).
+_AGGREGATE_CALLS = {"sum": "sum(min_count=1)", "count_distinct": "nunique()"}
+
+
+def _aggregate(source: str, fn: str, column: str) -> str:
+    return f"{source}[{py_literal(column)}].{_AGGREGATE_CALLS.get(fn, f'{fn}()')}"
+
+
+#: The time buckets of ``frames_aggregate`` (``loom_nb/frames/_buckets.py``) in plain pandas and
+#: numpy, set up once in an export that groups by one.
+_BUCKET_START = '''def bucket_start(timestamps, bucket):
+    """The start of each timestamp's day, week (weeks start on Monday), month, quarter or
+    year, on the column's own clock (its time zone's wall clock), named like week_created_at;
+    NaT stays NaT, a group of its own."""
+    clock = pd.DatetimeIndex(timestamps)
+    if clock.tz is not None:
+        clock = clock.tz_localize(None)
+    wall = clock.to_numpy()
+    unit = {"day": "D", "week": "D", "month": "M", "quarter": "M", "year": "Y"}[bucket]
+    start = wall.astype(f"datetime64[{unit}]")
+    if bucket == "week":  # back to Monday: day 0, 1970-01-01, was a Thursday
+        start = start - (start.view("int64") + 3) % 7
+    elif bucket == "quarter":  # back to January, April, July or October
+        start = start - start.view("int64") % 3
+    name = f"{bucket}_{timestamps.name}"
+    starts = pd.Series(start.astype(wall.dtype), index=timestamps.index, name=name)
+    tz = getattr(timestamps.dtype, "tz", None)
+    if tz is None:
+        return starts
+    # A midnight that summer time skips starts at the first time that exists; one that
+    # occurs twice, at the first of them.
+    first = np.ones(len(starts), dtype=bool)
+    return starts.dt.tz_localize(tz, ambiguous=first, nonexistent="shift_forward")'''
+
+
+def _sort(keys: list[str], ascending: list[bool], *, always_list: bool = False) -> str:
+    if len(keys) == 1 and not always_list:
+        return f".sort_values({py_literal(keys[0])}, ascending={ascending[0]}, {_SORT})"
+    return f".sort_values({py_literal(keys)}, ascending={ascending}, {_SORT})"
+
+
+def _page(offset: int, limit: int) -> str:
+    return f".head({limit})" if not offset else f".iloc[{offset}:{offset + limit}]"
+
+
+def _assign(name: str, chain: list[str]) -> str:
+    one_line = f"{name} = {''.join(chain)}"
+    if len(one_line) <= 88:
+        return one_line
+    return f"{name} = (\n    " + "\n    ".join(chain) + "\n)"

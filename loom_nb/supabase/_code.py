@@ -1,0 +1,207 @@
+"""The supabase-py code of each Supabase call, with the user's client factory by name: the
+request the tool sent, method by method, and the DataFrame made of its rows as the tool made
+it (``postgrest_frame``, written into the code's setup: plain pandas, no loom_nb)."""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+from collections.abc import Callable
+from typing import Any
+
+from loom_nb._code import CodeContext, py_literal
+from loom_nb._tables.cards import SAMPLE_ROWS
+from loom_nb._tables.grammar import Filter, Insert, Select, Update
+from loom_nb._tables.options import TableSpec
+from loom_nb.supabase._aggregate import AggregateQuery
+
+#: What ``records_to_frame`` (``_responses.py``) does, as code an export carries; a test
+#: checks that the two agree.
+POSTGREST_FRAME = '''\
+import math
+import re
+
+import pandas as pd
+
+_TIMESTAMP = re.compile(
+    r"\\d{4}-\\d{2}-\\d{2}[T ]\\d{2}:\\d{2}(?::\\d{2}(?:\\.\\d+)?)?(?:Z|[+-]\\d{2}(?::?\\d{2})?)?"
+)
+_HAS_ZONE = re.compile(r"(?:Z|[+-]\\d{2}(?::?\\d{2})?)$")
+
+
+def postgrest_frame(rows, columns=None):
+    """PostgREST's JSON rows as loom_nb's DataFrame of them: integer columns with NULLs as
+    Int64, text columns of ISO 8601 timestamps as datetime64 (UTC when they carry an offset)."""
+    if columns is None:
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+    frame = (
+        pd.DataFrame.from_records(rows, columns=list(columns))
+        if rows
+        else pd.DataFrame(columns=list(columns))
+    )
+    for name in frame.columns:
+        col = frame[name]
+        if col.dtype.kind == "f" and col.isna().any():
+            values = [row.get(name) for row in rows]
+            if all(type(v) is int for v in values if v is not None):
+                frame[name] = pd.array(values, dtype="Int64")
+        elif col.dtype.kind == "O" or pd.api.types.is_string_dtype(col.dtype):
+            frame[name] = _timestamps(col)
+    return frame
+
+
+def _timestamps(col):
+    zoned = naive = 0
+    for v in col.tolist():
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if not isinstance(v, str) or not _TIMESTAMP.fullmatch(v):
+            return col
+        if _HAS_ZONE.search(v):
+            zoned += 1
+        else:
+            naive += 1
+    if (not zoned and not naive) or (zoned and naive):
+        return col
+    try:
+        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned))
+    except (ValueError, TypeError, OverflowError):
+        return col'''
+
+_METHODS = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike")
+
+
+class SupabaseCode:
+    """The code of one connector's calls; ``parse_*`` are the connector's own checks, so the
+    code shows the request exactly as it was sent (``in`` items reordered, and so on)."""
+
+    def __init__(
+        self,
+        factory: Callable[..., Any],
+        name: str,
+        tables: dict[str, TableSpec],
+        parse_select: Callable[[dict[str, Any]], Select],
+        parse_insert: Callable[[dict[str, Any]], Insert],
+        parse_update: Callable[[dict[str, Any]], Update],
+        parse_aggregate: Callable[[dict[str, Any]], AggregateQuery],
+        approve_writes: bool,
+    ) -> None:
+        self.factory_name = factory_name(factory, name)
+        self.approve_writes = approve_writes
+        self.awaits = inspect.iscoroutinefunction(factory)
+        self.tables = tables
+        self._select, self._insert, self._update = parse_select, parse_insert, parse_update
+        self._aggregate = parse_aggregate
+
+    def select(self, args: dict[str, Any], ctx: CodeContext) -> str:
+        q = self._select(args)
+        columns = q.columns if q.columns is not None else ("*",)
+        select = ", ".join(py_literal(c) for c in columns)
+        count = ', count="exact"' if q.count else ""
+        chain = [f".table({py_literal(q.table)})", f".select({select}{count})"]
+        chain += [_filter(f) for f in q.filters]
+        chain += [f".order({py_literal(c)}, desc={d})" for c, d in q.order]
+        chain.append(f".limit({q.limit})")
+        if q.offset:
+            chain.append(f".offset({q.offset})")
+        ctx.setup(POSTGREST_FRAME)
+        listed = "None" if q.columns is None else py_literal(list(q.columns))
+        return (
+            self._request(chain, ctx)
+            + f"\n{ctx.result} = postgrest_frame(response.data, {listed}).head({q.limit})"
+        )
+
+    def aggregate(self, args: dict[str, Any], ctx: CodeContext) -> str:
+        q = self._aggregate(args)
+        chain = [
+            f".table({py_literal(q.table)})",
+            f".select({', '.join(py_literal(item) for item in q.select)})",
+            *(_filter(f) for f in q.filters),
+            *(f".order({py_literal(c)}, desc={d})" for c, d in q.order),
+            f".limit({q.limit})",
+        ]
+        if q.offset:
+            chain.append(f".offset({q.offset})")
+        ctx.setup(POSTGREST_FRAME)
+        return (
+            self._request(chain, ctx)
+            + f"\n{ctx.result} = postgrest_frame(response.data, {py_literal(q.outputs)})"
+            f".head({q.limit})"
+        )
+
+    def insert(self, args: dict[str, Any], ctx: CodeContext) -> str:
+        q = self._insert(args)
+        spec = self.tables[q.table]
+        rows = py_literal([dict(r) for r in q.rows])
+        chain = [
+            f".table({py_literal(q.table)})",
+            f'.insert({rows}, returning="representation", default_to_null=False)',
+        ]
+        if spec.columns is not None:
+            chain.append(f".select({', '.join(py_literal(c) for c in spec.columns)})")
+        return self._request(chain, ctx)
+
+    def update(self, args: dict[str, Any], ctx: CodeContext) -> str:
+        """The PATCH; with approvals, after the count its card showed (``build_matching``),
+        held to that count with ``max_affected`` as the connector sends it."""
+        q = self._update(args)
+        spec = self.tables[q.table]
+        columns = ", ".join(py_literal(c) for c in spec.columns or ("*",))
+        filters = [_filter(f) for f in q.filters]
+        chain = [
+            f".table({py_literal(q.table)})",
+            f'.update({py_literal(dict(q.values))}, returning="representation")',
+            *filters,
+        ]
+        if spec.columns is not None:
+            chain.append(f".select({columns})")
+        if not self.approve_writes:
+            return self._request(chain, ctx)
+        matching = [
+            f".table({py_literal(q.table)})",
+            f'.select({columns}, count="exact")',
+            *filters,
+            f".limit({SAMPLE_ROWS})",
+        ]
+        return (
+            self._request(matching, ctx, "matching")
+            + "\n"
+            + self._request([*chain, ".max_affected(matching.count)"], ctx)
+        )
+
+    def _request(self, chain: list[str], ctx: CodeContext, name: str = "response") -> str:
+        """``response = (client.table(...)....execute())`` with the factory called on the run
+        context the export defines."""
+        factory = ctx.expect(
+            self.factory_name, "the client factory you gave supabase_tools(client=...)"
+        )
+        ctx.expect("context", "the context= dict your runs passed ({} if none)")
+        ctx.setup(
+            "from loom_nb import RunContext\n\n"
+            "# What the client factory is called with, as in the agent's runs\n"
+            f"ctx = RunContext({py_literal(ctx.agent)}, {py_literal(ctx.thread_id)}, "
+            f"user_id={py_literal(ctx.user_id)}, data=context)"
+        )
+        wait = "await " if self.awaits else ""
+        head = f"({wait}{factory}(ctx))" if self.awaits else f"{factory}(ctx)"
+        body = "\n    ".join([head, *chain, ".execute()"])
+        return f"{name} = {wait}(\n    {body}\n)"
+
+
+def _filter(f: Filter) -> str:
+    negate = ".not_" if f.negate else ""
+    column = py_literal(f.column)
+    if f.op == "is_null":
+        return f"{negate}.is_({column}, None)"
+    if f.op == "in":
+        return f"{negate}.in_({column}, {py_literal(list(f.value))})"
+    assert f.op in _METHODS
+    return f"{negate}.{f.op}({column}, {py_literal(f.value)})"
+
+
+def factory_name(factory: Callable[..., Any], connector: str) -> str:
+    """The factory's own name, or ``{connector}_client`` for a lambda."""
+    name = getattr(factory, "__name__", "")
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return str(name)
+    return connector.replace("-", "_") + "_client"
