@@ -9,6 +9,7 @@ import sys
 BENCHES = [
     "bench_agent",
     "bench_store",
+    "bench_scale",
     "bench_postgres",
     "bench_supabase",
     "bench_frames",

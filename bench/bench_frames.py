@@ -1,4 +1,4 @@
-"""frame_tools on a 1,000,000-row frame: the tool vs the same work by hand in pandas, same run.
+"""frame_tools on a 1,000,000-row frame: the tool vs pandas by hand and DuckDB, same run.
 
 Two queries a data person asks, each timed through the tool and by hand:
 
@@ -8,10 +8,12 @@ Two queries a data person asks, each timed through the tool and by hand:
 
 "Tool" is ``Tool.call`` as the agent loop runs it: JSON schema validation, the shared query
 rules, the filter with values converted to the column dtypes, the pandas work, the copy of the
-result, and the bounded text the model gets. "By hand" is the pandas a user would write for the
-same DataFrame (a boolean mask, ``sort_values``/``head``, or only the needed columns and
-``groupby().agg()``), without rendering anything. Both run on the same frame in one process,
-alternating, and the medians are reported with the ratio tool / hand.
+result, and the bounded text the model gets. "By hand" is the fast pandas for the same
+DataFrame, without rendering anything: boolean masks on the needed columns only, ``nlargest``
+on the ordering column and then the page's rows (select), or only the needed columns and
+``groupby().agg()`` (aggregate). DuckDB runs the same SQL over the same frame (no copy in, one
+thread, like pandas) as a second reference. All run on the same frame in one process,
+alternating, and the medians are reported with the ratios tool / hand and tool / DuckDB.
 Run: ``python -m bench.bench_frames [--rows N] [--runs N]``.
 """
 
@@ -66,10 +68,38 @@ AGGREGATE = {
 
 
 def by_hand_select(df: Any) -> Any:
-    matched = df[(df["status"] == "open") & (df["total"] > 100)]
-    count = len(matched)
-    page = matched.sort_values("total", ascending=False, kind="stable").head(50)
+    import numpy as np
+    import pandas as pd
+
+    mask = ((df["status"] == "open") & (df["total"] > 100)).to_numpy()
+    count = int(mask.sum())
+    rows = np.flatnonzero(mask)  # the matches, then only the ordering column of them
+    top = pd.Series(df["total"].to_numpy()[rows]).nlargest(50, keep="first")
+    page = df.iloc[rows[top.index.to_numpy()]]
     return page, count
+
+
+DUCKDB_SELECT = """
+SELECT *, count(*) OVER () AS matched FROM orders
+WHERE status = 'open' AND total > 100 ORDER BY total DESC LIMIT 50
+"""
+DUCKDB_AGGREGATE = """
+SELECT status, count(*) AS count, sum(total) AS sum_total, avg(total) AS mean_total
+FROM orders WHERE created_at >= TIMESTAMPTZ '2024-06-01 00:00:00+00'
+GROUP BY status ORDER BY sum_total DESC
+"""
+
+
+def duckdb_runner(df: Any) -> Callable[[str], Any] | None:
+    """DuckDB over the very same frame (a replacement scan, no copy), or None without it."""
+    try:
+        import duckdb
+    except ImportError:
+        return None
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    con.register("orders", df)
+    return lambda sql: con.execute(sql).df()
 
 
 def by_hand_aggregate(df: Any) -> Any:
@@ -120,18 +150,30 @@ def main() -> None:
         agg.data["sum_total"], hand["sum_total"], check_names=False, check_index=False
     )
 
+    duck = duckdb_runner(df)
+    if duck is not None:
+        found = duck(DUCKDB_SELECT)
+        # the same totals (ties may come in another order) and the same count
+        assert list(found["total"]) == list(page["total"]), "DuckDB found other rows"
+        assert int(found["matched"][0]) == count, "DuckDB counted other rows"
+
     print(f"frame_tools on {len(df):,} rows x {df.shape[1]} columns; median of {args.runs} runs")
-    print(f"{'query':<11}{'tool ms':>10}{'by hand ms':>12}{'ratio':>8}")
-    for label, name, arguments, hand_fn in [
-        ("select", "frames_select", SELECT, by_hand_select),
-        ("aggregate", "frames_aggregate", AGGREGATE, by_hand_aggregate),
+    print(
+        f"{'query':<11}{'tool ms':>10}{'by hand ms':>12}{'ratio':>8}{'DuckDB ms':>11}{'ratio':>8}"
+    )
+    for label, name, arguments, hand_fn, sql in [
+        ("select", "frames_select", SELECT, by_hand_select, DUCKDB_SELECT),
+        ("aggregate", "frames_aggregate", AGGREGATE, by_hand_aggregate, DUCKDB_AGGREGATE),
     ]:
-        tool_times, hand_times = [], []
-        for _ in range(args.runs):  # alternate, so both see the same machine state
+        tool_times, hand_times, duck_times = [], [], []
+        for _ in range(args.runs):  # alternate, so all see the same machine state
             tool_times.append(median_ms(through_tool(name, arguments), 1))
             hand_times.append(median_ms(lambda f=hand_fn: f(df), 1))
+            if duck is not None:
+                duck_times.append(median_ms(lambda q=sql: duck(q), 1))
         t, h = statistics.median(tool_times), statistics.median(hand_times)
-        print(f"{label:<11}{t:>10.1f}{h:>12.1f}{t / h:>8.2f}")
+        d = statistics.median(duck_times) if duck_times else float("nan")
+        print(f"{label:<11}{t:>10.1f}{h:>12.1f}{t / h:>8.2f}{d:>11.1f}{t / d:>8.2f}")
     loop.close()
 
 

@@ -3,25 +3,34 @@ SqliteSaver and a raw sqlite3 floor, in the same run, on files in one temp folde
 
 Threads of 10, 100, 1,000 and 5,000 messages: user and assistant text of about 300 characters;
 every fifth message a tool result holding a 50-row DataFrame. For each length: the median time
-to append one more text message, and to load the whole thread; then file size per message and
-the import time of ``loom_nb.sqlite``. Run: ``python -m bench.bench_store [--quick]``.
+to append one more text message, and to load the whole thread with every DataFrame; then file
+size per message and the import time of ``loom_nb.sqlite``.
+Run: ``python -m bench.bench_store [--quick]``.
 
 Fairness notes (also in bench/README.md):
 - every file is in WAL mode with ``synchronous=FULL`` (SQLite's default, which SQLiteSession and
   SqliteSaver keep): a commit is on disk when the call returns;
-- the floor is one ``INSERT`` of ``json.dumps(message.to_dict())`` into an indexed
-  ``(thread_id, json)`` table, and one ``SELECT`` plus ``json.loads`` per row;
-- SQLiteSession gets the same content as JSON dicts (the frame as its encoded dict); its load
-  returns dicts. SqliteSaver gets LangChain messages (the frame as the ToolMessage artifact)
-  and saves a checkpoint of the whole message list per step, which is how LangGraph appends;
-- loom_nb's load returns typed messages; each DataFrame is decoded when it is first read
-  (``load + frames`` shows the cost of decoding every frame too).
+- the floor is one ``INSERT`` per message into an indexed ``(thread_id, json, frame)`` table:
+  the message as JSON, and its DataFrame in a column of its own as plain column lists (with the
+  dtypes); its load is one ``SELECT``, ``json.loads`` per row, and a DataFrame built from the
+  column lists in bulk (numpy arrays) for every frame;
+- SQLiteSession gets the same content as JSON dicts (the frame as the floor's column lists);
+  LangGraph gets LangChain messages (the frame as the floor's column lists in the ToolMessage
+  artifact), added through a compiled graph with ``graph.update_state`` (one checkpoint per
+  step, as a graph saves) and read back with ``graph.get_state``; both build the DataFrames
+  on load as the floor does;
+- loom_nb's load returns typed messages; ``... + decode every DataFrame`` is what is compared
+  (every side parses the same DataFrame column), ``load (frames left encoded)`` is shown too;
+- loads are timed as timeit times: after a garbage collection, with the collector paused (the
+  process holds every system's data, and a full collection would land on whichever load set
+  it off).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import sqlite3
 import statistics
@@ -79,6 +88,41 @@ def conversation(n: int) -> list[Any]:
     return out
 
 
+def frame_payload(df: Any) -> dict[str, Any]:
+    """The floor's DataFrame: column lists and dtypes, times as integers in their unit."""
+    import pandas as pd
+
+    values = []
+    for name in df.columns:
+        col = df[name]
+        if pd.api.types.is_datetime64_any_dtype(col.dtype):
+            values.append(col.array.asi8.tolist())
+        else:
+            values.append(col.tolist())
+    return {"columns": list(df.columns), "dtypes": [str(t) for t in df.dtypes], "values": values}
+
+
+def payload_frame(stored: dict[str, Any], rows: int | None = None) -> Any:
+    """:func:`frame_payload` back to a DataFrame (its first ``rows`` rows), each column in bulk."""
+    import numpy as np
+    import pandas as pd
+
+    data = {}
+    for name, dtype, values in zip(
+        stored["columns"], stored["dtypes"], stored["values"], strict=True
+    ):
+        head = values if rows is None else values[:rows]
+        if dtype.startswith("datetime64"):
+            unit, _, zone = dtype[len("datetime64[") : -1].partition(", ")
+            times = pd.DatetimeIndex(np.array(head, dtype="int64").view(f"M8[{unit}]"))
+            data[name] = times.tz_localize(zone) if zone else times
+        elif dtype in ("str", "object"):
+            data[name] = pd.array(head, dtype=dtype)
+        else:
+            data[name] = np.array(head, dtype=dtype)
+    return pd.DataFrame(data)
+
+
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -119,15 +163,15 @@ class Loom:
         self.store.append(self.thread, message)
 
     def load(self) -> object:
-        return self.store.load("bench")
+        thread = self.store.load("bench")
+        assert thread is not None
+        return thread.frames
 
     def connection(self) -> sqlite3.Connection:
         return self.store._conn
 
-    def load_frames(self) -> object:
-        thread = self.store.load("bench")
-        assert thread is not None
-        return thread.frames
+    def load_lazy(self) -> object:
+        return self.store.load("bench")
 
     def close(self) -> None:
         self.store.close()
@@ -140,7 +184,9 @@ class Floor:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.execute("CREATE TABLE raw (thread_id TEXT NOT NULL, json TEXT NOT NULL)")
+        self.conn.execute(
+            "CREATE TABLE raw (thread_id TEXT NOT NULL, json TEXT NOT NULL, frame TEXT)"
+        )
         self.conn.execute("CREATE INDEX raw_thread ON raw (thread_id)")
 
     def fill(self, messages: list[Any]) -> None:
@@ -148,9 +194,14 @@ class Floor:
             self.append(m)
 
     def append(self, message: Any) -> None:
+        out = message.to_dict()
+        frame = None
+        for part, result in zip(out["parts"], message.parts, strict=True):
+            if part.pop("data", None) is not None:
+                frame = json.dumps(frame_payload(result.data))
         self.conn.execute(
-            "INSERT INTO raw (thread_id, json) VALUES (?, ?)",
-            ("bench", json.dumps(message.to_dict())),
+            "INSERT INTO raw (thread_id, json, frame) VALUES (?, ?, ?)",
+            ("bench", json.dumps(out), frame),
         )
 
     def connection(self) -> sqlite3.Connection:
@@ -158,9 +209,15 @@ class Floor:
 
     def load(self) -> object:
         rows = self.conn.execute(
-            "SELECT json FROM raw WHERE thread_id = ? ORDER BY rowid", ("bench",)
+            "SELECT json, frame FROM raw WHERE thread_id = ? ORDER BY rowid", ("bench",)
         ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        out = []
+        for text, frame in rows:
+            message = json.loads(text)
+            if frame is not None:
+                message["frame"] = payload_frame(json.loads(frame))
+            out.append(message)
+        return out
 
     def close(self) -> None:
         self.conn.close()
@@ -168,15 +225,13 @@ class Floor:
 
 def session_item(message: Any) -> dict[str, Any]:
     """The same content in the OpenAI Responses item shape SQLiteSession stores."""
-    from loom_nb._codec import encode
-
     if message.role == "tool":
         r = message.tool_results[0]
         return {
             "type": "function_call_output",
             "call_id": r.call_id,
             "output": r.content,
-            "data": encode(r.data),
+            "data": frame_payload(r.data),
         }
     if message.tool_calls:
         c = message.tool_calls[0]
@@ -207,7 +262,11 @@ class Session:
         self.loop.run_until_complete(self.session.add_items([session_item(message)]))
 
     def load(self) -> object:
-        return self.loop.run_until_complete(self.session.get_items())
+        items = self.loop.run_until_complete(self.session.get_items())
+        for item in items:
+            if "data" in item:
+                item["data"] = payload_frame(item["data"])  # type: ignore[typeddict-unknown-key]
+        return items
 
     def close(self) -> None:
         self.session.close()
@@ -217,11 +276,9 @@ class Session:
 def langchain_message(message: Any) -> Any:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from loom_nb._codec import encode
-
     if message.role == "tool":
         r = message.tool_results[0]
-        return ToolMessage(r.content, tool_call_id=r.call_id, artifact=encode(r.data))
+        return ToolMessage(r.content, tool_call_id=r.call_id, artifact=frame_payload(r.data))
     if message.role == "user":
         return HumanMessage(message.text)
     calls = [{"name": c.name, "args": c.arguments, "id": c.id} for c in message.tool_calls]
@@ -229,38 +286,36 @@ def langchain_message(message: Any) -> Any:
 
 
 class LangGraph:
-    name = "LangGraph SqliteSaver"
+    """A compiled LangGraph graph (the prebuilt ``MessagesState``) with a ``SqliteSaver``:
+    messages go in with ``update_state`` and come back with ``get_state``, as a user's code
+    adds to and reads a thread."""
+
+    name = "LangGraph SqliteSaver (graph)"
 
     def __init__(self, path: Path) -> None:
         from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.graph import START, MessagesState, StateGraph
 
         conn = sqlite3.connect(path, check_same_thread=False)
-        self.saver = SqliteSaver(conn)
-        self.saver.setup()
-        self.config: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
-        self.messages: list[Any] = []
-        self.step = 0
+        conn.execute("PRAGMA journal_mode=WAL")
+        saver = SqliteSaver(conn)
+        builder = StateGraph(MessagesState)
+        builder.add_node("agent", lambda state: {})
+        builder.add_edge(START, "agent")
+        self.graph = builder.compile(checkpointer=saver)
+        self.saver = saver
+        self.config: Any = {"configurable": {"thread_id": "bench"}}
 
     def fill(self, messages: list[Any]) -> None:
-        self.messages = [langchain_message(m) for m in messages[:-1]]
-        self.append(messages[-1])
+        batch = [langchain_message(m) for m in messages]
+        self.graph.update_state(self.config, {"messages": batch})
 
     def append(self, message: Any) -> None:
-        from langgraph.checkpoint.base import empty_checkpoint
-
-        self.messages.append(langchain_message(message))
-        self.step += 1
-        checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"messages": self.messages}
-        checkpoint["channel_versions"] = {"messages": self.step}
-        self.config = self.saver.put(
-            self.config, checkpoint, {"source": "loop", "step": self.step}, {"messages": self.step}
-        )
+        self.graph.update_state(self.config, {"messages": [langchain_message(message)]})
 
     def load(self) -> object:
-        found = self.saver.get_tuple({"configurable": {"thread_id": "bench", "checkpoint_ns": ""}})
-        assert found is not None
-        return found.checkpoint["channel_values"]["messages"]
+        messages = self.graph.get_state(self.config).values["messages"]
+        return [payload_frame(m.artifact) for m in messages if getattr(m, "artifact", None)]
 
     def close(self) -> None:
         self.saver.conn.close()
@@ -324,17 +379,21 @@ def main() -> None:
                     times[s.name].append(time.perf_counter() - start)
             for _ in range(loads):
                 for s, _ in opened:
+                    # As timeit does: after a collection, with the collector paused. One
+                    # process holds all four systems' data, and whichever load happens to set
+                    # off a full collection would pay for every system's objects.
+                    gc.collect()
+                    gc.disable()
                     start = time.perf_counter()
                     s.load()
-                    times[s.name + " load"] = [
-                        *times.get(s.name + " load", []),
-                        time.perf_counter() - start,
-                    ]
+                    elapsed = time.perf_counter() - start
+                    gc.enable()
+                    times[s.name + " load"] = [*times.get(s.name + " load", []), elapsed]
             for s, row in opened:
                 row["append"] = statistics.median(times[s.name]) * 1000
                 row["load"] = statistics.median(times[s.name + " load"]) * 1000
                 if isinstance(s, Loom):
-                    row["load_frames"] = median_ms(s.load_frames, max(3, loads // 2))
+                    row["load_lazy"] = median_ms(s.load_lazy, max(3, loads // 2))
                 s.close()
                 print(
                     f"  {s.name:36} n={n:5}: append {row['append']:8.3f} ms, "
@@ -370,14 +429,14 @@ def report(results: dict[str, dict[int, dict[str, float]]], lengths: tuple[int, 
                     f"{results[name][n]['append'] / session[n]['append']:11.2f}x" for n in lengths
                 )
             )
-    print("\nload the whole thread (median ms)")
+    print("\nload the whole thread and every DataFrame in it (median ms)")
     print(f"{'':38}" + "".join(f"{n:>12,}" for n in lengths))
     for name, rows in results.items():
         print(f"{name:38}" + "".join(f"{rows[n]['load']:12.2f}" for n in lengths))
         if name == Loom.name:
             print(
-                f"{'  ... + decode every DataFrame':38}"
-                + "".join(f"{rows[n]['load_frames']:12.2f}" for n in lengths)
+                f"{'  load (frames left encoded)':38}"
+                + "".join(f"{rows[n]['load_lazy']:12.2f}" for n in lengths)
             )
     print(
         f"{'  loom / floor':38}"
@@ -394,6 +453,10 @@ def report(results: dict[str, dict[int, dict[str, float]]], lengths: tuple[int, 
     print(f"{'':38}" + "".join(f"{n:>12,}" for n in lengths))
     for name, rows in results.items():
         print(f"{name:38}" + "".join(f"{rows[n]['size']:12,.0f}" for n in lengths))
+    print(
+        f"{'  loom / floor':38}"
+        + "".join(f"{results[Loom.name][n]['size'] / floor[n]['size']:11.2f}x" for n in lengths)
+    )
 
 
 if __name__ == "__main__":

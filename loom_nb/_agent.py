@@ -12,6 +12,9 @@ of any number of kernels deciding one call exactly one wins; the others get
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,7 @@ from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import CallAlreadyDecided, RunError, ThreadBusy, ThreadNotFound, UserError
 from loom_nb._events import EventHandler
+from loom_nb._kept_threads import KeptThreads
 from loom_nb._lease import ThreadLease, settle
 from loom_nb._messages import (
     Message,
@@ -139,6 +143,7 @@ class Agent:
         #: Seconds Ctrl-C waits for a running approved write to finish (its result is then
         #: saved) before recording its outcome as unknown.
         self.interrupt_wait = interrupt_wait
+        self._kept = KeptThreads(store)
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={sorted(self.tools)}>"
@@ -163,7 +168,7 @@ class Agent:
             self.store.save_thread(thread)
             thread_id = thread.id
         else:
-            _refuse_waiting(self._load(thread_id, user_id))
+            _refuse_waiting(self._load_for_run(thread_id, user_id))
         return await self._drive(thread_id, context, on_event, prompt=prompt)
 
     async def resume(
@@ -183,7 +188,7 @@ class Agent:
         run then waits for nothing from this call. ``{}`` goes on with what was decided.
         """
         user_id = self._user_id(context)
-        thread = self._load(thread_id, user_id)
+        thread = self._load_for_run(thread_id, user_id)
         by_id = {p.call_id: p for p in thread.pending}
         approvals: dict[str, bool] = {}
         resolutions: dict[str, Resolution] = {}
@@ -282,6 +287,7 @@ class Agent:
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
         """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""
         self._load(thread_id, self._user_id(context))  # same "not found" for foreign threads
+        self._kept.forget(thread_id)
         self.store.delete(thread_id, user_id=self._user_id(context))
 
     # ---- machinery --------------------------------------------------------------------------
@@ -319,6 +325,19 @@ class Agent:
             )
         return settle(thread)
 
+    def _load_for_run(self, thread_id: str, user_id: str | None) -> Thread:
+        """:meth:`_load` for a run: the thread kept from this agent's last run on it while the
+        store says nothing changed since (one cheap read), else loaded."""
+        if self._kept.store is not self.store:
+            self._kept = KeptThreads(self.store)
+        thread = self._kept.load(thread_id, user_id)
+        if thread is None or thread.agent != self.name:
+            raise ThreadNotFound(
+                f"no thread {thread_id!r} for agent {self.name!r}; "
+                "list saved threads with agent.threads()"
+            )
+        return settle(thread)
+
     async def _drive(
         self,
         thread_id: str,
@@ -332,14 +351,21 @@ class Agent:
         thread: Thread | None = None
         try:
             # again, now that no other run can change it
-            thread = self._load(thread_id, self._user_id(context))
+            thread = self._load_for_run(thread_id, self._user_id(context))
             if prompt is not None:
                 _refuse_waiting(thread)
             run = Run(self._run_deps(), thread, context, on_event, lease)
             await run.execute(prompt, resolutions)
         finally:
             lease.release(error=thread.error if thread is not None else None)
-        result = RunResult(thread.status, thread, run.new_messages, thread.error)
+            if thread is not None:
+                with contextlib.suppress(Exception):  # a failing store fails the next load
+                    self._kept.keep(thread)
+        # The result's thread is a snapshot: the kept one goes on with the next run.
+        snapshot = dataclasses.replace(
+            thread, messages=list(thread.messages), pending=[copy.copy(p) for p in thread.pending]
+        )
+        result = RunResult(thread.status, snapshot, run.new_messages, thread.error)
         if result.status == "error":
             error = run.failure or RunError(thread.error or "the run failed")
             error.result = result

@@ -7,7 +7,9 @@ imported only when a DataFrame is actually met: ``import loom_nb`` stays light.
 
 from __future__ import annotations
 
+import functools
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 TAG = "__loom__"
@@ -57,13 +59,48 @@ def decode(data: Any) -> Any:
     raise ValueError(f"unknown encoded value {tag!r}")
 
 
+@dataclass
+class FrameHead:
+    """The first rows of a frame, with what a table of them says about the whole frame."""
+
+    head: Any
+    rows: int
+    columns: int
+    #: The whole frame's index is an unnamed 0..n-1 (nothing worth showing).
+    plain_index: bool
+
+
+def frame_head(value: Any, rows: int) -> FrameHead | None:
+    """:class:`FrameHead` of a DataFrame, or of an encoded one without decoding the rest of
+    it (a saved thread shows a few rows of each frame); None for anything else."""
+    if is_dataframe(value):
+        return FrameHead(value.head(rows), len(value), value.shape[1], _plain_index(value.index))
+    if not (isinstance(value, dict) and value.get(TAG) == "dataframe"):
+        return None
+    names = value["index_names"]
+    body = value["columns"][len(names) :]
+    total = len(body[0]["codes" if body[0]["dtype"] == "category" else "values"]) if body else 0
+    if value["default_index"]:  # no names: not written (earlier versions wrote [None])
+        plain = not names or names == [None]
+    else:
+        plain = _plain_index(_decode_index(value, None))
+    return FrameHead(_decode_frame(value, max(rows, 0)), total, len(body), plain)
+
+
+def _plain_index(index: Any) -> bool:
+    import pandas as pd
+
+    return index.name is None and bool(index.equals(pd.RangeIndex(len(index))))
+
+
 def _encode_frame(df: Any) -> dict[str, Any]:
     import pandas as pd
 
-    n_index = df.index.nlevels
-    index_names = list(df.index.names)
-    # Index levels first, then the columns by position (reset_index would re-infer an object
-    # index of strings as "str", and flat[c] breaks on duplicate column labels).
+    default = _is_default_index(df)
+    # An unnamed 0..n-1 index is not written (no index names, no values); any other index
+    # comes first, level by level, then the columns by position (reset_index would re-infer
+    # an object index of strings as "str", and flat[c] breaks on duplicate column labels).
+    n_index = 0 if default and df.index.name is None else df.index.nlevels
     levels = [df.index.get_level_values(i) for i in range(n_index)]
     flat = [pd.Series(level, dtype=level.dtype) for level in levels]
     flat += [df.iloc[:, j] for j in range(df.shape[1])]
@@ -71,8 +108,8 @@ def _encode_frame(df: Any) -> dict[str, Any]:
         "columns": [_encode_column(c) for c in flat],
         "labels": [encode(c) for c in df.columns],
         "labels_dtype": str(df.columns.dtype),
-        "index_names": index_names,
-        "default_index": _is_default_index(df),
+        "index_names": list(df.index.names)[:n_index],
+        "default_index": default,
     }
 
 
@@ -104,31 +141,45 @@ def _encode_column(col: Any) -> dict[str, Any]:
     return {"dtype": str(dtype), "values": values}
 
 
-def _decode_column(data: dict[str, Any]) -> Any:
+def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
+    """One encoded column as a pandas array, in bulk (numpy reads the value lists at once);
+    only its first ``rows`` values when that is given."""
     import numpy as np
     import pandas as pd
 
     dtype = data["dtype"]
     if dtype == "category":
         categories = _decode_column(data["categories"])
+        codes = data["codes"] if rows is None else data["codes"][:rows]
         return pd.Categorical.from_codes(
-            data["codes"], categories=pd.Index(categories), ordered=data["ordered"]
+            np.array(codes, dtype=np.int64),
+            categories=pd.Index(categories),
+            ordered=data["ordered"],
         )
-    values = data["values"]
+    values = data["values"] if rows is None else data["values"][:rows]
     if dtype.startswith(("datetime64", "timedelta64")):
         base = dtype.split(",")[0].split("[")
         unit = base[1].rstrip("]") if len(base) > 1 else "ns"
         kind = "M8" if dtype.startswith("datetime") else "m8"
-        nat = np.iinfo(np.int64).min
-        raw = np.array([nat if v is None else v for v in values], dtype="int64").view(
+        raw = np.array([_NAT if v is None else v for v in values], dtype=np.int64).view(
             f"{kind}[{unit}]"
         )
-        series = pd.Series(raw)
-        if "," in dtype:  # tz-aware: values are UTC instants
-            series = series.dt.tz_localize("UTC").dt.tz_convert(dtype.split(",", 1)[1].strip(" ]"))
-        return series.array
+        if "," not in dtype:
+            return raw
+        return _utc_instants(raw, dtype)
     if dtype == "object":
-        return pd.array([decode(v) for v in values], dtype=object)
+        out = np.empty(len(values), dtype=object)  # filled one by one: lists stay values
+        for i, v in enumerate(values):
+            out[i] = decode(v)
+        return out
+    kind, named = _dtype_named(dtype)
+    if kind in ("i", "u", "b") or (kind == "f" and dtype != "float16"):
+        # null (a missing float) becomes NaN; ints and bools have no missing values
+        return np.array(values, dtype=named)
+    try:
+        return pd.array(values, dtype=named)  # str, Int64, boolean, Float64, ...: in bulk
+    except (TypeError, ValueError):
+        pass
     series = pd.Series([decode(v) for v in values], dtype=object)
     try:
         return series.astype(dtype).array
@@ -136,26 +187,101 @@ def _decode_column(data: dict[str, Any]) -> Any:
         return series.array
 
 
-def _decode_frame(data: dict[str, Any]) -> Any:
+_NAT = -(2**63)
+
+
+def _private(owner: Any, name: str) -> Any:
+    """A private pandas constructor that skips checks the decoded arrays do not need, or None
+    (each use falls back to the public way, as it does when the constructor fails)."""
+    return getattr(owner, name, None)
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype_named(dtype: str) -> tuple[str, Any]:
+    """The numpy kind ("" for none) and the dtype object of a dtype's name, parsed once."""
+    import numpy as np
     import pandas as pd
 
-    cols = data["columns"]
-    index_names = data["index_names"]
-    n_index = len(index_names)
-    arrays = [_decode_column(c) for c in cols]
-    # dtype= on each column: pandas 3 would infer "str" for an object column of strings.
-    frame = pd.DataFrame(
-        {i: pd.Series(arr, dtype=arr.dtype, copy=False) for i, arr in enumerate(arrays[n_index:])},
-    )
-    labels = [decode(label) for label in data["labels"]]
     try:
-        frame.columns = pd.Index(labels, dtype=data.get("labels_dtype", "object"))
+        named = pd.api.types.pandas_dtype(dtype)  # "str" is pandas' string dtype, not numpy's
+    except TypeError:
+        return "", dtype
+    return (named.kind if isinstance(named, np.dtype) else ""), named
+
+
+def _utc_instants(raw: Any, dtype: str) -> Any:
+    """``raw`` (datetime64 integers, UTC instants) in the tz-aware ``dtype``."""
+    import pandas as pd
+
+    named = _dtype_named(dtype)[1]
+    make = _private(pd.arrays.DatetimeArray, "_simple_new")  # the values as they are
+    if make is not None and isinstance(named, pd.DatetimeTZDtype):
+        try:
+            return make(raw, dtype=named)
+        except (TypeError, ValueError):  # a pandas whose private constructor changed
+            pass
+    zone = dtype.split(",", 1)[1].strip(" ]")
+    return pd.DatetimeIndex(raw).tz_localize("UTC").tz_convert(zone).array
+
+
+def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
+    """An encoded frame (its first ``rows`` rows when that is given)."""
+    import pandas as pd
+
+    n_index = len(data["index_names"])
+    arrays = [_decode_column(c, rows) for c in data["columns"][n_index:]]
+    columns = _labels([decode(label) for label in data["labels"]], data.get("labels_dtype"))
+    index = _decode_index(data, rows)
+    if index is None:
+        index = pd.RangeIndex(len(arrays[0]) if arrays else 0)
+    build = _private(pd.DataFrame, "_from_arrays")  # pandas' own constructor: no checks
+    if build is not None:
+        try:
+            return build(arrays, columns=columns, index=index, verify_integrity=False)
+        except (TypeError, ValueError):  # a pandas whose private constructor changed
+            pass
+    frame = pd.DataFrame(
+        {i: pd.Series(a, dtype=a.dtype, index=index, copy=False) for i, a in enumerate(arrays)},
+        index=index,
+    )
+    frame.columns = columns
+    return frame
+
+
+def _labels(labels: list[Any], dtype: str | None) -> Any:
+    """The columns' Index, in the dtype it had (objects when this pandas cannot make it)."""
+    import pandas as pd
+
+    key = tuple((type(label), label) for label in labels)  # 1, 1.0 and True apart
+    try:
+        hash(key)
+    except TypeError:  # a label that is a list or a dict
+        return pd.Index(labels, dtype=object)
+    try:
+        return _labels_index(key, dtype or "object").copy()
     except (TypeError, ValueError):
-        frame.columns = pd.Index(labels, dtype=object)
+        return pd.Index(labels, dtype=object)
+
+
+@functools.lru_cache(maxsize=512)
+def _labels_index(key: tuple[tuple[type, Any], ...], dtype: str) -> Any:
+    """One Index per set of labels, copied for each frame: a thread's frames share them."""
+    import pandas as pd
+
+    return pd.Index([label for _, label in key], dtype=dtype)
+
+
+def _decode_index(data: dict[str, Any], rows: int | None) -> Any:
+    """The frame's index; None for an unnamed 0..n-1 (the frame makes that one)."""
+    import pandas as pd
+
+    names = data["index_names"]
     if data["default_index"]:
-        return frame.set_axis(pd.RangeIndex(len(frame)), axis=0)
-    if n_index == 1:
-        index = pd.Index(arrays[0], dtype=arrays[0].dtype, name=index_names[0])
-    else:
-        index = pd.MultiIndex.from_arrays(arrays[:n_index], names=index_names)
-    return frame.set_axis(index, axis=0)
+        if not names or names[0] is None:
+            return None
+        first = data["columns"][0]["values"]  # a named 0..n-1: its values were written
+        return pd.RangeIndex(len(first) if rows is None else min(rows, len(first)), name=names[0])
+    arrays = [_decode_column(c, rows) for c in data["columns"][: len(names)]]
+    if len(names) == 1:
+        return pd.Index(arrays[0], dtype=arrays[0].dtype, name=names[0])
+    return pd.MultiIndex.from_arrays(arrays, names=names)

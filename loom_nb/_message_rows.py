@@ -47,6 +47,19 @@ def message_row(message: Message) -> tuple[str, str, str, str | None, str]:
     )
 
 
+def searchable(out: dict[str, Any]) -> str:
+    """What search looks in, from a message's JSON form: the same text as ``_searchable``."""
+    parts = out["parts"]
+    texts = ["".join(p["text"] for p in parts if p["kind"] == "text")]
+    texts += [p["content"] for p in parts if p["kind"] == "tool_result"]
+    return "\n".join(texts).casefold()
+
+
+def message_contains(text: str, needle: str) -> bool:
+    """SQL ``loom_contains(json, needle)``: the casefolded ``needle`` is in the message."""
+    return needle in searchable(json.loads(text))
+
+
 def row_message(text: str, data: str | None) -> Message:
     out = json.loads(text)
     message = Message.from_dict(out)
@@ -70,6 +83,9 @@ class _RawData:
 
     def decode(self, index: int) -> Any:
         return _codec.decode(self._parsed()[index])
+
+    def head(self, index: int, rows: int) -> _codec.FrameHead | None:
+        return _codec.frame_head(self._parsed()[index], rows)
 
     def _parsed(self) -> list[Any]:
         with self._lock:
@@ -111,6 +127,13 @@ class ToolResult(_ToolResult):
     def data(self, value: Any) -> None:
         self.__dict__.pop("_raw", None)
         self.__dict__["_data"] = value
+
+    def _frame_head(self, rows: int) -> _codec.FrameHead | None:
+        pending = self.__dict__.get("_raw")
+        if pending is None:  # decoded already (or set)
+            return super()._frame_head(rows)
+        raw: _RawData = pending[0]
+        return raw.head(pending[1], rows)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _ToolResult):

@@ -7,12 +7,13 @@ these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from loom_nb import _codec
 
@@ -126,6 +127,11 @@ class ToolResult:
             hint = error.get("hint")
             return message + (f" {hint}" if isinstance(hint, str) and hint else "")
         return str(error)
+
+    def _frame_head(self, rows: int) -> _codec.FrameHead | None:
+        """The first ``rows`` rows of ``data`` when it is a DataFrame, else None (a result
+        read from a store overrides this so as not to decode the rest)."""
+        return _codec.frame_head(self.data, rows)
 
 
 Part = TextPart | ToolCall | ToolResult
@@ -326,6 +332,48 @@ class PendingApproval:
             state=state,
             holder=data.get("holder"),
         )
+
+
+class MessagesSoFar(Sequence[Message]):
+    """The messages of a thread as one model turn is given them: the first ``len`` of the
+    thread's list, read through it, not copied. A run only appends to that list, so what a
+    turn was given stays as it was, and a model that keeps every request (the test models)
+    keeps no copy of the thread per turn."""
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[Message]) -> None:
+        self._items = items
+        self._length = len(items)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return self._items[: self._length][index]
+        if not -self._length <= index < self._length:
+            raise IndexError("message index out of range")
+        return self._items[index % self._length]
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.islice(self._items, self._length)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 #: Format 1 kept only the decision, saved before anything ran.

@@ -246,14 +246,16 @@ class Run:
         return False
 
     async def _close_dangling_calls(self) -> None:
-        """Calls left without a result (an interrupted run) get one, so the model can go on."""
-        answered = {r.call_id for r in self.thread.tool_results()}
+        """Calls left without a result (an interrupted run) get one, so the model can go on.
+
+        Only the messages since the last user message are read: each run starts here, so the
+        calls before its user message have results, and a turn costs the same on a long thread.
+        """
+        since = _since_last_user(self.thread.messages)
+        answered = {r.call_id for m in since for r in m.tool_results}
         waiting = {p.call_id for p in self.thread.pending}
         dangling = [
-            c
-            for m in self.thread.messages
-            for c in m.tool_calls
-            if c.id not in answered and c.id not in waiting
+            c for m in since for c in m.tool_calls if c.id not in answered and c.id not in waiting
         ]
         if dangling:
             interrupted = "This call was interrupted before it finished."
@@ -400,3 +402,10 @@ def _leading(
             break
         batch.append(p)
     return batch
+
+
+def _since_last_user(messages: list[Message]) -> list[Message]:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return messages[i + 1 :]
+    return messages

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import builtins
 import copy
+import itertools
 import os
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from loom_nb._errors import CallAlreadyDecided
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
@@ -131,6 +132,23 @@ class Store(Protocol):
         """Release files and connections."""
 
 
+class ThreadVersion(NamedTuple):
+    """Where a saved thread stands: a counter every write to it bumps, and its messages."""
+
+    changes: int
+    messages: int
+
+
+@runtime_checkable
+class VersionedStore(Protocol):
+    """A store that can say cheaply whether a thread changed (SQLiteStore, MemoryStore): the
+    agent then keeps the threads it runs in memory instead of loading them for every turn."""
+
+    def thread_version(
+        self, thread_id: str, *, user_id: str | None = None
+    ) -> ThreadVersion | None: ...
+
+
 def info_of(thread: Thread) -> ThreadInfo:
     return ThreadInfo(
         id=thread.id,
@@ -150,6 +168,10 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._threads: dict[str, Thread] = {}
         self._lock = threading.Lock()
+        #: The number of the last write to each thread (from one count: a thread deleted and
+        #: made again does not repeat a number).
+        self._changes: dict[str, int] = {}
+        self._count = itertools.count(1)
 
     def save_thread(self, thread: Thread) -> None:
         with self._lock:
@@ -159,6 +181,7 @@ class MemoryStore(Store):
             record.messages = saved.messages if saved else []
             record.lease = saved.lease if saved else None
             self._threads[thread.id] = record
+            self._changes[thread.id] = next(self._count)
 
     def append(
         self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
@@ -169,6 +192,7 @@ class MemoryStore(Store):
             saved.updated_at = thread.updated_at
             if pending is not None:
                 saved.pending = [copy.copy(p) for p in pending]
+            self._changes[thread.id] = next(self._count)
 
     def update_calls(
         self,
@@ -188,6 +212,7 @@ class MemoryStore(Store):
             if message is not None:
                 saved.messages.append(message)
                 saved.updated_at = message.created_at
+            self._changes[thread_id] = next(self._count)
 
     def acquire_lease(
         self,
@@ -217,6 +242,7 @@ class MemoryStore(Store):
                 return False
             saved.lease = None
             saved.error = error
+            self._changes[thread_id] = next(self._count)
             return True
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
@@ -263,10 +289,20 @@ class MemoryStore(Store):
             if saved is None or saved.user_id != user_id:
                 return False
             del self._threads[thread_id]
+            del self._changes[thread_id]
             return True
+
+    def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
+        """The number of the thread's last write and its message count (None when unknown)."""
+        with self._lock:
+            saved = self._threads.get(thread_id)
+            if saved is None or saved.user_id != user_id:
+                return None
+            return ThreadVersion(self._changes[thread_id], len(saved.messages))
 
     def close(self) -> None:
         self._threads.clear()
+        self._changes.clear()
 
     def describe(self) -> str:
         """Where this store keeps threads, for ``%loom threads``."""

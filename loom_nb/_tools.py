@@ -19,6 +19,7 @@ from loom_nb import _codec, _loop_thread
 from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
+from loom_nb._json_schema import Issue, SchemaError, Validator
 from loom_nb._render import frame_for_model
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
@@ -311,18 +312,13 @@ def _schema_from_model(model: Any) -> tuple[dict[str, Any], Callable[..., Any]]:
 
 
 @functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    """A checked validator per distinct schema: checking against the metaschema costs a few ms,
-    and connectors define the same schemas again each time a notebook cell is re-run."""
-    import jsonschema
-
-    schema = json.loads(schema_json)
+def _validator(schema_json: str) -> Validator:
+    """A checked validator per distinct schema: connectors define the same schemas again each
+    time a notebook cell is re-run."""
     try:
-        validator_cls = jsonschema.validators.validator_for(schema)
-        validator_cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise UserError(f"tool input is not a valid JSON schema: {exc.message}") from None
-    return validator_cls(schema)
+        return Validator(json.loads(schema_json))
+    except SchemaError as exc:
+        raise UserError(f"tool input is not a valid JSON schema: {exc}") from None
 
 
 def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[..., Any]]:
@@ -337,14 +333,14 @@ def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[
     return schema, bind
 
 
-def _schema_messages(errors: list[Any]) -> list[str]:
+def _schema_messages(errors: list[Issue]) -> list[str]:
     """``path: message`` per error. An anyOf error alone says "not valid under any of the given
     schemas"; the errors of the alternatives that take this kind of value say why instead."""
     out = []
     for e in errors:
-        why = [c for c in e.context if c.validator != "type" or c.relative_path]
+        why = [c for c in e.context if c.keyword != "type" or len(c.path) > len(e.path)]
         for err in why or [e]:
-            out.append(f"{'/'.join(map(str, err.absolute_path)) or 'input'}: {err.message}")
+            out.append(f"{'/'.join(map(str, err.path)) or 'input'}: {err.message}")
     return out
 
 

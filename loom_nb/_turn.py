@@ -9,13 +9,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
 from loom_nb._context import RunContext
 from loom_nb._errors import LoomError, ModelError
-from loom_nb._messages import Message, PendingApproval, TextPart, ToolCall, ToolResult, Usage
+from loom_nb._messages import (
+    Message,
+    MessagesSoFar,
+    PendingApproval,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from loom_nb._tools import Tool, ToolInputError, ToolOutput
 from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
 
@@ -27,13 +35,14 @@ async def model_turn(
     instructions: str | None,
     tools: Mapping[str, Tool],
     settings: ModelSettings,
-    messages: Sequence[Message],
+    messages: list[Message],
     on_delta: Callable[[TextDelta], Awaitable[None]],
 ) -> Message:
-    """Stream one answer of ``model`` to ``messages``; the assistant message it made."""
+    """Stream one answer of ``model`` to ``messages`` (the thread's list: the request reads
+    it without a copy); the assistant message it made."""
     request = ModelRequest(
         instructions=instructions,
-        messages=list(messages),
+        messages=MessagesSoFar(messages),
         tools=[ToolDefinition(t.name or n, t.description, t.parameters) for n, t in tools.items()],
         settings=settings,
     )

@@ -11,7 +11,8 @@ import pytest
 from pandas.testing import assert_frame_equal, assert_series_equal
 
 from loom_nb import Message, PendingApproval, Thread, ToolResult, memory_store
-from loom_nb._codec import decode, encode
+from loom_nb import _codec as codec
+from loom_nb._codec import decode, encode, frame_head
 from loom_nb.sqlite import sqlite_store
 
 
@@ -89,6 +90,7 @@ def frames() -> dict[str, pd.DataFrame]:
             {"x": [1, 2]}, index=pd.Index(["a", "b"], dtype=object, name="key")
         ),
         "unnamed_int_index": pd.DataFrame({"x": [1, 2, 3]}, index=[7, 3, 5]),
+        "named_range_index": pd.DataFrame({"x": [1, 2]}, index=pd.RangeIndex(2, name="n")),
         "datetime_index": pd.DataFrame(
             {"n": [1, 2]}, index=pd.DatetimeIndex(["2025-01-06", "2025-01-13"], name="week")
         ),
@@ -105,6 +107,8 @@ def frames() -> dict[str, pd.DataFrame]:
         ),
         "duplicate_labels": pd.DataFrame([[1, "a"], [2, "b"]], columns=["x", "x"]),
         "int_column_labels": pd.DataFrame([[1, 2], [3, 4]], columns=[2024, 2025]),
+        "bool_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([True, False], dtype=object)),
+        "one_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([1, 0], dtype=object)),
         "empty_typed": pd.DataFrame(
             {
                 "i": pd.Series([], dtype="int64"),
@@ -188,3 +192,54 @@ def test_a_frame_nested_in_plain_data_round_trips(tmp_path: Path):
     assert got["summary"] == "3 rows"
     same(got["frames"][0], df)
     same(got["frames"][1]["inner"], df)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("rows", [0, 2, 50])
+def test_the_first_rows_of_an_encoded_frame_decode_alone(case: str, rows: int):
+    df = frames()[case]
+    stored = frame_head(json.loads(json.dumps(encode(df))), rows)
+    assert stored is not None
+    same(stored.head, df.head(rows))
+    assert (stored.rows, stored.columns) == df.shape
+    assert stored.plain_index == frame_head(df, rows).plain_index
+
+
+def test_values_written_by_an_earlier_version_still_decode():
+    """The layout of an encoded column is what loom_nb 0.1 wrote: value lists with null."""
+    old = {
+        "__loom__": "dataframe",
+        "columns": [
+            {"dtype": "int64", "values": [0, 1]},  # the index level comes first
+            {"dtype": "int64", "values": [1, 2]},
+            {"dtype": "float64", "values": [0.5, None]},
+            {"dtype": "object", "values": ["a", {"b": [1]}]},
+            {"dtype": "datetime64[ns, UTC]", "values": [1735689600000000000, None]},
+            {
+                "dtype": "category",
+                "ordered": False,
+                "codes": [0, -1],
+                "categories": {"dtype": "object", "values": ["web"]},
+            },
+        ],
+        "labels": ["i", "f", "o", "t", "c"],
+        "labels_dtype": "object",
+        "index_names": [None],
+        "default_index": True,
+    }
+    got = decode(old)
+    assert got["i"].tolist() == [1, 2] and str(got["i"].dtype) == "int64"
+    assert got["f"].isna().tolist() == [False, True]
+    assert got["o"].tolist() == ["a", {"b": [1]}] and got["o"].dtype == object
+    assert got["t"].tolist()[0] == pd.Timestamp("2025-01-01", tz="UTC") and got["t"].isna()[1]
+    assert got["c"].tolist()[0] == "web" and got["c"].isna()[1]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_frames_decode_the_same_without_pandas_private_constructors(
+    case: str, monkeypatch: pytest.MonkeyPatch
+):
+    df = frames()[case]
+    text = json.dumps(encode(df))
+    monkeypatch.setattr(codec, "_private", lambda owner, name: None)
+    same(decode(json.loads(text)), df)

@@ -3,8 +3,10 @@ and returns a copy the user's frame does not share."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from loom_nb._render import data_block, frame_for_model
@@ -78,34 +80,95 @@ def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
             q.table, [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
         )
         mask = filter_mask(df, q.table, q.filters)
-        matched = int(mask.sum())
-        view = df.loc[mask] if matched < len(df) else df
-        window = slice(q.offset, q.offset + q.limit)
+        matches = np.flatnonzero(mask)  # positions in df; no column is copied for them
         if q.order:
-            # Sort only the key columns, then take the page's rows: the other columns of
-            # every matching row are never reordered.
-            desc: dict[str, bool] = {}
-            for column, descending in q.order:
-                desc.setdefault(column, descending)  # the first mention of a column decides
-            keys = list(desc)
-            try:
-                positions = (
-                    view[keys]
-                    .reset_index(drop=True)
-                    .sort_values(
-                        keys,
-                        ascending=[not desc[k] for k in keys],
-                        na_position="last",
-                        kind="stable",
-                    )
-                    .index.to_numpy()
-                )
-            except TypeError as exc:
-                raise ToolInputError(f"cannot sort {q.table} by {q.order}: {exc}") from None
-            page = view.iloc[positions[window]][columns].copy()
+            positions = matches[_ordered(df, q.table, q.order, matches, q.offset + q.limit)]
         else:
-            page = view.iloc[window][columns].copy()
-    return ToolOutput(_page_text(tables, q.table, page, matched, q.offset, q.count), page)
+            positions = matches
+        page = df.iloc[positions[q.offset : q.offset + q.limit]][columns].copy()
+    return ToolOutput(_page_text(tables, q.table, page, len(matches), q.offset, q.count), page)
+
+
+def _ordered(
+    df: pd.DataFrame,
+    table: str,
+    order: Sequence[tuple[str, bool]],
+    rows: np.ndarray,
+    first: int,
+) -> np.ndarray:
+    """Indexes into ``rows`` (positions in ``df``) of its first ``first`` rows in ``order``:
+    a stable sort, missing values last. Only the order's columns are read; with a top-k
+    (``np.partition``) on the first of them, only the rows that can make the page are sorted.
+    """
+    desc: dict[str, bool] = {}
+    for column, descending in order:
+        desc.setdefault(column, descending)  # the first mention of a column decides
+    keys = list(desc)
+    candidates = np.arange(len(rows))
+    if first < len(rows):
+        head = _top_candidates(df[keys[0]], rows, first, desc[keys[0]])
+        if head is not None:
+            candidates = head
+    try:
+        sorted_at = (
+            df[keys]
+            .iloc[rows[candidates]]
+            .reset_index(drop=True)
+            .sort_values(
+                keys, ascending=[not desc[k] for k in keys], na_position="last", kind="stable"
+            )
+            .index.to_numpy()
+        )
+    except TypeError as exc:
+        raise ToolInputError(f"cannot sort {table} by {order}: {exc}") from None
+    top: np.ndarray = candidates[sorted_at[:first]]
+    return top
+
+
+def _top_candidates(
+    column: pd.Series, rows: np.ndarray, first: int, descending: bool
+) -> np.ndarray | None:
+    """Indexes into ``rows`` that hold every row a stable sort on ``column`` (then other
+    keys) can put among its ``first``: those up to and including the ``first``-th value, ties
+    and all. In row order, so that sorting them keeps ties as sorting all rows would. None
+    when all rows must be sorted: a dtype without a cheap total order (text, objects,
+    extension dtypes), or missing values that reach the page."""
+    keys = _sort_keys(column, rows)
+    if keys is None:
+        return None
+    values, missing = keys
+    present = values[~missing]
+    if len(present) <= first:  # missing values reach the page: the later keys order them
+        return None
+    if descending:
+        cut = np.partition(present, len(present) - first)[len(present) - first]
+        keep = values >= cut
+    else:
+        cut = np.partition(present, first - 1)[first - 1]
+        keep = values <= cut
+    return np.flatnonzero(keep & ~missing)
+
+
+def _sort_keys(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ``rows`` of ``column`` as numbers that sort as pandas sorts them, and which of
+    them are missing; None for a dtype without such numbers (text, objects, extension)."""
+    dtype = column.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()[rows]  # pandas sorts a categorical by its codes
+        return codes, codes < 0
+    if isinstance(dtype, pd.DatetimeTZDtype) or (
+        isinstance(dtype, np.dtype) and dtype.kind in "mM"
+    ):
+        ints = column.array.asi8[rows]  # type: ignore[attr-defined]
+        return ints, ints == np.iinfo(np.int64).min  # NaT
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "biuf":
+        return None
+    values = column.to_numpy()[rows]
+    if dtype.kind == "f":
+        return values, np.isnan(values)
+    if dtype.kind == "b":
+        values = values.astype(np.int8)
+    return values, np.zeros(len(values), dtype=bool)
 
 
 def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:

@@ -10,7 +10,7 @@ import difflib
 import importlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, get_type_hints
@@ -101,7 +101,8 @@ class ModelRequest:
     """Everything one model turn is given."""
 
     instructions: str | None
-    messages: list[Message]
+    #: The thread so far (read-only; a run's thread only grows, so this is no copy).
+    messages: Sequence[Message]
     tools: list[ToolDefinition] = field(default_factory=list)
     settings: ModelSettings = field(default_factory=lambda: ModelSettings())
 

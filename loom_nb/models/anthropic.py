@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -171,7 +172,7 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
 # ---- loom messages -> Messages API ---------------------------------------------------------
 
 
-def map_messages(messages: list[Message]) -> list[MessageParam]:
+def map_messages(messages: Sequence[Message]) -> list[MessageParam]:
     """User and tool messages become "user" turns, with tool results first; consecutive turns
     of one role are merged (the API wants them alternating, and all results of one assistant
     turn in the next user turn)."""

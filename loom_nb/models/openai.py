@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,7 +214,7 @@ def ollama(
 
 
 def map_messages(
-    instructions: str | None, messages: list[Message]
+    instructions: str | None, messages: Sequence[Message]
 ) -> list[ChatCompletionMessageParam]:
     """System instructions, then each message; tool results become one "tool" message each."""
     out: list[ChatCompletionMessageParam] = []

@@ -8,7 +8,7 @@ import html
 import json
 from typing import Any
 
-from loom_nb._codec import encode, is_dataframe
+from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
 from loom_nb._errors import MissingExtra
 
 ERROR_STYLE = (
@@ -60,6 +60,10 @@ def to_json(value: Any) -> str:
 def shape_text(df: Any) -> str:
     """``3 rows × 2 columns``."""
     rows, cols = df.shape
+    return _shape_words(rows, cols)
+
+
+def _shape_words(rows: int, cols: int) -> str:
     return f"{rows} row{'s' if rows != 1 else ''} × {cols} column{'s' if cols != 1 else ''}"
 
 
@@ -86,8 +90,16 @@ TABLE_STYLE = (
 def frame_html(df: Any, rows: int, title: str = "") -> str:
     """The frame's first ``rows`` rows as pandas draws a DataFrame (its index included), the
     shape above, "… N more rows" below. Every shown row is visible: no scroll box."""
-    shown = df.head(max(rows, 0))
-    more = len(df) - len(shown)
+    found = frame_head(df, max(rows, 0))
+    if found is None:
+        raise TypeError(f"frame_html takes a DataFrame, got {type(df).__name__}")
+    return head_html(found, title)
+
+
+def head_html(found: FrameHead, title: str = "") -> str:
+    """:func:`frame_html` of a frame's first rows (all a saved frame needs decoded)."""
+    shown = found.head
+    more = found.rows - len(shown)
     caption = f"<b>{esc(title)}</b> · " if title else ""
     table = shown.to_html(max_cols=30, notebook=True)
     footer = (
@@ -97,7 +109,8 @@ def frame_html(df: Any, rows: int, title: str = "") -> str:
         else ""
     )
     return (
-        f'<div style="font-size:90%;color:#555">{caption}DataFrame · {shape_text(df)}</div>'
+        f'<div style="font-size:90%;color:#555">{caption}DataFrame · '
+        f"{_shape_words(found.rows, found.columns)}</div>"
         f'<div class="loom-table" style="overflow-x:auto">{TABLE_STYLE}{table}</div>{footer}'
     )
 

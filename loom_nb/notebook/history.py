@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, ToolCall, ToolResult
 from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     chart_html,
     esc,
     failed_html,
-    frame_html,
+    head_html,
     markdown_html,
     rejected_html,
     user_html,
@@ -47,8 +46,10 @@ def history_html(
             parts.extend(_call(call, results.get(call.id), calls) for call in message.tool_calls)
         else:
             for result in message.tool_results:
-                if is_dataframe(result.data):
-                    parts.append(_block(frame_html(result.data, rows, result.name), "loom-frame"))
+                # a saved frame: only the rows shown are decoded
+                head = result._frame_head(rows)
+                if head is not None:
+                    parts.append(_block(head_html(head, result.name), "loom-frame"))
                 elif result.chart is not None:
                     parts.append(_block(chart_html(result.chart), "loom-chart"))
                 elif result.approval == "rejected":

@@ -24,7 +24,10 @@ How it keeps what it is given:
 - The schema is versioned by named migrations applied on open (see ``loom_nb.sqlite._schema``);
   a file from a newer loom_nb is refused with a message saying to upgrade, never misread.
 - Text search is a case-insensitive (Unicode casefold) substring match over each message's text
-  and tool result contents, like ``memory_store()``, on a column kept for the purpose.
+  and tool result contents, like ``memory_store()``. An FTS5 trigram index, written in the
+  append's transaction, finds the messages that hold every three-character piece of the text;
+  each is then checked against the message itself, so the answers are exact. (Texts shorter
+  than three characters, or an SQLite without FTS5's trigram tokenizer, check every message.)
 - The thread's lease and its pending calls' states change by compare-and-set inside one
   ``BEGIN IMMEDIATE`` transaction each: the write lock makes the read and the write one step,
   so of two kernels claiming one call exactly one wins.
@@ -45,9 +48,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
-from loom_nb._message_rows import lease_of, row_message
+from loom_nb._message_rows import lease_of, message_contains, row_message, searchable
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
-from loom_nb._store import Store
+from loom_nb._store import Store, ThreadVersion
 from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
 from loom_nb.sqlite import _steps as steps
@@ -90,6 +93,8 @@ _THREAD_COLUMNS = (
     "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
     "pending_count, lease_holder, lease_until_us"
 )
+#: What a listing shows, in ThreadInfo's field order.
+_INFO_COLUMNS = "id, agent, user_id, title, created_at, updated_at, message_count, pending_count"
 
 
 class SQLiteStore(Store):  # the methods say what they do once, in Store
@@ -102,6 +107,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     ) -> None:
         self._lock = threading.RLock()
         self._closed = False
+        self._indexed = False
         if database is not None:
             if not isinstance(database, sqlite3.Connection):
                 raise UserError(
@@ -170,7 +176,8 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                     agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
                     created_at = excluded.created_at, updated_at = excluded.updated_at,
                     updated_us = excluded.updated_us, pending = excluded.pending,
-                    pending_count = excluded.pending_count, error = excluded.error
+                    pending_count = excluded.pending_count, error = excluded.error,
+                    version = version + 1
                 """,
                 row,
             )
@@ -180,7 +187,11 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     def append(
         self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
     ) -> None:
-        self._write(lambda conn: steps.append(conn, thread.id, thread.updated_at, message, pending))
+        self._write(
+            lambda conn: steps.append(
+                conn, thread.id, thread.updated_at, message, pending, self._indexed
+            )
+        )
 
     def update_calls(
         self,
@@ -195,7 +206,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     ) -> None:
         self._write(
             lambda conn: steps.move_calls(
-                conn, (thread_id, user_id), call_ids, state, expect, holder, message
+                conn, (thread_id, user_id), call_ids, state, expect, holder, message, self._indexed
             )
         )
 
@@ -260,38 +271,61 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         limit: int = 50,
         offset: int = 0,
     ) -> list[ThreadInfo]:
-        sql = f"SELECT {_THREAD_COLUMNS} FROM loom_threads WHERE user_id IS ?"
+        sql = f"SELECT {_INFO_COLUMNS} FROM loom_threads WHERE user_id IS ?"
         params: builtins.list[Any] = [user_id]
         if agent is not None:
             sql += " AND agent = ?"
             params.append(agent)
         sql += " ORDER BY updated_us DESC, rowid LIMIT ? OFFSET ?"
         params += [max(int(limit), 0), max(int(offset), 0)]
-        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return [_info(r) for r in rows]
+        return [_info(r) for r in self._query(sql, params)]
 
     def search(
         self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
     ) -> builtins.list[ThreadInfo]:
-        sql = f"SELECT {_THREAD_COLUMNS} FROM loom_threads t WHERE user_id IS ?"
+        needle = text.casefold()
+        sql = f"SELECT {_INFO_COLUMNS} FROM loom_threads t WHERE user_id IS ?"
         params: builtins.list[Any] = [user_id]
         if agent is not None:
             sql += " AND agent = ?"
             params.append(agent)
-        sql += (
-            " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
-            " AND instr(m.search, ?) > 0)"
-            " ORDER BY updated_us DESC, rowid LIMIT ?"
-        )
-        params += [text.casefold(), max(int(limit), 0)]
-        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return [_info(r) for r in rows]
+        pieces = _trigrams(needle)
+        if self._indexed and pieces:
+            # Candidates from the index (the needle's pieces all present), each confirmed by
+            # its own text; threads newest first, so a common text stops after ``limit``.
+            match = " AND ".join('"' + p.replace('"', '""') + '"' for p in pieces)
+            sql = (
+                "WITH hits (id) AS (SELECT rowid FROM loom_search WHERE loom_search MATCH ?) "
+                + sql
+                + " AND t.id IN (SELECT m.thread_id FROM loom_messages m WHERE m.id IN hits)"
+                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
+                " AND m.id IN hits AND loom_contains(m.json, ?))"
+            )
+            params = [match, *params, needle]
+        else:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
+                " AND loom_contains(m.json, ?))"
+            )
+            params.append(needle)
+        sql += " ORDER BY updated_us DESC, rowid LIMIT ?"
+        params.append(max(int(limit), 0))
+        return [_info(r) for r in self._query(sql, params)]
 
     def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             gone = conn.execute(
                 "DELETE FROM loom_threads WHERE id = ? AND user_id IS ?", (thread_id, user_id)
             ).rowcount
+            if gone and self._indexed:
+                # A contentless index forgets a row when told the text it was given.
+                rows = conn.execute(
+                    "SELECT id, json FROM loom_messages WHERE thread_id = ?", (thread_id,)
+                ).fetchall()
+                conn.executemany(
+                    "INSERT INTO loom_search (loom_search, rowid, text) VALUES ('delete', ?, ?)",
+                    [(row, searchable(json.loads(text))) for row, text in rows],
+                )
             if gone:
                 conn.execute("DELETE FROM loom_messages WHERE thread_id = ?", (thread_id,))
             return bool(gone)
@@ -308,6 +342,15 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 self._conn.close()
 
     # ---- extras -------------------------------------------------------------------------------
+
+    def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
+        """The thread's write counter and message count (None when unknown to this user): one
+        indexed read, so a kernel can check that a thread it keeps has not changed."""
+        rows = self._query(
+            "SELECT version, message_count FROM loom_threads WHERE id = ? AND user_id IS ?",
+            [thread_id, user_id],
+        )
+        return ThreadVersion(rows[0][0], rows[0][1]) if rows else None
 
     @property
     def schema_version(self) -> int:
@@ -328,6 +371,9 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 raise self._newer(newer)
             if len(done) < schema.VERSION:
                 self._write(self._migrate)
+            conn.create_function("loom_contains", 2, message_contains, deterministic=True)
+            #: Whether the file has the search index (not when its SQLite had no trigram FTS5).
+            self._indexed = self._read(_has_search_index)
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from exc
 
@@ -364,6 +410,15 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._transaction(fn, "BEGIN")
+
+    def _query(self, sql: str, params: builtins.list[Any]) -> builtins.list[Any]:
+        """The rows of one SELECT: a statement reads one snapshot, no transaction needed."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                return _retry(lambda: conn.execute(sql, params).fetchall(), self.path)
+            except sqlite3.DatabaseError as exc:
+                raise _translate(exc, self.path) from exc
 
     def _transaction(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
         with self._lock:
@@ -481,14 +536,23 @@ def _translate(exc: sqlite3.Error, path: str) -> Exception:
     return exc
 
 
+def _has_search_index(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'loom_search'"
+    ).fetchone()
+    return found is not None
+
+
+def _trigrams(text: str) -> builtins.list[str]:
+    """Three-character pieces of ``text`` that cover every character of it: side by side,
+    the last one flush with the end ([] when the text is shorter than three)."""
+    if len(text) < 3:
+        return []
+    starts = [*range(0, len(text) - 2, 3), len(text) - 3]
+    return builtins.list(dict.fromkeys(text[i : i + 3] for i in starts))
+
+
 def _info(row: Any) -> ThreadInfo:
-    return ThreadInfo(
-        id=row[0],
-        agent=row[1],
-        user_id=row[2],
-        title=row[3],
-        created_at=datetime.fromisoformat(row[4]),
-        updated_at=datetime.fromisoformat(row[5]),
-        message_count=row[8],
-        pending_count=row[9],
-    )
+    """A row of :data:`_INFO_COLUMNS`."""
+    parse = datetime.fromisoformat
+    return ThreadInfo(row[0], row[1], row[2], row[3], parse(row[4]), parse(row[5]), row[6], row[7])

@@ -15,6 +15,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
+from loom_nb._message_rows import searchable
 from loom_nb._messages import Message
 from loom_nb._store import _searchable
 
@@ -80,8 +81,77 @@ def m003_thread_leases(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE loom_threads ADD COLUMN lease_until_us INTEGER")
 
 
+#: Search: SQLite's trigram tokenizer over the casefolded text, without positions (a message
+#: holding every trigram of a needle is checked against the message's own text), contentless:
+#: the index keeps no copy of the text. ``case_sensitive 1``: the text is casefolded already.
+SEARCH_INDEX_DDL = (
+    "CREATE VIRTUAL TABLE loom_search USING fts5(text, content='', detail=none, columnsize=0, "
+    "tokenize='trigram case_sensitive 1')"
+)
+
+
+def m004_message_rowids_and_search_index(conn: sqlite3.Connection) -> None:
+    """Messages move to a rowid table (rows of a few kB pack into pages there, where a WITHOUT
+    ROWID table spilled every one into a half-empty overflow page), keyed for loading by a
+    unique (thread_id, seq) index, without the columns the JSON holds already (role,
+    created_at); search moves from the casefolded copy to an FTS5 index
+    (:data:`SEARCH_INDEX_DDL`) whose rowids are the messages' ids. Thread listing gets indexes
+    in its own order (newest first, ties in the order the threads were made), and threads a
+    version counter."""
+    info = conn.execute("PRAGMA table_info(loom_messages)").fetchall()
+    # Every other column, as declared (another migration may have added some).
+    kept = [(name, kind, notnull, default) for _, name, kind, notnull, default, _ in info]
+    kept = [c for c in kept if c[0] not in ("search", "role", "created_at")]
+    columns = ", ".join(
+        f"{name} {kind}{' NOT NULL' if notnull else ''}"
+        + (f" DEFAULT {default}" if default is not None else "")
+        for name, kind, notnull, default in kept
+    )
+    names = ", ".join(c[0] for c in kept)
+    conn.execute(f"CREATE TABLE loom_messages_by_rowid (id INTEGER PRIMARY KEY, {columns})")
+    conn.execute(
+        f"INSERT INTO loom_messages_by_rowid ({names}) "
+        f"SELECT {names} FROM loom_messages ORDER BY thread_id, seq"
+    )
+    if search_index_available(conn):
+        conn.execute(SEARCH_INDEX_DDL)
+        # From each message's JSON, as appends write it and deletes take it back out.
+        conn.executemany(
+            "INSERT INTO loom_search (rowid, text) VALUES (?, ?)",
+            (
+                (row, searchable(json.loads(text)))
+                for row, text in conn.execute("SELECT id, json FROM loom_messages_by_rowid")
+            ),
+        )
+    conn.execute("DROP TABLE loom_messages")
+    conn.execute("ALTER TABLE loom_messages_by_rowid RENAME TO loom_messages")
+    conn.execute("CREATE UNIQUE INDEX loom_messages_order ON loom_messages (thread_id, seq)")
+    # Bumped by every write to a thread: a kernel that keeps a thread in memory checks it.
+    conn.execute("ALTER TABLE loom_threads ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+    conn.execute("DROP INDEX IF EXISTS loom_threads_owner")
+    conn.execute("CREATE INDEX loom_threads_recent ON loom_threads (user_id, updated_us DESC)")
+    conn.execute(
+        "CREATE INDEX loom_threads_agent_recent ON loom_threads (user_id, agent, updated_us DESC)"
+    )
+
+
+def search_index_available(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite has FTS5 with the trigram tokenizer (3.34+, in most builds)."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.loom_probe USING fts5(text, tokenize='trigram')")
+    except sqlite3.OperationalError:
+        return False
+    conn.execute("DROP TABLE temp.loom_probe")
+    return True
+
+
 #: Every migration, oldest first. Append only.
-MIGRATIONS: list[Migration] = [m001_threads_and_messages, m002_search_text, m003_thread_leases]
+MIGRATIONS: list[Migration] = [
+    m001_threads_and_messages,
+    m002_search_text,
+    m003_thread_leases,
+    m004_message_rowids_and_search_index,
+]
 
 #: The schema version this code writes: the number of migrations it knows.
 VERSION = len(MIGRATIONS)

@@ -26,36 +26,40 @@ def append(
     updated: datetime,
     message: Message,
     pending: Sequence[PendingApproval] | None,
+    indexed: bool,
 ) -> None:
     """``Store.append``: the message, and with ``pending`` the thread's pending calls."""
-    append_row(conn, thread_id, updated, message)
+    append_row(conn, thread_id, updated, message, indexed)
     if pending is not None:
         write_pending(conn, thread_id, pending_text(pending), len(pending))
 
 
 def append_row(
-    conn: sqlite3.Connection, thread_id: str, updated: datetime, message: Message
+    conn: sqlite3.Connection, thread_id: str, updated: datetime, message: Message, indexed: bool
 ) -> None:
-    """Add one message row and count it on its thread."""
-    role, created_at, text, data, search = message_row(message)
+    """Add one message row, count it on its thread, and (``indexed``) put its text in the
+    search index."""
+    _, _, text, data, search = message_row(message)  # role and created_at are in the JSON
     found = conn.execute(
         "UPDATE loom_threads SET message_count = message_count + 1, updated_at = ?, "
-        "updated_us = ? WHERE id = ? RETURNING message_count",
+        "updated_us = ?, version = version + 1 WHERE id = ? RETURNING message_count",
         (updated.isoformat(), sort_key(updated), thread_id),
     ).fetchone()
     if found is None:
         raise KeyError(f"append to a thread that was never saved: {thread_id}")
-    conn.execute(
-        "INSERT INTO loom_messages (thread_id, seq, role, created_at, json, data, search) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (thread_id, found[0] - 1, role, created_at, text, data, search),
-    )
+    row = conn.execute(
+        "INSERT INTO loom_messages (thread_id, seq, json, data) VALUES (?, ?, ?, ?)",
+        (thread_id, found[0] - 1, text, data),
+    ).lastrowid
+    if indexed:
+        conn.execute("INSERT INTO loom_search (rowid, text) VALUES (?, ?)", (row, search))
 
 
 def write_pending(conn: sqlite3.Connection, thread_id: str, text: str, count: int) -> None:
     """Save the thread's pending list (its JSON text)."""
     conn.execute(
-        "UPDATE loom_threads SET pending = ?, pending_count = ? WHERE id = ?",
+        "UPDATE loom_threads SET pending = ?, pending_count = ?, version = version + 1 "
+        "WHERE id = ?",
         (text, count, thread_id),
     )
 
@@ -68,6 +72,7 @@ def move_calls(
     expect: Collection[CallState],
     holder: str | None,
     message: Message | None,
+    indexed: bool,
 ) -> None:
     """``Store.update_calls``: check, move, and append the results, all or nothing."""
     check_update(state, message)
@@ -79,7 +84,7 @@ def move_calls(
         conn, thread_id, *moved_pending(found[0], call_ids, state, expect, holder, message)
     )
     if message is not None:
-        append_row(conn, thread_id, message.created_at, message)
+        append_row(conn, thread_id, message.created_at, message, indexed)
 
 
 def take_lease(
@@ -88,6 +93,7 @@ def take_lease(
     """``Store.acquire_lease``: the thread's lease after the attempt."""
     now = sort_key(datetime.now(timezone.utc))
     conn.execute(
+        # not a change of the thread's record: no version bump (a kept thread stays kept)
         f"UPDATE loom_threads SET lease_holder = ?, lease_until_us = ? {_SCOPED} AND "
         "(lease_holder IS NULL OR lease_until_us <= ? OR lease_holder IN (?, ?))",
         (holder, now + round(seconds * 1_000_000), *scope, now, holder, replacing),
@@ -106,8 +112,8 @@ def free_lease(conn: sqlite3.Connection, scope: Scope, holder: str, error: str |
     """``Store.release_lease``: True when ``holder`` held the thread."""
     return bool(
         conn.execute(
-            "UPDATE loom_threads SET lease_holder = NULL, lease_until_us = NULL, error = ? "
-            f"{_SCOPED} AND lease_holder = ?",
+            "UPDATE loom_threads SET lease_holder = NULL, lease_until_us = NULL, error = ?, "
+            f"version = version + 1 {_SCOPED} AND lease_holder = ?",
             (error, *scope, holder),
         ).rowcount
     )

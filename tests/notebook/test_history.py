@@ -106,3 +106,26 @@ def test_a_call_folds_to_its_query_in_words_and_unfolds_to_its_code_first():
     assert code < arguments < seen  # the code first, then the raw arguments, then the text
     assert html_escape('orders[(orders["status"] == "open") & (orders["total"] > 100)]') in html
     assert html_escape('"op": "gt"') in html  # the raw arguments, as the model sent them
+
+
+def test_a_saved_thread_is_drawn_decoding_only_the_rows_it_shows(tmp_path):
+    from loom_nb import Thread
+    from loom_nb.sqlite import sqlite_store
+
+    big = pd.DataFrame({"id": range(500), "total": [i / 4 for i in range(500)]})
+    odd_index = pd.DataFrame({"x": range(12)}, index=[*range(10), 40, 41])  # 0..9 at the top
+    store = sqlite_store(tmp_path / "loom.db")
+    thread = Thread(id="t", agent="a")
+    store.save_thread(thread)
+    for i, frame in enumerate([big, odd_index]):
+        message = Message("tool", [ToolResult(f"c{i}", "orders_select", "rows", frame)])
+        thread.messages.append(message)
+        store.append(thread, message)
+    loaded = store.load("t")
+    store.close()
+    html = history_html(loaded.messages, rows=3)
+    results = [r for m in loaded.messages for r in m.tool_results]
+    assert all("_raw" in r.__dict__ for r in results)  # still encoded: nothing decoded whole
+    assert html == history_html(thread.messages, rows=3)  # the same drawing as the frames give
+    assert "500 rows × 2 columns" in html and "… 497 more rows" in html
+    assert "<th>40</th>" not in html and "<th>2</th>" in html

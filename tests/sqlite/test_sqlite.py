@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import threading
@@ -47,6 +48,7 @@ from loom_nb.sqlite import (
     StoreNotWritableError,
     sqlite_store,
 )
+from loom_nb.sqlite._schema import MIGRATIONS
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -202,7 +204,7 @@ def test_append_to_an_unsaved_thread_fails_and_writes_nothing(store: SQLiteStore
 
 
 def test_appending_never_rewrites_the_thread(store: SQLiteStore):
-    """Appending at message 500 changes the same two rows as appending at message 1."""
+    """Appending at message 500 changes as many rows as appending at message 1."""
     thread = make(store, "long", texts=())
     conn = store._conn
     changes = []
@@ -212,7 +214,10 @@ def test_appending_never_rewrites_the_thread(store: SQLiteStore):
         before = conn.total_changes
         store.append(thread, message)
         changes.append(conn.total_changes - before)
-    assert set(changes) == {2}  # one INSERT of the message, one UPDATE of the thread record
+    # One INSERT of the message, one UPDATE of the thread record, and the search index's own
+    # rows (a small segment, now and then a merge of a few): bounded, not growing.
+    assert statistics.median(changes[:250]) == statistics.median(changes[250:])
+    assert max(changes) <= 64
     loaded = store.load("long")
     assert [m.text for m in loaded.messages] == [f"message {i}" for i in range(500)]
 
@@ -456,7 +461,7 @@ def test_a_version_1_file_opens_and_is_upgraded(tmp_path: Path):
     conn.close()
 
     store = sqlite_store(path)
-    assert store.schema_version == 3
+    assert store.schema_version == len(MIGRATIONS)
     assert [t.id for t in store.list()] == ["old"]
     loaded = store.load("old")
     assert loaded.messages[0].text == "Find the Überweisung from March"
@@ -469,7 +474,7 @@ def test_a_version_1_file_opens_and_is_upgraded(tmp_path: Path):
     again = sqlite_store(path)
     assert [m.text for m in again.load("old").messages][-1] == "and April"
     names = [r[0] for r in again._conn.execute("SELECT name FROM loom_migrations ORDER BY rowid")]
-    assert names == ["m001_threads_and_messages", "m002_search_text", "m003_thread_leases"]
+    assert names == [m.__name__ for m in MIGRATIONS]
     again.close()
 
 
@@ -506,7 +511,7 @@ def test_a_version_2_file_with_a_waiting_call_upgrades_and_the_call_goes_on(tmp_
     conn.close()
 
     store = sqlite_store(path)
-    assert store.schema_version == 3
+    assert store.schema_version == len(MIGRATIONS)
     thread = store.load("old")
     assert [(p.call_id, p.state, p.decision) for p in thread.pending] == [
         ("c1", "pending", None),

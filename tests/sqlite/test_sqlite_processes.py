@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from loom_nb.sqlite import sqlite_store
+from loom_nb.sqlite._schema import MIGRATIONS
 
 pytestmark = pytest.mark.slow
 
@@ -366,11 +367,11 @@ def test_two_processes_appending_at_once_lose_nothing_and_never_lock(tmp_path: P
         "own-k1": count,
         "own-k2": count,
     }
-    assert store.schema_version == 3
+    assert store.schema_version == len(MIGRATIONS)
     store.close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    assert conn.execute("SELECT count(*) FROM loom_migrations").fetchone()[0] == 3
+    assert conn.execute("SELECT count(*) FROM loom_migrations").fetchone()[0] == len(MIGRATIONS)
     conn.close()
 
 

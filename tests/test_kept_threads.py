@@ -1,0 +1,187 @@
+"""An agent keeps the threads it runs: the next turn appends instead of loading the thread,
+and whatever changed the thread elsewhere (another kernel, a deletion) is still seen."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from loom_nb import (
+    FunctionModel,
+    ReplayModel,
+    Reply,
+    Store,
+    UserError,
+    define_agent,
+    memory_store,
+    tool,
+)
+from loom_nb.models import ModelRequest
+from loom_nb.sqlite import SQLiteStore, sqlite_store
+
+
+def _echo(request: ModelRequest) -> str:
+    return f"heard {len(request.messages)}"
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = sqlite_store(tmp_path / "loom.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path):
+    s = sqlite_store(tmp_path / "loom.db") if request.param == "sqlite" else memory_store()
+    yield s
+    s.close()
+
+
+def _counting_loads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    loads: list[str] = []
+    real = store.load
+
+    def load(thread_id: str, **kw: object) -> object:
+        loads.append(thread_id)
+        return real(thread_id, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "load", load)
+    return loads
+
+
+def test_the_next_turn_on_a_thread_does_not_load_it(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    store = any_store
+    agent = define_agent(name="a", model=FunctionModel(_echo), store=store)
+    first = agent.run_sync("one")
+    loads = _counting_loads(store, monkeypatch)
+    second = agent.run_sync("two", thread_id=first.thread_id)
+    third = agent.run_sync("three", thread_id=first.thread_id)
+    assert loads == []
+    assert (second.output, third.output) == ("heard 3", "heard 5")
+    assert [m.text for m in agent.thread(first.thread_id).messages][-2:] == ["three", "heard 5"]
+    # each result keeps the thread as its run left it
+    assert len(first.thread.messages) == 2 and len(second.thread.messages) == 4
+
+
+def test_a_thread_changed_elsewhere_is_loaded_again(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    store = any_store
+    agent = define_agent(name="a", model=FunctionModel(_echo), store=store)
+    other = define_agent(name="a", model=FunctionModel(lambda r: "other"), store=store)
+    thread_id = agent.run_sync("one").thread_id
+    other.run_sync("from the other agent", thread_id=thread_id)
+    loads = _counting_loads(store, monkeypatch)
+    result = agent.run_sync("two", thread_id=thread_id)
+    assert loads == [thread_id]
+    assert result.output == "heard 5"  # its model saw the other agent's turn
+
+
+def test_a_deleted_thread_is_not_found_even_when_kept(store: SQLiteStore):
+    from loom_nb import ThreadNotFound
+
+    agent = define_agent(name="a", model=FunctionModel(_echo), store=store)
+    thread_id = agent.run_sync("one").thread_id
+    store.delete(thread_id)
+    with pytest.raises(ThreadNotFound, match="no thread"):
+        agent.run_sync("two", thread_id=thread_id)
+
+
+def test_a_refused_decision_leaves_the_kept_thread_undecided(store: SQLiteStore):
+    @tool(needs_approval=True)
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        return f"refunded {invoice}"
+
+    model = ReplayModel([Reply("", [("refund", {"invoice": "A"})]), "Done."])
+    agent = define_agent(name="a", model=model, tools=[refund], store=store)
+    waiting = agent.run_sync("Refund A.")
+    call_id = waiting.pending[0].call_id
+    with pytest.raises(UserError, match="no pending call 'nope'"):
+        agent.resume_sync(waiting.thread_id, {call_id: True, "nope": True})
+    assert agent.thread(waiting.thread_id).pending[0].decision is None
+    done = agent.resume_sync(waiting.thread_id, {call_id: False})
+    assert done.output == "Done." and done.thread.messages[-2].tool_results[0].approval == (
+        "rejected"
+    )
+
+
+def test_test_models_keep_each_request_without_a_copy_of_the_thread(store: SQLiteStore):
+    model = FunctionModel(_echo)
+    agent = define_agent(name="a", model=model, store=store)
+    thread_id = agent.run_sync("turn 0").thread_id
+    for i in range(1, 30):
+        agent.run_sync(f"turn {i}", thread_id=thread_id)
+    first, last = model.requests[0].messages, model.requests[-1].messages
+    assert [m.text for m in first] == ["turn 0"]  # what the first turn was given, still
+    assert len(last) == 59 and last[-1].text == "turn 29" and last[0].text == "turn 0"
+    assert sys.getsizeof(last) == sys.getsizeof(first)  # no per-turn copy of the thread
+
+
+_OTHER_KERNEL = """
+import sys
+from loom_nb import FunctionModel, define_agent
+from loom_nb.sqlite import sqlite_store
+store = sqlite_store(sys.argv[1])
+agent = define_agent(name="a", model=FunctionModel(lambda r: "from the other kernel"), store=store)
+agent.run_sync("a turn in another kernel", thread_id=sys.argv[2])
+store.close()
+"""
+
+
+def test_another_kernels_turn_is_seen(tmp_path: Path):
+    path = tmp_path / "loom.db"
+    store = sqlite_store(path)
+    seen: list[list[str]] = []
+
+    def model(request: ModelRequest) -> str:
+        seen.append([m.text for m in request.messages])
+        return "here"
+
+    agent = define_agent(name="a", model=FunctionModel(model), store=store)
+    thread_id = agent.run_sync("first").thread_id
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_OTHER_KERNEL), str(path), thread_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    agent.run_sync("again", thread_id=thread_id)
+    assert seen[-1] == [
+        "first",
+        "here",
+        "a turn in another kernel",
+        "from the other kernel",
+        "again",
+    ]
+    store.close()
+
+
+def test_a_call_an_interrupted_run_left_open_gets_a_result_on_the_next_turn(store: SQLiteStore):
+    from loom_nb import Message, Thread, ToolCall
+
+    thread = Thread(id="t", agent="a")
+    store.save_thread(thread)
+    for message in [
+        Message.user("Look it up."),
+        Message("assistant", [ToolCall("call_1", "lookup", {"q": "x"})]),  # then the kernel died
+    ]:
+        thread.messages.append(message)
+        store.append(thread, message)
+    seen: list[ModelRequest] = []
+    agent = define_agent(
+        name="a", model=FunctionModel(lambda r: seen.append(r) or "ok"), store=store
+    )
+    agent.run_sync("Again?", thread_id="t")
+    closing = seen[0].messages[2]
+    assert closing.role == "tool" and closing.tool_results[0].call_id == "call_1"
+    assert "interrupted" in closing.tool_results[0].content
+    assert seen[0].messages[3].text == "Again?"
