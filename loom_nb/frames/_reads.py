@@ -133,6 +133,8 @@ def _top_candidates(
     and all. In row order, so that sorting them keeps ties as sorting all rows would. None
     when all rows must be sorted: a dtype without a cheap total order (text, objects,
     extension dtypes), or missing values that reach the page."""
+    if first < 1:  # an empty page (limit 0): no row can reach it
+        return np.empty(0, dtype=np.intp)
     keys = _sort_keys(column, rows)
     if keys is None:
         return None
