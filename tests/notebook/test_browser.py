@@ -293,7 +293,9 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     card = thread.locator(".loom-approval")
     expect_text(card, "add_order")
     assert thread.locator(".loom-frame table tbody tr").count() == 2
-    assert box.input_value() == ""
+    from playwright.sync_api import expect
+
+    expect(box).to_have_value("", timeout=MEDIUM)  # cleared by the kernel's reply to Send
     seen = page.evaluate("() => window.__loomSeen")
     assert [t for t in seen if "Two orders" in t and "Hopper" not in t], seen[:10]
 
