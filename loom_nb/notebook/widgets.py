@@ -414,8 +414,13 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
     def __init__(self, view: ThreadView, send: Callable[[str], concurrent.futures.Future[Any]]):
         self.view = view
         self._send_fn = send
+        # The page sends the text once, on change (blur, or Enter below), not per keystroke:
+        # ipywidgets holds back a model's updates while one is in flight but sends a
+        # button's click at once, so a click could overtake the last typed characters.
         self.input = widgets.Textarea(
-            placeholder="Ask the agent… (Enter sends, Shift+Enter adds a line)", rows=2
+            placeholder="Ask the agent… (Enter sends, Shift+Enter adds a line)",
+            rows=2,
+            continuous_update=False,
         )
         self.input.layout.width = "100%"
         self.input.add_class("loom-chat-input")
@@ -492,8 +497,15 @@ if (!window.__loomEnterSends) {
     if (!send) return;
     event.preventDefault();
     event.stopPropagation();
-    box.dispatchEvent(new Event("input", {bubbles: true}));  // the text reaches the kernel first
+    box.dispatchEvent(new Event("change", {bubbles: true}));  // the text reaches the kernel first
     if (!send.disabled) send.click();
+  }, true);
+  // A click on Send (where a click does not take focus from the box) syncs the text first.
+  document.addEventListener("pointerdown", (event) => {
+    const send = event.target.closest && event.target.closest("button.loom-send");
+    const chat = send && send.closest(".loom-chat");
+    const box = chat && chat.querySelector(".loom-chat-input textarea");
+    if (box) box.dispatchEvent(new Event("change", {bubbles: true}));
   }, true);
 }
 """

@@ -288,7 +288,8 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     send = chat.locator("button.loom-send")
     box.press("Enter")  # sends
     thread = chat.locator(".loom-thread")
-    expect_text(thread.locator(".loom-user"), "Which orders are still open?")
+    # The whole text typed before Enter reaches the agent, the last keystrokes included.
+    expect_text(thread.locator(".loom-user"), "Then add an order for Hopper, total 42.5.")
     expect_text(thread.locator(".loom-assistant").nth(1), "Two orders are still open")
     card = thread.locator(".loom-approval")
     expect_text(card, "add_order")
@@ -314,6 +315,36 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     run_cell(page, 2)
     wait_cell_done(page, 2, after=second)
     assert "Hopper written: True" in cell_output_text(page, 2)
+
+    # Typed and sent with the mouse: the text reaches the kernel before the click does.
+    box.fill("And which orders are closed?")
+    send.click()
+    expect_text(thread.locator(".loom-user").last, "And which orders are closed?")
+    expect(box).to_have_value("", timeout=MEDIUM)
+
+
+def test_chat_sends_all_that_was_typed_while_the_kernel_was_busy(lab: LabServer, page: Any) -> None:
+    """A person types into the chat while another cell runs, and presses Enter: once the
+    kernel is free the agent gets the whole text, not the first keystrokes (ipywidgets holds
+    back a busy model's updates but sends a click at once)."""
+    cells = _cells(SETUP, "%loom analyst", "import time; time.sleep(4)")
+    write_notebook(lab.root / "chat-busy.ipynb", cells)
+    open_notebook(page, lab, "chat-busy.ipynb")
+    run_all(page, len(cells))
+    first = wait_cell_done(page, 2)
+    chat = cell(page, 1).locator(".loom-chat").first
+    box = chat.locator(".loom-chat-input textarea")
+    run_cell(page, 2)  # the kernel sleeps 4 s
+    page.wait_for_timeout(500)
+    box.type("Which orders are still open?", delay=20)
+    box.press("Enter")
+    wait_cell_done(page, 2, after=first)
+    thread = chat.locator(".loom-thread")
+    expect_text(thread.locator(".loom-user"), "Which orders are still open?")
+    expect_text(thread.locator(".loom-assistant").nth(1), "Two orders are still open")
+    from playwright.sync_api import expect
+
+    expect(box).to_have_value("", timeout=MEDIUM)
 
 
 def test_chat_widget_is_shown_once(lab: LabServer, page: Any) -> None:
