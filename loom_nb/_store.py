@@ -141,7 +141,7 @@ class ThreadVersion(NamedTuple):
 
 @runtime_checkable
 class VersionedStore(Protocol):
-    """A store that can say cheaply whether a thread changed (SQLiteStore, MemoryStore): the
+    """A store that can say cheaply whether a thread changed (every store loom_nb ships): the
     agent then keeps the threads it runs in memory instead of loading them for every turn."""
 
     def thread_version(

@@ -35,9 +35,15 @@ def store(tmp_path: Path):
     s.close()
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", pytest.param("postgres", marks=pytest.mark.postgres)])
 def any_store(request: pytest.FixtureRequest, tmp_path: Path):
-    s = sqlite_store(tmp_path / "loom.db") if request.param == "sqlite" else memory_store()
+    if request.param == "postgres":
+        from loom_nb.postgres import postgres_store
+
+        database = request.getfixturevalue("loom_database")
+        s: Store = postgres_store(database.dsn(), schema=request.getfixturevalue("postgres_schema"))
+    else:
+        s = sqlite_store(tmp_path / "loom.db") if request.param == "sqlite" else memory_store()
     yield s
     s.close()
 
@@ -84,14 +90,39 @@ def test_a_thread_changed_elsewhere_is_loaded_again(
     assert result.output == "heard 5"  # its model saw the other agent's turn
 
 
-def test_a_deleted_thread_is_not_found_even_when_kept(store: SQLiteStore):
+def test_a_deleted_thread_is_not_found_even_when_kept(any_store: Store):
     from loom_nb import ThreadNotFound
 
+    store = any_store
     agent = define_agent(name="a", model=FunctionModel(_echo), store=store)
     thread_id = agent.run_sync("one").thread_id
     store.delete(thread_id)
     with pytest.raises(ThreadNotFound, match="no thread"):
         agent.run_sync("two", thread_id=thread_id)
+
+
+def test_a_thread_deleted_and_made_again_elsewhere_is_the_one_the_next_turn_sees(
+    any_store: Store,
+):
+    from loom_nb import Message, Thread
+
+    store = any_store
+    seen: list[list[str]] = []
+
+    def remember(request: ModelRequest) -> str:
+        seen.append([m.text for m in request.messages])
+        return "ok"
+
+    agent = define_agent(name="a", model=FunctionModel(remember), store=store)
+    thread_id = agent.run_sync("one").thread_id
+    store.delete(thread_id)  # another kernel deletes it and writes a thread of the same id,
+    again = Thread(id=thread_id, agent="a")  # as many messages, as many writes
+    store.save_thread(again)
+    for m in (Message.user("remade"), Message.assistant("anew")):
+        again.messages.append(m)
+        store.append(again, m)
+    agent.run_sync("two", thread_id=thread_id)
+    assert seen[-1] == ["remade", "anew", "two"]
 
 
 def test_a_refused_decision_leaves_the_kept_thread_undecided(store: SQLiteStore):

@@ -19,23 +19,27 @@ class Queries:
         self.snapshot = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
         self.save = f"""
             INSERT INTO {s}.threads (id, agent, user_id, title, created_at, updated_at,
-                updated_us, pending, pending_count, error)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                updated_us, pending, pending_count, error, changes)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {_NOW_US})
             ON CONFLICT (id) DO UPDATE SET
                 agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
                 created_at = excluded.created_at, updated_at = excluded.updated_at,
                 updated_us = excluded.updated_us, pending = excluded.pending,
-                pending_count = excluded.pending_count, error = excluded.error"""
+                pending_count = excluded.pending_count, error = excluded.error,
+                changes = threads.changes + 1"""
         self.append = f"""
             WITH touched AS (
                 UPDATE {s}.threads SET message_count = message_count + 1, updated_at = %s,
-                    updated_us = %s
+                    updated_us = %s, changes = changes + 1
                 WHERE id = %s RETURNING message_count
             )
             INSERT INTO {s}.messages (thread_id, seq, role, created_at, json, data, search)
             SELECT %s, message_count - 1, %s, %s, %s, %s, %s FROM touched
             RETURNING seq"""
-        self.set_pending = f"UPDATE {s}.threads SET pending = %s, pending_count = %s WHERE id = %s"
+        self.set_pending = (
+            f"UPDATE {s}.threads SET pending = %s, pending_count = %s, changes = changes + 1 "
+            "WHERE id = %s"
+        )
         self.pending = f"SELECT pending FROM {s}.threads WHERE id = %(id)s AND "
         self.take = f"""
             UPDATE {s}.threads SET lease_holder = %(holder)s,
@@ -44,8 +48,10 @@ class Queries:
                 OR lease_holder = %(holder)s OR lease_holder = %(replacing)s) AND """
         self.lease = f"SELECT lease_holder, lease_until_us FROM {s}.threads WHERE id = %(id)s AND "
         self.free = f"""
-            UPDATE {s}.threads SET lease_holder = NULL, lease_until_us = NULL, error = %(error)s
+            UPDATE {s}.threads SET lease_holder = NULL, lease_until_us = NULL, error = %(error)s,
+                changes = changes + 1
             WHERE id = %(id)s AND lease_holder = %(holder)s AND """
+        self.version = f"SELECT changes, message_count FROM {s}.threads WHERE id = %(id)s AND "
         self.thread = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE id = %(id)s AND "
         self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
         self.listing = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE "

@@ -114,8 +114,21 @@ def m003_thread_leases(conn: Any, schema: str) -> None:
     )
 
 
+def m004_thread_changes(conn: Any, schema: str) -> None:
+    """A counter every write to a thread bumps (a lease taken or renewed does not), so a kernel
+    that keeps a thread in memory checks one row instead of loading the thread each turn. A
+    thread starts at the server's clock in microseconds: one deleted and made again never
+    repeats a number its old self had."""
+    _run(conn, schema, "ALTER TABLE {s}.threads ADD COLUMN changes bigint NOT NULL DEFAULT 0")
+
+
 #: Every migration, oldest first. Append only.
-MIGRATIONS: list[Migration] = [m001_threads_and_messages, m002_word_index, m003_thread_leases]
+MIGRATIONS: list[Migration] = [
+    m001_threads_and_messages,
+    m002_word_index,
+    m003_thread_leases,
+    m004_thread_changes,
+]
 
 #: The schema version this code writes: the number of migrations it knows.
 VERSION = len(MIGRATIONS)

@@ -31,7 +31,7 @@ import psycopg
 from loom_nb._errors import StoreError, UserError
 from loom_nb._message_rows import lease_of, message_row, moved_pending, pending_text, row_message
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
-from loom_nb._store import Store, check_update
+from loom_nb._store import Store, ThreadVersion, check_update
 from loom_nb.postgres import _schema as schema
 from loom_nb.postgres._connections import (
     GivenConnection,
@@ -302,6 +302,19 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             self._source.close()
 
     # ---- extras -------------------------------------------------------------------------------
+
+    def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
+        """The thread's write counter and message count (None when unknown to this user): one
+        indexed row, so a kernel can check that a thread it keeps has not changed."""
+        where, params = _owner(user_id, id=thread_id)
+        found = self._run(
+            lambda conn: conn.execute(self._q.version + where, params).fetchone(),
+            user_id=user_id,
+            write=False,
+            doing=f"reading thread {thread_id}",
+            single=True,
+        )
+        return None if found is None else ThreadVersion(found[0], found[1])
 
     @property
     def schema_version(self) -> int:

@@ -164,14 +164,15 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             pending,
             len(thread.pending),
             thread.error,
-        )
+            time.time_ns() // 1000,  # a thread made again after a deletion never repeats
+        )  # a version its old self had: it starts at the clock, in microseconds
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 """
                 INSERT INTO loom_threads (id, agent, user_id, title, created_at, updated_at,
-                    updated_us, pending, pending_count, error)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    updated_us, pending, pending_count, error, version)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
                     created_at = excluded.created_at, updated_at = excluded.updated_at,

@@ -27,6 +27,7 @@ from loom_nb import (
     Usage,
     UserError,
 )
+from loom_nb._store import ThreadVersion, VersionedStore
 from tests.stores.conftest import Backend
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -295,6 +296,51 @@ def test_delete_removes_the_thread_and_its_messages(store: Store):
     make(store, "t1", texts=("fresh",))  # the same id again starts empty
     loaded = store.load("t1")
     assert loaded is not None and [m.text for m in loaded.messages] == ["fresh"]
+
+
+# ---- thread versions: how a kernel knows a thread it keeps is still the saved one --------
+
+
+def test_every_write_to_a_thread_moves_its_version_and_a_lease_does_not(store: Store):
+    assert isinstance(store, VersionedStore)  # agents keep the threads they run on every store
+    thread = make(store, "t1", texts=("one",))
+    seen = [store.thread_version("t1")]
+
+    def moved() -> ThreadVersion:
+        now = store.thread_version("t1")
+        assert now is not None and now.changes > seen[-1].changes, (seen, now)
+        seen.append(now)
+        return now
+
+    assert seen[0] is not None and seen[0].messages == 1
+    add(store, thread, Message("user", [TextPart("two")], T0 + timedelta(minutes=1)))
+    assert moved().messages == 2
+    thread.title = "renamed"
+    store.save_thread(thread)
+    moved()
+    call = ToolCall("c1", "insert", {"row": 1})
+    add_with_pending = Message("assistant", [call], T0 + timedelta(minutes=2))
+    thread.messages.append(add_with_pending)
+    store.append(thread, add_with_pending, pending=[PendingApproval("c1", "insert", {"row": 1})])
+    assert moved().messages == 3
+    store.update_calls("t1", ["c1"], "approved", expect={"pending"})
+    moved()
+    store.acquire_lease("t1", "here:1:a", 30)
+    assert store.thread_version("t1") == seen[-1]  # who runs it is not a change of it
+    store.release_lease("t1", "here:1:a", error="stopped")
+    moved()
+    assert store.thread_version("t1", user_id="someone") is None
+    assert store.thread_version("never-saved") is None
+
+
+def test_a_thread_deleted_and_made_again_has_a_version_it_never_had(store: Store):
+    make(store, "t1", texts=("old",))
+    old = store.thread_version("t1")
+    store.delete("t1")
+    assert store.thread_version("t1") is None
+    make(store, "t1", texts=("new",))  # the same id, the same number of messages and writes
+    new = store.thread_version("t1")
+    assert new is not None and old is not None and new != old
 
 
 # ---- schema versions -------------------------------------------------------------------------
