@@ -155,10 +155,10 @@ def test_an_older_schema_needs_its_owner_to_upgrade_it(
             ),
             (schema.MIGRATIONS[-1].__name__,),
         )
-        conn.execute(  # undo the last migration (m003: the thread lease's columns)
-            sql.SQL(
-                "ALTER TABLE {}.threads DROP COLUMN lease_holder, DROP COLUMN lease_until_us"
-            ).format(sql.Identifier(postgres_schema))
+        conn.execute(  # undo the last migration (m004: the threads' change counter)
+            sql.SQL("ALTER TABLE {}.threads DROP COLUMN changes").format(
+                sql.Identifier(postgres_schema)
+            )
         )
     with pytest.raises(PostgresStoreError, match="owner"):
         postgres_store(loom_database.dsn(), schema=postgres_schema)
