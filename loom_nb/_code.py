@@ -3,7 +3,7 @@
 A tool may describe a call in words (``describe(arguments) -> str | None``: the folded line of
 the thread view) and write the code that reproduces it (``code(arguments, ctx) -> str | None``:
 shown when unfolded, and what ``export`` writes). The table connectors supply both; a custom
-tool without them reads as ``name(arg=value, ...)``.
+tool without them reads as ``name({"arg": value})``.
 """
 
 from __future__ import annotations

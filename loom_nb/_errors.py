@@ -31,8 +31,8 @@ class CallAlreadyDecided(UserError):
 
     def __init__(self, call_id: str, state: str) -> None:
         super().__init__(
-            f"call {call_id} was already decided in another kernel (it is {state} now); "
-            "reload the thread to see where it is"
+            f"call {call_id} was already decided in another kernel; reload the thread to see "
+            f"where it is (it is {state} now)"
         )
         self.call_id = call_id
         #: Its state as the store has it ("done" once its result is saved).

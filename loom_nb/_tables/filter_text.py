@@ -43,17 +43,32 @@ def _literal(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     text = str(value)
-    if any(_unseen(ch) for ch in text):
-        # PostgreSQL's escape string: every character that would not show (a line break, a
-        # right-to-left override, a zero-width space) is written out, so the card reads true.
-        return "E'" + "".join(_escaped(ch) for ch in text) + "'"
+    if any(unseen(ch) for ch in text):
+        return _escape_string(text)
     return "'" + text.replace("'", "''") + "'"
+
+
+def shown_text(text: str) -> str:
+    """``text`` as a card shows a value: as it is when every character shows, else (a line
+    break, a right-to-left override) as a PostgreSQL escape string, ``E'a\\nb'``. A text that
+    itself reads like an escape string is written out too, so the two never look alike."""
+    if any(unseen(ch) for ch in text) or (text.startswith("E'") and text.endswith("'")):
+        return _escape_string(text)
+    return text
+
+
+def _escape_string(text: str) -> str:
+    # PostgreSQL's escape string: every character that would not show (a line break, a
+    # right-to-left override, a zero-width space) is written out, so the card reads true.
+    return "E'" + "".join(_escaped(ch) for ch in text) + "'"
 
 
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _unseen(ch: str) -> bool:
+def unseen(ch: str) -> bool:
+    """Whether ``ch`` would not show as itself: a control or format character, a line or
+    paragraph separator, a space other than the plain one."""
     kind = unicodedata.category(ch)
     return kind[0] == "C" or kind in ("Zl", "Zp") or (kind == "Zs" and ch != " ")
 
@@ -61,7 +76,7 @@ def _unseen(ch: str) -> bool:
 def _escaped(ch: str) -> str:
     if ch in _ESCAPES:
         return _ESCAPES[ch]
-    if _unseen(ch):
+    if unseen(ch):
         return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
     return ch
 

@@ -64,7 +64,8 @@ class Subcommand:
 
 CHAT = Subcommand(
     "",
-    "chat widget on AGENT's current thread: an input box above the thread",
+    "chat widget on AGENT's current thread: the thread, then an input box (Enter or Send "
+    "sends, Shift+Enter adds a line)",
     "AGENT",
     "?",
 )

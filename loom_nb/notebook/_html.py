@@ -10,6 +10,7 @@ from typing import Any
 
 from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
 from loom_nb._errors import MissingExtra
+from loom_nb._tables.filter_text import shown_text, unseen
 
 ERROR_STYLE = (
     "border-left:4px solid #d32f2f;background:#fdecea;color:#8b1a1a;"
@@ -138,9 +139,60 @@ def records_frame(value: Any) -> Any:
     return None
 
 
+def card_values(value: Any) -> Any:
+    """``value`` as an approval card shows it: every text in it (in dicts, lists and
+    DataFrame cells) through :func:`shown_text`, so a line break or a right-to-left override
+    in a value to be written reads as what it is, not as what it would look like."""
+    if isinstance(value, str):
+        return shown_text(value)
+    if isinstance(value, dict):
+        return {k: card_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [card_values(v) for v in value]
+    if is_dataframe(value):
+        return _frame_values(value)
+    return value
+
+
+def _frame_values(df: Any) -> Any:
+    import pandas as pd
+
+    types = pd.api.types
+    shown = None
+    for i in range(df.shape[1]):
+        column = df.iloc[:, i]
+        kind = column.dtype
+        holds_text = types.is_object_dtype(kind) or types.is_string_dtype(kind)
+        if not (holds_text or isinstance(kind, pd.CategoricalDtype)):
+            continue
+        texts = column.map(lambda v: shown_text(v) if isinstance(v, str) else v)
+        if not texts.equals(column):
+            if shown is None:
+                shown = df.copy()
+            shown.isetitem(i, texts)
+    return df if shown is None else shown
+
+
+def exact_json(value: Any) -> str:
+    """:func:`to_json`, with every character that would not show escaped (``\\u202e``)."""
+    return "".join(
+        ch if ch == "\n" or not unseen(ch) else _json_escape(ch) for ch in to_json(value)
+    )
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a surrogate pair, as JSON writes characters past U+FFFF
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
     """What exactly will be written: rows as a table, an update's changes and filter, else
-    the arguments as JSON."""
+    the arguments as JSON. Texts show as :func:`card_values` writes them."""
+    raw = arguments
+    preview, arguments = card_values(preview), card_values(arguments)
     value = preview if preview is not None else arguments
     frame = records_frame(value)
     if frame is not None:
@@ -166,7 +218,7 @@ def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
                 parts.append(f"<div><b>{esc(str(key))}</b>: <code>{code}</code></div>")
         if preview is not None:
             parts.append(
-                "<details><summary>arguments</summary>" + pre(to_json(arguments)) + "</details>"
+                "<details><summary>arguments</summary>" + pre(exact_json(raw)) + "</details>"
             )
         return "".join(parts)
     return pre(to_json(value))

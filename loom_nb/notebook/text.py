@@ -14,7 +14,15 @@ from loom_nb._messages import Message, PendingApproval, Resolution, Thread, Tool
 from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
-from loom_nb.notebook._html import AFTER, NOTE, preview_note, records_frame, shape_text, to_json
+from loom_nb.notebook._html import (
+    AFTER,
+    NOTE,
+    card_values,
+    preview_note,
+    records_frame,
+    shape_text,
+    to_json,
+)
 from loom_nb.notebook.session import RunInterrupted, interruption
 
 
@@ -43,7 +51,9 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     else:
         lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
     # what it was asked to write; for an unknown outcome, the exact arguments it ran with
-    value = p.preview if p.preview is not None and p.state != "unknown" else p.arguments
+    value = card_values(
+        p.preview if p.preview is not None and p.state != "unknown" else p.arguments
+    )
     note = preview_note(p.preview, NOTE)
     if note and p.state != "unknown":
         lines.append(f"  ℹ {note}")

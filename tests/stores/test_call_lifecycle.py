@@ -5,6 +5,7 @@ tests/sqlite/test_lifecycle_processes.py does it across real processes)."""
 from __future__ import annotations
 
 import functools
+import re
 import socket
 import subprocess
 import sys
@@ -200,7 +201,9 @@ def test_a_call_approved_by_two_agent_objects_runs_once(store: Store):
     [pending] = stopped.pending
     done = first.resume_sync(stopped.thread_id, {pending.call_id: True})
     assert done.status == "complete" and log == ["hello"]
-    with pytest.raises(CallAlreadyDecided, match="already decided in another kernel") as caught:
+    # the README's words: "call X was already decided in another kernel; reload the thread"
+    said = f"call {pending.call_id} was already decided in another kernel; reload the thread"
+    with pytest.raises(CallAlreadyDecided, match=re.escape(said)) as caught:
         second.resume_sync(stopped.thread_id, {pending.call_id: Decision(True, pending.digest)})
     assert caught.value.state == "done"
     assert log == ["hello"]

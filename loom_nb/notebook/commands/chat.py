@@ -1,4 +1,4 @@
-"""``%loom AGENT``: the chat widget, an input box above the agent's current thread."""
+"""``%loom AGENT``: the chat widget, the agent's current thread with an input box below."""
 
 from __future__ import annotations
 
