@@ -360,6 +360,35 @@ def bench_search(dsn: str, total: int, repeat: int) -> dict[str, dict[str, float
     return out
 
 
+def bench_turns(dsn: str, long: int, turns: int) -> dict[str, float]:
+    """One turn on a saved thread of ``long`` messages vs one of 10: the agent keeps the
+    threads it runs and checks the thread's version (one row) instead of loading it."""
+    from bench.bench_scale import alternate
+    from loom_nb import FunctionModel, Thread, define_agent
+    from loom_nb.postgres import postgres_store
+
+    store = postgres_store(dsn, schema="bench_turns")
+    base = conversation(long)  # ends with a tool result at any multiple of 5
+    for thread_id, n in (("short", 10), ("long", long)):
+        thread = Thread(id=thread_id, agent="bench")
+        store.save_thread(thread)
+        for m in base[:n]:
+            thread.messages.append(m)
+            store.append(thread, m)
+    agent = define_agent(name="bench", model=FunctionModel(lambda r: "Done."), store=store)
+    for thread_id in ("short", "long"):
+        agent.run_sync("warm up", thread_id=thread_id)
+    got = alternate(
+        {
+            name: lambda name=name: agent.run_sync("One more question.", thread_id=name)
+            for name in ("short", "long")
+        },
+        turns,
+    )
+    store.close()
+    return got
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller search")
@@ -371,9 +400,14 @@ def main() -> None:
         dsn = server.dsn()
         results = bench_appends(dsn, LENGTHS, appends, loads, alone)
         searches = bench_search(dsn, total, repeat)
+        turns = bench_turns(dsn, LENGTHS[-1], repeat)
     finally:
         server.stop()
     report(results, searches, total)
+    print(f"\none turn on a saved thread (median ms of {repeat})")
+    print(f"{'10 messages':34}{turns['short']:12.2f}")
+    print(f"{f'{LENGTHS[-1]:,} messages':34}{turns['long']:12.2f}")
+    print(f"{f'  {LENGTHS[-1]:,} / 10':34}{turns['long'] / turns['short']:11.2f}x")
 
 
 def report(results: dict[str, Any], searches: dict[str, dict[str, float]], total: int) -> None:
