@@ -211,10 +211,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         found = self._run(
             read, user_id=user_id, write=False, doing=f"reading thread {thread_id}", snapshot=True
         )
-        if found is None:
-            return None
-        record, rows = found
-        return row_thread(record, rows)
+        return None if found is None else row_thread(*found)
 
     def list(
         self,

@@ -234,10 +234,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             return record, rows
 
         found = self._read(read)
-        if found is None:
-            return None
-        record, rows = found
-        return row_thread(record, rows)
+        return None if found is None else row_thread(*found)
 
     def list(
         self,

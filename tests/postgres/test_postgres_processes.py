@@ -14,7 +14,11 @@ import pytest
 
 from loom_nb.postgres import postgres_store
 from tests.postgres_server import LoomDatabase
-from tests.stores._killed_appends import assert_reported_appends_kept, kill_while_appending
+from tests.stores._processes import (
+    assert_concurrent_appends_kept,
+    assert_reported_appends_kept,
+    kill_while_appending,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -75,17 +79,7 @@ def test_four_processes_appending_at_once_lose_nothing(
         assert out.strip() == "ok", err
 
     store = postgres_store(dsn, schema=postgres_schema)
-    shared = store.load("shared")
-    assert shared is not None
-    texts = [m.text for m in shared.messages]
-    assert len(texts) == len(names) * count
-    for name in names:
-        expected = [f"{name} {i}" for i in range(count)]
-        assert [t for t in texts if t.split()[0] == name] == expected  # each kernel's in order
-        own = store.load(f"own-{name}")
-        assert own is not None and [m.text for m in own.messages] == expected
-    counts = {i.id: i.message_count for i in store.list()}
-    assert counts == {"shared": 4 * count, **{f"own-{n}": count for n in names}}
+    assert_concurrent_appends_kept(store, names, count)
     store.close()
 
 

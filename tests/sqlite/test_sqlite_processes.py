@@ -15,7 +15,11 @@ import pytest
 
 from loom_nb.sqlite import sqlite_store
 from loom_nb.sqlite._schema import MIGRATIONS
-from tests.stores._killed_appends import assert_reported_appends_kept, kill_while_appending
+from tests.stores._processes import (
+    assert_concurrent_appends_kept,
+    assert_reported_appends_kept,
+    kill_while_appending,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -331,19 +335,7 @@ def test_two_processes_appending_at_once_lose_nothing_and_never_lock(tmp_path: P
         assert out.strip() == "ok", err
         assert "locked" not in err
     store = sqlite_store(path)
-    shared = store.load("shared")
-    assert shared is not None
-    texts = [m.text for m in shared.messages]
-    for name in ("k1", "k2"):
-        own = store.load(f"own-{name}")
-        assert [m.text for m in own.messages] == [f"{name} {i}" for i in range(count)]
-        assert [t for t in texts if t.startswith(name)] == [f"{name} {i}" for i in range(count)]
-    assert len(texts) == 2 * count
-    assert {i.id: i.message_count for i in store.list()} == {
-        "shared": 2 * count,
-        "own-k1": count,
-        "own-k2": count,
-    }
+    assert_concurrent_appends_kept(store, ["k1", "k2"], count)
     assert store.schema_version == len(MIGRATIONS)
     store.close()
     conn = sqlite3.connect(path)

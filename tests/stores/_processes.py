@@ -1,6 +1,11 @@
-"""A store's appends under SIGKILL, the same trial for every store that outlives a process:
-children append numbered messages and say so after each commit, are killed mid-stream, and a
-new store must hold every message a child reported, in order, with no gap."""
+"""The trials of a store that several processes write, the same for every store that
+outlives a process.
+
+- Kernels appending at once, to a shared thread and each to its own: every message is kept,
+  each kernel's in order.
+- Kernels killed mid-append: children append numbered messages and say so after each commit,
+  are killed mid-stream, and a new store must hold every message a child reported, in order,
+  with no gap."""
 
 from __future__ import annotations
 
@@ -60,3 +65,19 @@ def assert_reported_appends_kept(store: Store, reported: dict[str, int]) -> None
         assert len(texts) >= last + 1  # nothing that completed is lost
         assert texts == [f"{run}/{n}/{i}" for i in range(len(texts))]  # in order, no gaps
         assert infos[thread_id].message_count == len(thread.messages)  # record and rows agree
+
+
+def assert_concurrent_appends_kept(store: Store, names: list[str], count: int) -> None:
+    """Kernels ``names`` each appended ``"<name> <i>"`` for i < ``count`` to thread
+    ``shared`` and to its own ``own-<name>``: all are kept, each kernel's in order."""
+    shared = store.load("shared")
+    assert shared is not None
+    texts = [m.text for m in shared.messages]
+    assert len(texts) == len(names) * count
+    for name in names:
+        expected = [f"{name} {i}" for i in range(count)]
+        assert [t for t in texts if t.split()[0] == name] == expected  # each kernel's in order
+        own = store.load(f"own-{name}")
+        assert own is not None and [m.text for m in own.messages] == expected
+    counts = {i.id: i.message_count for i in store.list()}
+    assert counts == {"shared": len(names) * count, **{f"own-{n}": count for n in names}}
