@@ -1,5 +1,5 @@
 """Messages to rows and back, for the stores that keep messages as rows (SQLite, PostgreSQL),
-and the pending calls they keep as one JSON list in the thread's row.
+the thread's own row, and the pending calls it keeps as one JSON list.
 
 A message row keeps the message's JSON form with the structured data of its tool results cut
 out into a column of its own. Loading a thread parses the light part only; each tool result's
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from loom_nb import _codec
-from loom_nb._messages import CallState, Lease, Message, PendingApproval
+from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread
 from loom_nb._messages import ToolResult as _ToolResult
 from loom_nb._store import _searchable, moved
 
@@ -145,6 +145,57 @@ class ToolResult(_ToolResult):
 
 def _fields(r: _ToolResult) -> tuple[Any, ...]:
     return (r.call_id, r.name, r.content, r.data, r.is_error, r.approval, r.chart, r.kind)
+
+
+# ---- the thread's row ---------------------------------------------------------------------
+
+#: What loading a thread reads of its row, in the order :func:`row_thread` takes.
+THREAD_COLUMNS = (
+    "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
+    "pending_count, lease_holder, lease_until_us"
+)
+
+
+def thread_row(thread: Thread) -> tuple[Any, ...]:
+    """What saving a thread writes: ``(id, agent, user_id, title, created_at, updated_at,
+    updated_us, pending, pending_count, error)``."""
+    info = thread.info_dict()
+    return (
+        thread.id,
+        thread.agent,
+        thread.user_id,
+        thread.title,
+        info["created_at"],
+        info["updated_at"],
+        sort_key(thread.updated_at),
+        json.dumps(info["pending"], ensure_ascii=False, separators=(",", ":")),
+        len(thread.pending),
+        thread.error,
+    )
+
+
+def row_thread(record: Sequence[Any], messages: Iterable[tuple[str, str | None]]) -> Thread:
+    """A thread from its row (:data:`THREAD_COLUMNS`) and its messages' ``(json, data)``."""
+    thread = Thread.from_dict(
+        {
+            "id": record[0],
+            "agent": record[1],
+            "user_id": record[2],
+            "title": record[3],
+            "created_at": record[4],
+            "updated_at": record[5],
+            "pending": json.loads(record[6]),
+            "error": record[7],
+        },
+        messages=[row_message(text, data) for text, data in messages],
+    )
+    thread.lease = lease_of(record[10], record[11])
+    return thread
+
+
+def sort_key(moment: datetime) -> int:
+    """Microseconds since the epoch: how the stores order and compare moments."""
+    return round(moment.timestamp() * 1_000_000)
 
 
 # ---- pending calls, kept as one JSON list in the thread's row ---------------------------------

@@ -258,16 +258,21 @@ def test_your_own_connector(tmp_path: Path) -> None:
     assert any("no invoice" in v for v in widget_values(nb, "loom-error"))
 
 
+#: The table 04-real-models shows, whichever model answered: region, total, count.
+SALES_BY_REGION = [["North", "1150.0", "3"], ["South", "610.0", "2"], ["West", "95.0", "1"]]
+
+
+def sales_by_region(nb: Any) -> list[list[str]]:
+    """The rows of the ``by_region`` frame the notebook prints, without its index."""
+    table = output(nb, "by_region").splitlines()
+    return [line.split()[1:] for line in table[1:]]
+
+
 def test_real_models_offline(tmp_path: Path) -> None:
     nb = run("04-real-models.ipynb", tmp_path)
     assert output(nb, 'print("MODEL:"').strip() == "MODEL: offline replay model (scripted, no LLM)"
     # The replay's text must match the data the tool returned.
-    table = output(nb, "by_region").splitlines()
-    assert [line.split()[1:] for line in table[1:]] == [
-        ["North", "1150.0", "3"],
-        ["South", "610.0", "2"],
-        ["West", "95.0", "1"],
-    ]
+    assert sales_by_region(nb) == SALES_BY_REGION
     said = json.dumps(widget_values(nb, "loom-assistant"))
     assert "North leads with **1,150.00** over 3 sales" in said
     assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
@@ -359,12 +364,7 @@ def test_real_models_against_a_local_openai_compatible_server(
         f"MODEL: OpenAIModel('loom-test-model', base_url='{base_url}')"
     )
     # The tool call the server sent really ran on the DataFrame; its answer and tokens show.
-    table = output(nb, "by_region").splitlines()
-    assert [line.split()[1:] for line in table[1:]] == [
-        ["North", "1150.0", "3"],
-        ["South", "610.0", "2"],
-        ["West", "95.0", "1"],
-    ]
+    assert sales_by_region(nb) == SALES_BY_REGION
     said = json.dumps(widget_values(nb, "loom-assistant"))
     assert "North sells the most: 1,150.00 over 3 sales (from the local server)." in said
     assert widget_values(nb, "loom-usage") == [

@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import Filter, GroupKey, Insert, Select, Update
+from loom_nb._tables.grammar import AggregateQuery, Filter, GroupKey, Insert, Select, Update
 
 _SQL = {
     "eq": "=",
@@ -135,19 +135,11 @@ def group_words(keys: Sequence[GroupKey]) -> list[str]:
     return [k.column if k.bucket is None else f"{k.bucket} of {k.column}" for k in keys]
 
 
-def aggregate_words(
-    table: str,
-    aggregates: Sequence[tuple[str, str | None]],
-    group_by: Sequence[str],
-    filters: Sequence[Filter],
-    order: Sequence[tuple[str, bool]],
-    limit: int,
-    offset: int,
-) -> str:
-    """``orders · count, sum(total) by status · status = 'open' · 50 groups``: ``aggregates``
-    are (function, column or None) pairs; ``group_by`` the groups as a person reads them."""
-    summary = ", ".join(fn if column is None else f"{fn}({column})" for fn, column in aggregates)
-    if group_by:
-        summary += " by " + ", ".join(group_by)
-    what = "group" if group_by else "row"
-    return " · ".join([table, summary, *query_tail(filters, order, limit, offset, what)])
+def aggregate_words(q: AggregateQuery) -> str:
+    """``orders · count, sum(total) by status · status = 'open' · 50 groups``."""
+    summary = ", ".join(a.fn if a.column is None else f"{a.fn}({a.column})" for a in q.aggregates)
+    groups = group_words(q.group_by)
+    if groups:
+        summary += " by " + ", ".join(groups)
+    what = "group" if groups else "row"
+    return " · ".join([q.table, summary, *query_tail(q.filters, q.order, q.limit, q.offset, what)])

@@ -9,7 +9,7 @@ before any request is made.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,6 +56,50 @@ class GroupKey:
     def output(self) -> str:
         """The result's column: the column's name, or ``week_created_at`` for a bucket."""
         return self.column if self.bucket is None else f"{self.bucket}_{self.column}"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    fn: str
+    #: None: count rows.
+    column: str | None
+
+    @property
+    def output(self) -> str:
+        """The result's column: ``sum_total``, or ``count`` for a row count."""
+        return self.fn if self.column is None else f"{self.fn}_{self.column}"
+
+
+@dataclass(frozen=True)
+class AggregateQuery:
+    table: str
+    group_by: tuple[GroupKey, ...]
+    aggregates: tuple[Aggregate, ...]
+    filters: tuple[Filter, ...]
+    order: tuple[tuple[str, bool], ...]
+    limit: int
+    offset: int
+
+    @property
+    def outputs(self) -> list[str]:
+        """The result's columns, in order: the groups', then the aggregates'."""
+        return [*(k.output for k in self.group_by), *(a.output for a in self.aggregates)]
+
+
+@dataclass(frozen=True)
+class AggregateRules:
+    """What one backend's aggregate tool can compute; the rest of the grammar is shared."""
+
+    #: Who computes the totals, as a refusal names it (``PostgREST``).
+    backend: str
+    #: The aggregate functions, by the names the model sends.
+    functions: tuple[str, ...]
+    #: The time buckets group_by may take (of :data:`BUCKETS`); none: plain columns only.
+    buckets: tuple[str, ...] = ()
+    #: Whether order may name an aggregate's output, or only group_by columns.
+    order_by_totals: bool = True
+    #: The longest output name the backend keeps whole (PostgreSQL cuts identifiers at 63).
+    max_output_name: int | None = None
 
 
 @dataclass(frozen=True)
@@ -164,25 +208,29 @@ def parse_int(value: Any, name: str, default: int) -> int:
     return value
 
 
-def parse_group_by(spec: TableSpec, raw: Any) -> tuple[GroupKey, ...]:
-    """``["status", {"column": "created_at", "bucket": "week"}]`` as group keys, each once."""
+def parse_group_by(spec: TableSpec, raw: Any, buckets: Sequence[str]) -> tuple[GroupKey, ...]:
+    """``["status", {"column": "created_at", "bucket": "week"}]`` as group keys, each once.
+    With no ``buckets`` (a backend that groups by plain columns only), every entry is a
+    column name."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
+        if not buckets:
+            raise ToolInputError("group_by must be a list of column names")
         raise ToolInputError(
             'group_by must be a list of column names or {"column": C, "bucket": B} objects'
         )
     keys: list[GroupKey] = []
     for i, item in enumerate(raw):
-        if isinstance(item, Mapping):
+        if buckets and isinstance(item, Mapping):
             if set(item) != {"column", "bucket"}:
                 raise ToolInputError(
                     f'group_by[{i}] must be a column name or {{"column": C, "bucket": B}}'
                 )
             bucket = item["bucket"]
-            if bucket not in BUCKETS:
+            if bucket not in buckets:
                 raise ToolInputError(
-                    f"group_by[{i}].bucket {bucket!r} is not one of {list(BUCKETS)}"
+                    f"group_by[{i}].bucket {bucket!r} is not one of {list(buckets)}"
                 )
             key = GroupKey(check_column(spec, item["column"]), bucket)
         else:
@@ -192,6 +240,67 @@ def parse_group_by(spec: TableSpec, raw: Any) -> tuple[GroupKey, ...]:
         if key not in keys:
             keys.append(key)
     return tuple(keys)
+
+
+def parse_aggregate(
+    args: Mapping[str, Any],
+    tables: Mapping[str, TableSpec],
+    max_rows: int,
+    rules: AggregateRules,
+) -> AggregateQuery:
+    """The aggregate tool's arguments (table, group_by, aggregates, filters, order, paging)
+    checked against the allowlist and what ``rules``' backend can compute."""
+    spec = lookup_table(tables, args.get("table"))
+    group_by = parse_group_by(spec, args.get("group_by"), rules.buckets)
+    group_outputs = [k.output for k in group_by]
+    raw = args.get("aggregates") or [{"fn": "count"}]
+    if not isinstance(raw, list):
+        raise ToolInputError("aggregates must be a list of {fn, column} objects")
+    aggregates: list[Aggregate] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping) or set(item) - {"fn", "column"}:
+            raise ToolInputError(f"aggregates[{i}] must be an object with 'fn' and 'column'")
+        fn = item.get("fn")
+        if fn not in rules.functions:
+            raise ToolInputError(f"aggregates[{i}].fn {fn!r} is not one of {list(rules.functions)}")
+        column = item.get("column")
+        if column is None:
+            if fn != "count":
+                raise ToolInputError(f"aggregates[{i}]: {fn} needs a column")
+        else:
+            column = check_column(spec, column)
+        agg = Aggregate(fn, column)
+        if rules.max_output_name is not None and len(agg.output) > rules.max_output_name:
+            raise ToolInputError(f"aggregates[{i}]: the output name {agg.output!r} is too long")
+        if agg.output in group_outputs:
+            raise ToolInputError(
+                f"aggregates[{i}] would be named {agg.output!r}, like a group_by column"
+            )
+        if agg not in aggregates:
+            aggregates.append(agg)
+    outputs = {*group_outputs, *(a.output for a in aggregates)}
+
+    def output_column(i: int, name: Any) -> str:
+        if not rules.order_by_totals and name not in group_outputs:
+            raise ToolInputError(
+                f"order[{i}].column {name!r}: order by a group_by column ({group_outputs}); "
+                f"{rules.backend} cannot order by a total"
+            )
+        if name not in outputs:
+            raise ToolInputError(
+                f"order[{i}].column {name!r} is not an output column; use one of {sorted(outputs)}"
+            )
+        return str(name)
+
+    return AggregateQuery(
+        table=spec.name,
+        group_by=group_by,
+        aggregates=tuple(aggregates),
+        filters=parse_filters(spec, args.get("filters")),
+        order=parse_order(args.get("order"), output_column),
+        limit=min(parse_int(args.get("limit"), "limit", max_rows), max_rows),
+        offset=parse_int(args.get("offset"), "offset", 0),
+    )
 
 
 def parse_select(args: Mapping[str, Any], tables: Mapping[str, TableSpec], max_rows: int) -> Select:

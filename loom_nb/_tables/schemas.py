@@ -4,10 +4,10 @@ tables are known only when a call runs (a namespace's DataFrames), so any plain 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import BUCKETS, OPERATORS
+from loom_nb._tables.grammar import OPERATORS, AggregateRules
 from loom_nb._tables.options import IDENTIFIER, TableSpec
 
 
@@ -46,8 +46,16 @@ def filters_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -
     }
 
 
-def group_by_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+def group_by_schema(
+    tables: Mapping[str, TableSpec], buckets: Sequence[str], open_tables: bool = False
+) -> dict[str, Any]:
     column = _column_schema(tables, open_tables)
+    if not buckets:
+        return {
+            "type": "array",
+            "items": column,
+            "description": "Columns to group by; omit for one row of totals.",
+        }
     return {
         "type": "array",
         "items": {
@@ -57,7 +65,7 @@ def group_by_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) 
                     "type": "object",
                     "properties": {
                         "column": {**column, "description": "A datetime column."},
-                        "bucket": {"type": "string", "enum": list(BUCKETS)},
+                        "bucket": {"type": "string", "enum": list(buckets)},
                     },
                     "required": ["column", "bucket"],
                     "additionalProperties": False,
@@ -70,6 +78,72 @@ def group_by_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) 
             "bucket's output column is named bucket_column (like week_created_at) and holds "
             "each bucket's start. Omit group_by for one summary row over all matches."
         ),
+    }
+
+
+def aggregate_schema(
+    tables: Mapping[str, TableSpec],
+    max_rows: int,
+    rules: AggregateRules,
+    open_tables: bool = False,
+) -> dict[str, Any]:
+    base = select_schema(tables, max_rows, open_tables)["properties"]
+    column = base["columns"]["items"]
+    # Order names a result's column: any output, or (where totals cannot be ordered by) a
+    # group_by column of the allowlist.
+    order_column = column
+    if rules.order_by_totals:
+        order_column = {
+            "type": "string",
+            "pattern": IDENTIFIER.pattern,
+            "description": (
+                "A group_by output (like status or week_created_at) or an "
+                "aggregate's output name like sum_total."
+            ),
+        }
+    order: dict[str, Any] = {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"column": order_column, "desc": {"type": "boolean"}},
+            "required": ["column"],
+            "additionalProperties": False,
+        },
+    }
+    if not rules.order_by_totals:
+        order["description"] = "Order by group_by columns (totals cannot be ordered by)."
+    return {
+        "type": "object",
+        "properties": {
+            "table": base["table"],
+            "group_by": group_by_schema(tables, rules.buckets, open_tables),
+            "aggregates": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "fn": {"type": "string", "enum": list(rules.functions)},
+                        "column": {**column, "description": "Omit with fn=count to count rows."},
+                    },
+                    "required": ["fn"],
+                    "additionalProperties": False,
+                },
+                "description": "Output columns are named fn_column, or count for a row count. "
+                "Default: [{fn: count}].",
+            },
+            "filters": base["filters"],
+            "order": order,
+            "limit": {
+                "type": "integer",
+                "minimum": 0,
+                "description": (
+                    f"At most {max_rows} groups come back; a larger limit is cut to that."
+                ),
+            },
+            "offset": base["offset"],
+        },
+        "required": ["table"],
+        "additionalProperties": False,
     }
 
 

@@ -16,8 +16,14 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._code import CodeContext, py_literal
-from loom_nb._tables.grammar import Filter, parse_insert, parse_select, parse_update
-from loom_nb.frames._aggregate import AggregateQuery, parse_aggregate
+from loom_nb._tables.grammar import (
+    Filter,
+    parse_aggregate,
+    parse_insert,
+    parse_select,
+    parse_update,
+)
+from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._filters import like_regex
 from loom_nb.frames._values import BadValue, holds_missing, value_for
@@ -47,7 +53,7 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 
 
 def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
-    q: AggregateQuery = parse_aggregate(args, tables.specs, tables.max_rows)
+    q = parse_aggregate(args, tables.specs, tables.max_rows, FRAME_AGGREGATES)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
     lines, mask = _mask(frame, df, q.filters, ctx)

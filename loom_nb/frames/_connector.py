@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from loom_nb._tables.builder import Read, Write, table_connector, words_tables
-from loom_nb._tables.filter_text import aggregate_words, group_words
+from loom_nb._tables.filter_text import aggregate_words
+from loom_nb._tables.grammar import parse_aggregate
+from loom_nb._tables.schemas import aggregate_schema
 from loom_nb._tools import Connector, tool
 from loom_nb.frames import _code as code
 from loom_nb.frames import _reads as reads
-from loom_nb.frames._aggregate import aggregate_schema, parse_aggregate
+from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._namespace import NAMESPACE_FRAMES
 from loom_nb.frames._writes import Writes
@@ -31,16 +33,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
 
     def aggregate_described(args: dict[str, Any]) -> str:
         known = words_tables(tables.specs, args) if open_tables else tables.specs
-        q = parse_aggregate(args, known, max_rows)
-        return aggregate_words(
-            q.table,
-            [(a.fn, a.column) for a in q.aggregates],
-            group_words(q.group_by),
-            q.filters,
-            q.order,
-            q.limit,
-            q.offset,
-        )
+        return aggregate_words(parse_aggregate(args, known, max_rows, FRAME_AGGREGATES))
 
     aggregate = tool(
         description=(
@@ -54,7 +47,9 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             "values and missing timestamps form their own group, last. At most "
             f"{max_rows} groups per call; the total number of groups is reported."
         ),
-        input=aggregate_schema(tables.specs, max_rows, open_tables=bool(open_tables)),
+        input=aggregate_schema(
+            tables.specs, max_rows, FRAME_AGGREGATES, open_tables=bool(open_tables)
+        ),
         run=lambda args, ctx=None: reads.aggregate(tables.for_run(ctx), args),
         describe=aggregate_described,
         code=lambda args, ctx: code.aggregate_code(tables.for_run(None), args, ctx),

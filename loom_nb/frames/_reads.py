@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from loom_nb._render import data_block, frame_for_model
-from loom_nb._tables.grammar import Select, parse_select
+from loom_nb._tables.grammar import Select, parse_aggregate, parse_select
 from loom_nb._tools import ToolInputError, ToolOutput
-from loom_nb.frames._aggregate import check_aggregate, compute_aggregate, parse_aggregate
+from loom_nb.frames._aggregate import FRAME_AGGREGATES, check_aggregate, compute_aggregate
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._buckets import check_bucket
 from loom_nb.frames._filters import filter_mask
@@ -174,7 +174,7 @@ def _sort_keys(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
-    q = parse_aggregate(args, tables.specs, tables.max_rows)
+    q = parse_aggregate(args, tables.specs, tables.max_rows, FRAME_AGGREGATES)
     aggregated = (a.column for a in q.aggregates if a.column is not None)
     grouped = (k.column for k in q.group_by)
     used = list(dict.fromkeys([*grouped, *aggregated]))  # each column once, in order

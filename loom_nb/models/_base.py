@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from loom_nb._errors import ProviderError, UserError
+from loom_nb._errors import MissingAPIKey, ProviderError, UserError
 from loom_nb.models import Model, ModelEvent, ModelRequest, check_allow_model_requests
 from loom_nb.models._common import ClientPerLoop, ProviderFacts, RetryPolicy, ServerError
 from loom_nb.models._deadlines import Deadlines, Expired, expires_at
@@ -90,6 +90,8 @@ class StreamingAdapter(Model, Generic[Client, Prepared, RawEvent]):
     vendor_host: ClassVar[str]
     default_base_url: ClassVar[str]
     base_url_env: ClassVar[str]
+    #: The environment variable that holds the key (an adapter may set it per model).
+    _api_key_env: str
 
     def __init__(
         self,
@@ -141,6 +143,28 @@ class StreamingAdapter(Model, Generic[Client, Prepared, RawEvent]):
         """Close the connections this model opened on the running event loop (a client you
         passed in stays yours to close). The model stays usable: it reconnects when asked."""
         await self._clients.aclose()
+
+    # ---- advice in the same words for every adapter ----------------------------------------
+
+    def _missing_key(self) -> MissingAPIKey:
+        """The vendor's own API needs a key and none is set: said before anything is sent."""
+        return MissingAPIKey(
+            f"{self.name} needs an {self.vendor} API key and none is set: set the "
+            f"{self._api_key_env} environment variable (or pass api_key=... to "
+            f"{type(self).__name__}). Nothing was sent."
+        )
+
+    def _key_advice(self, also: str = "") -> str:
+        """What to check after a refused key (``also``: one more thing, like the server)."""
+        return (
+            f"Check the key in the {self._api_key_env} environment variable (or api_key=...){also}."
+        )
+
+    def _unreachable_advice(self) -> str:
+        """What to check when no connection was made."""
+        if self.at_vendor:
+            return "Check your network connection."
+        return f"Is the server running? Check base_url=... (or {self.base_url_env})."
 
     # ---- what each adapter says -------------------------------------------------------------
 

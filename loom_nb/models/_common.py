@@ -116,6 +116,19 @@ class ServerError:
     retry_after: float | None = None
 
 
+def status_error(
+    exc: Any, status: int | None, code: str | None, message: str | None = None
+) -> ServerError:
+    """What an SDK's ``APIStatusError`` says (the OpenAI and Anthropic SDKs share its shape:
+    ``body``, ``message``, ``response``): ``message`` when the SDK read one, else the body's."""
+    return ServerError(
+        status,
+        message or body_message(exc.body) or exc.message,
+        code,
+        parse_retry_after(exc.response.headers),
+    )
+
+
 #: Error events inside a stream carry a code instead of a status; these read as one.
 _STREAM_ERROR_STATUS = {
     "rate_limit_error": 429,

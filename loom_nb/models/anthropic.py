@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from loom_nb._errors import MissingAPIKey, MissingExtra
+from loom_nb._errors import MissingExtra
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
 from loom_nb.models import ModelEvent, ModelRequest, TextDelta, ToolDefinition
 from loom_nb.models._base import Advice, StreamingAdapter
-from loom_nb.models._common import NO_KEY, ServerError, body_message, parse_retry_after, tool_call
+from loom_nb.models._common import NO_KEY, ServerError, status_error, tool_call
 from loom_nb.models._deadlines import Deadlines
 
 try:
@@ -67,6 +67,7 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
     vendor_host = "api.anthropic.com"
     default_base_url = ANTHROPIC_BASE_URL
     base_url_env = "ANTHROPIC_BASE_URL"
+    _api_key_env = "ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -137,36 +138,24 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
         if client.api_key or client.auth_token or getattr(client, "_token_cache", None):
             return client
         if self.is_anthropic:
-            raise MissingAPIKey(
-                f"{self.name} needs an Anthropic API key and none is set: set the "
-                "ANTHROPIC_API_KEY environment variable (or pass api_key=... to "
-                "AnthropicModel). Nothing was sent."
-            )
+            raise self._missing_key()
         return AsyncAnthropic(api_key=NO_KEY, base_url=self.base_url, max_retries=0)
 
     # ---- errors -----------------------------------------------------------------------------
 
     def _advice(self) -> Advice:
-        if self.is_anthropic:
-            unreachable = "Check your network connection."
-        else:
-            unreachable = "Is the server running? Check base_url=... (or ANTHROPIC_BASE_URL)."
         return Advice(
-            key="Check the key in the ANTHROPIC_API_KEY environment variable (or api_key=...).",
+            key=self._key_advice(),
             not_found="Check the model name, e.g. 'claude-sonnet-4-5' or 'claude-haiku-4-5'.",
-            unreachable=unreachable,
+            unreachable=self._unreachable_advice(),
         )
 
     def _server_error(self, exc: Exception) -> ServerError | None:
         if not isinstance(exc, anthropic.APIStatusError):
             return None
         status = exc.status_code
-        return ServerError(
-            status if status >= 400 else None,  # below: an "error" event inside a 200 stream
-            exc.api_message or body_message(exc.body) or exc.message,
-            exc.type,
-            parse_retry_after(exc.response.headers),
-        )
+        # Below 400: an "error" event inside a 200 stream.
+        return status_error(exc, status if status >= 400 else None, exc.type, exc.api_message)
 
 
 # ---- loom messages -> Messages API ---------------------------------------------------------

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loom_nb._errors import MissingAPIKey, MissingExtra
+from loom_nb._errors import MissingExtra
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
 from loom_nb.models import ModelEvent, ModelRequest, TextDelta, ToolDefinition
 from loom_nb.models._base import Advice, StreamingAdapter
-from loom_nb.models._common import NO_KEY, ServerError, body_message, parse_retry_after, tool_call
+from loom_nb.models._common import NO_KEY, ServerError, body_message, status_error, tool_call
 from loom_nb.models._deadlines import Deadlines
 
 try:
@@ -140,28 +140,22 @@ class OpenAIModel(StreamingAdapter[AsyncOpenAI, _Prepared, ChatCompletionChunk])
     def _new_client(self) -> AsyncOpenAI:
         key = self._api_key or os.environ.get(self._api_key_env)
         if not key and self.is_openai:
-            raise MissingAPIKey(
-                f"{self.name} needs an OpenAI API key and none is set: set the "
-                f"{self._api_key_env} environment variable (or pass api_key=... to "
-                "OpenAIModel). Nothing was sent."
-            )
+            raise self._missing_key()
         return AsyncOpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0)
 
     # ---- errors -----------------------------------------------------------------------------
 
     def _advice(self) -> Advice:
-        key = f"Check the key in the {self._api_key_env} environment variable (or api_key=...)"
+        unreachable = self._unreachable_advice()
         if self.is_openai:
-            key += "."
+            key = self._key_advice()
             not_found = "Check the model name."
-            unreachable = "Check your network connection."
         else:
-            key += " and that base_url is the right server."
+            key = self._key_advice(" and that base_url is the right server")
             not_found = (
                 "Check the model name (list them with GET /models) and base_url: "
                 "OpenAI-compatible servers usually serve under /v1."
             )
-            unreachable = "Is the server running? Check base_url=... (or OPENAI_BASE_URL)."
         if self.provider == "ollama":
             not_found = f"Pull it first with `ollama pull {self.model_name}`, or check the name."
             unreachable = (
@@ -172,12 +166,7 @@ class OpenAIModel(StreamingAdapter[AsyncOpenAI, _Prepared, ChatCompletionChunk])
 
     def _server_error(self, exc: Exception) -> ServerError | None:
         if isinstance(exc, openai.APIStatusError):
-            return ServerError(
-                exc.status_code,
-                body_message(exc.body) or exc.message,
-                exc.code,
-                parse_retry_after(exc.response.headers),
-            )
+            return status_error(exc, exc.status_code, exc.code)
         if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
             # An error event inside the stream: no status, its code says what happened.
             code = str(exc.code or exc.type or "")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-_THREAD_COLUMNS = (
-    "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
-    "pending_count, lease_holder, lease_until_us"
-)
+from loom_nb._message_rows import THREAD_COLUMNS
+
 #: The server's clock, in microseconds since the epoch (what lease times are kept in).
 _NOW_US = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 
@@ -52,9 +50,9 @@ class Queries:
                 changes = changes + 1
             WHERE id = %(id)s AND lease_holder = %(holder)s AND """
         self.version = f"SELECT changes, message_count FROM {s}.threads WHERE id = %(id)s AND "
-        self.thread = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE id = %(id)s AND "
+        self.thread = f"SELECT {THREAD_COLUMNS} FROM {s}.threads WHERE id = %(id)s AND "
         self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
-        self.listing = f"SELECT {_THREAD_COLUMNS} FROM {s}.threads WHERE "
+        self.listing = f"SELECT {THREAD_COLUMNS} FROM {s}.threads WHERE "
         self.order = " ORDER BY updated_us DESC, made"
         # Candidates from the word index (every word of the text is a word of the message),
         # then the exact casefolded text on those rows, unless the text is one plain word,

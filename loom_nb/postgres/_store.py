@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import builtins
-import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
@@ -29,7 +28,15 @@ from typing import Any, TypeVar
 import psycopg
 
 from loom_nb._errors import StoreError, UserError
-from loom_nb._message_rows import lease_of, message_row, moved_pending, pending_text, row_message
+from loom_nb._message_rows import (
+    lease_of,
+    message_row,
+    moved_pending,
+    pending_text,
+    row_thread,
+    sort_key,
+    thread_row,
+)
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 from loom_nb._store import Store, ThreadVersion, check_update
 from loom_nb.postgres import _schema as schema
@@ -107,19 +114,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
     # ---- the store contract -----------------------------------------------------------------
 
     def save_thread(self, thread: Thread) -> None:
-        info = thread.info_dict()
-        row = (
-            thread.id,
-            thread.agent,
-            thread.user_id,
-            thread.title,
-            info["created_at"],
-            info["updated_at"],
-            _sort_key(thread.updated_at),
-            json.dumps(info["pending"], ensure_ascii=False, separators=(",", ":")),
-            len(thread.pending),
-            thread.error,
-        )
+        row = thread_row(thread)
         self._run(
             lambda conn: conn.execute(self._q.save, row),
             user_id=thread.user_id,
@@ -216,24 +211,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         found = self._run(
             read, user_id=user_id, write=False, doing=f"reading thread {thread_id}", snapshot=True
         )
-        if found is None:
-            return None
-        record, rows = found
-        thread = Thread.from_dict(
-            {
-                "id": record[0],
-                "agent": record[1],
-                "user_id": record[2],
-                "title": record[3],
-                "created_at": record[4],
-                "updated_at": record[5],
-                "pending": json.loads(record[6]),
-                "error": record[7],
-            },
-            messages=[row_message(text, data) for text, data in rows],
-        )
-        thread.lease = lease_of(record[10], record[11])
-        return thread
+        return None if found is None else row_thread(*found)
 
     def list(
         self,
@@ -414,7 +392,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         role, created_at, text, data, search = message_row(message)
         params = (
             updated.isoformat(),
-            _sort_key(updated),
+            sort_key(updated),
             thread_id,
             thread_id,
             role,
@@ -496,10 +474,6 @@ def _owner(
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _sort_key(moment: datetime) -> int:
-    return round(moment.timestamp() * 1_000_000)
 
 
 def _info(row: Any) -> ThreadInfo:

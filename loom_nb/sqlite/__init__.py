@@ -48,7 +48,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import UserError
-from loom_nb._message_rows import lease_of, message_contains, row_message, searchable
+from loom_nb._message_rows import (
+    THREAD_COLUMNS,
+    message_contains,
+    row_thread,
+    searchable,
+    thread_row,
+)
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 from loom_nb._store import Store, ThreadVersion
 from loom_nb.sqlite import _given as given
@@ -89,10 +95,6 @@ class NewerSchemaError(SQLiteStoreError):
     """The file was written by a newer loom_nb."""
 
 
-_THREAD_COLUMNS = (
-    "id, agent, user_id, title, created_at, updated_at, pending, error, message_count, "
-    "pending_count, lease_holder, lease_until_us"
-)
 #: What a listing shows, in ThreadInfo's field order.
 _INFO_COLUMNS = "id, agent, user_id, title, created_at, updated_at, message_count, pending_count"
 
@@ -151,21 +153,9 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     # ---- the store contract -----------------------------------------------------------------
 
     def save_thread(self, thread: Thread) -> None:
-        info = thread.info_dict()
-        pending = json.dumps(info["pending"], ensure_ascii=False, separators=(",", ":"))
-        row = (
-            thread.id,
-            thread.agent,
-            thread.user_id,
-            thread.title,
-            info["created_at"],
-            info["updated_at"],
-            steps.sort_key(thread.updated_at),
-            pending,
-            len(thread.pending),
-            thread.error,
-            time.time_ns() // 1000,  # a thread made again after a deletion never repeats
-        )  # a version its old self had: it starts at the clock, in microseconds
+        # A thread made again after a deletion never repeats a version its old self had: it
+        # starts at the clock, in microseconds.
+        row = (*thread_row(thread), time.time_ns() // 1000)
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -232,7 +222,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
             record = conn.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM loom_threads WHERE id = ? AND user_id IS ?",
+                f"SELECT {THREAD_COLUMNS} FROM loom_threads WHERE id = ? AND user_id IS ?",
                 (thread_id, user_id),
             ).fetchone()
             if record is None:
@@ -244,25 +234,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             return record, rows
 
         found = self._read(read)
-        if found is None:
-            return None
-        record, rows = found
-        messages = [row_message(text, data) for text, data in rows]
-        thread = Thread.from_dict(
-            {
-                "id": record[0],
-                "agent": record[1],
-                "user_id": record[2],
-                "title": record[3],
-                "created_at": record[4],
-                "updated_at": record[5],
-                "pending": json.loads(record[6]),
-                "error": record[7],
-            },
-            messages=messages,
-        )
-        thread.lease = lease_of(record[10], record[11])
-        return thread
+        return None if found is None else row_thread(*found)
 
     def list(
         self,

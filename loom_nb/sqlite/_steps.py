@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 
-from loom_nb._message_rows import lease_of, message_row, moved_pending, pending_text
+from loom_nb._message_rows import lease_of, message_row, moved_pending, pending_text, sort_key
 from loom_nb._messages import CallState, Lease, Message, PendingApproval
 from loom_nb._store import check_update
 
@@ -117,8 +117,3 @@ def free_lease(conn: sqlite3.Connection, scope: Scope, holder: str, error: str |
             (error, *scope, holder),
         ).rowcount
     )
-
-
-def sort_key(moment: datetime) -> int:
-    """Microseconds since the epoch: how the store orders and compares moments."""
-    return round(moment.timestamp() * 1_000_000)

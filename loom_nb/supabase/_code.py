@@ -11,9 +11,9 @@ from typing import Any
 
 from loom_nb._code import CodeContext, py_literal
 from loom_nb._tables.cards import SAMPLE_ROWS
-from loom_nb._tables.grammar import Filter, Insert, Select, Update
+from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
-from loom_nb.supabase._aggregate import AggregateQuery
+from loom_nb.supabase._aggregate import select_items
 
 #: What ``records_to_frame`` (``_responses.py``) does, as code an export carries; a test
 #: checks that the two agree.
@@ -115,7 +115,7 @@ class SupabaseCode:
         q = self._aggregate(args)
         chain = [
             f".table({py_literal(q.table)})",
-            f".select({', '.join(py_literal(item) for item in q.select)})",
+            f".select({', '.join(py_literal(item) for item in select_items(q))})",
             *(_filter(f) for f in q.filters),
             *(f".order({py_literal(c)}, desc={d})" for c, d in q.order),
             f".limit({q.limit})",

@@ -24,10 +24,20 @@ from loom_nb._tables.cards import (
     update_effect,
 )
 from loom_nb._tables.filter_text import aggregate_words, filter_dict, where_text
-from loom_nb._tables.grammar import Insert, Select, Update, parse_insert, parse_select, parse_update
+from loom_nb._tables.grammar import (
+    AggregateQuery,
+    Insert,
+    Select,
+    Update,
+    parse_aggregate,
+    parse_insert,
+    parse_select,
+    parse_update,
+)
 from loom_nb._tables.options import TableSpec, describe_tables
+from loom_nb._tables.schemas import aggregate_schema
 from loom_nb._tools import Connector, Tool, ToolOutput, tool
-from loom_nb.supabase._aggregate import AggregateQuery, aggregate_schema, parse_aggregate
+from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES
 from loom_nb.supabase._code import SupabaseCode
 from loom_nb.supabase._query import (
     build_aggregate,
@@ -100,7 +110,7 @@ class SupabaseConnector:
                     f"row count). Filters as in {self.name}_select; order may name group_by "
                     f"columns. At most {self.max_rows} groups per call: page with offset."
                 ),
-                input=aggregate_schema(self.tables, self.max_rows),
+                input=aggregate_schema(self.tables, self.max_rows, SUPABASE_AGGREGATES),
                 run=self.aggregate,
                 describe=self._aggregate_words,
                 code=code.aggregate,
@@ -228,16 +238,14 @@ class SupabaseConnector:
 
     def _parse_aggregate(self, arguments: dict[str, Any]) -> AggregateQuery:
         """The same sending rules as a select: its filters as PostgREST reads them."""
-        query = parse_aggregate(arguments, self.tables, self.max_rows)
+        query = parse_aggregate(arguments, self.tables, self.max_rows, SUPABASE_AGGREGATES)
         return dataclasses.replace(
             query, filters=sendable_filters(query.filters), offset=_sendable_offset(query)
         )
 
     def _aggregate_words(self, arguments: dict[str, Any]) -> str:
-        q = parse_aggregate(arguments, self.tables, self.max_rows)
-        aggregates = [(a.fn, a.column) for a in q.aggregates]
         return aggregate_words(
-            q.table, aggregates, q.group_by, q.filters, q.order, q.limit, q.offset
+            parse_aggregate(arguments, self.tables, self.max_rows, SUPABASE_AGGREGATES)
         )
 
     def _parse_insert(self, arguments: dict[str, Any]) -> Insert:

@@ -12,29 +12,26 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import Filter, Insert, Select, Update
+from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
 from loom_nb._tools import ToolInputError
-from loom_nb.supabase._aggregate import AggregateQuery
+from loom_nb.supabase._aggregate import select_items
 
 
 def build_select(client: Any, query: Select) -> Any:
     columns = query.columns if query.columns is not None else ("*",)
     builder = client.table(query.table).select(*columns, count="exact" if query.count else None)
-    for f in query.filters:
-        builder = _apply_filter(builder, f)
-    for column, desc in query.order:
-        builder = builder.order(column, desc=desc)
-    builder = builder.limit(int(query.limit))
-    if query.offset:
-        builder = builder.offset(int(query.offset))
-    return builder
+    return _filtered_page(builder, query)
 
 
 def build_aggregate(client: Any, query: AggregateQuery) -> Any:
     """``select=status,sum_total:total.sum()`` and the filters: PostgREST groups by the
     select's plain columns."""
-    builder = client.table(query.table).select(*query.select)
+    return _filtered_page(client.table(query.table).select(*select_items(query)), query)
+
+
+def _filtered_page(builder: Any, query: Select | AggregateQuery) -> Any:
+    """A read's filters, order and page, after its select."""
     for f in query.filters:
         builder = _apply_filter(builder, f)
     for column, desc in query.order:

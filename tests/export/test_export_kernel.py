@@ -4,19 +4,17 @@ the frame the thread holds (``assert_frame_equal``)."""
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
-from nbclient import NotebookClient
 from pandas.testing import assert_frame_equal
 
 from loom_nb.sqlite import sqlite_store
 from tests.export._threads import agent_for, frames_by_variable, run_thread, script
 from tests.frames._orders import orders_frame
-from tests.notebook.nb_kernels import build, kernel_manager
+from tests.notebook.nb_kernels import exported_results
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -33,27 +31,8 @@ def test_an_exported_thread_run_in_a_fresh_kernel_gives_the_threads_frames(
     path = agent.export(thread.id, tmp_path / f"export{suffix}")
     nb = nbformat.read(path, as_version=4) if suffix == ".ipynb" else jupytext.read(path)
     orders_frame().to_pickle(tmp_path / "orders.pkl")
-    nb.cells.insert(
-        0, nbformat.v4.new_code_cell('import pandas as pd\norders = pd.read_pickle("orders.pkl")')
-    )
-    nb.cells.append(
-        nbformat.v4.new_code_cell(
-            "import pickle\n"
-            'with open("results.pkl", "wb") as f:\n'
-            '    pickle.dump({k: v for k, v in globals().items() if k.startswith("result_")}, f)'
-        )
-    )
-    name, specs = build("7.4")
-    nb.metadata["kernelspec"] = {"name": name, "display_name": name, "language": "python"}
-    NotebookClient(
-        nb,
-        km=kernel_manager(name, specs),
-        timeout=120,
-        resources={"metadata": {"path": str(tmp_path)}},
-    ).execute()
-
-    with open(tmp_path / "results.pkl", "rb") as f:
-        got = pickle.load(f)
+    setup = 'import pandas as pd\norders = pd.read_pickle("orders.pkl")'
+    got = exported_results(nb, setup, tmp_path)
     assert set(expected) <= set(got)
     for variable, frame in expected.items():
         assert_frame_equal(got[variable], frame, obj=variable)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,30 @@ def execute(
     )
     client.execute()
     return nb
+
+
+def exported_results(nb: Any, setup: str, cwd: Path) -> dict[str, Any]:
+    """Run an exported notebook ``nb`` in a fresh kernel (ipykernel 7.4) after a first cell
+    ``setup`` that defines what the export expects; the ``result_*`` variables it leaves."""
+    nb.cells.insert(0, nbformat.v4.new_code_cell(setup))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "import pickle\n"
+            'with open("results.pkl", "wb") as f:\n'
+            '    pickle.dump({k: v for k, v in globals().items() if k.startswith("result_")}, f)'
+        )
+    )
+    name, specs = build("7.4")
+    nb.metadata["kernelspec"] = {"name": name, "display_name": name, "language": "python"}
+    NotebookClient(
+        nb,
+        km=kernel_manager(name, specs),
+        timeout=120,
+        resources={"metadata": {"path": str(cwd)}},
+    ).execute()
+    with open(cwd / "results.pkl", "rb") as f:
+        results: dict[str, Any] = pickle.load(f)
+    return results
 
 
 def text_of(cell: Any) -> str:

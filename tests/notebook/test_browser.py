@@ -23,9 +23,11 @@ from tests.notebook.browser.page import (
     run_all,
     run_cell,
     screenshot,
+    streamed_texts,
     wait_cell_done,
     wait_cells_done,
     wait_kernel_idle,
+    watch_stream,
     write_notebook,
 )
 
@@ -143,20 +145,6 @@ WRITTEN = """
 print("Hopper written:", (ORDERS.customer == "Hopper").any())
 """
 
-#: Records the text of every assistant message each time the DOM changes, so the test can
-#: tell streamed text (seen growing) from text that arrived in one piece.
-WATCH_STREAM = """() => {
-    window.__loomSeen = [];
-    new MutationObserver(() => {
-        for (const el of document.querySelectorAll('.loom-assistant')) {
-            const t = el.innerText.trim();
-            if (t && window.__loomSeen[window.__loomSeen.length - 1] !== t) {
-                window.__loomSeen.push(t);
-            }
-        }
-    }).observe(document.body, {subtree: true, childList: true, characterData: true});
-}"""
-
 
 def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     """A person runs a notebook: sees the streamed answer and the table, approves the write,
@@ -164,7 +152,7 @@ def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     cells = _cells(SETUP, ASK, KERNEL_CHECK)
     write_notebook(lab.root / "agent.ipynb", cells)
     open_notebook(page, lab, "agent.ipynb")
-    page.evaluate(WATCH_STREAM)
+    watch_stream(page)
     run_all(page, len(cells))
 
     asked = cell(page, 1)
@@ -173,7 +161,7 @@ def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     answer = "Two orders are still open: 101 for Ada and 102 for Grace."
     expect_text(thread.locator(".loom-assistant").nth(1), answer)
     # Streamed: the answer was seen growing word by word before it was whole.
-    seen = page.evaluate("() => window.__loomSeen")
+    seen = streamed_texts(page)
     partial = [t for t in seen if "Two orders" in t and "Hopper" not in t]
     assert partial, f"the answer never showed partially while streaming: {seen[:10]}"
 
@@ -275,7 +263,7 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     cells = _cells(SETUP, "%loom analyst", WRITTEN)
     write_notebook(lab.root / "chat.ipynb", cells)
     open_notebook(page, lab, "chat.ipynb")
-    page.evaluate(WATCH_STREAM)
+    watch_stream(page)
     run_all(page, len(cells))
     chat = cell(page, 1).locator(".loom-chat").first
     box = chat.locator(".loom-chat-input textarea")
@@ -297,7 +285,7 @@ def test_chat_widget_send_and_approve(lab: LabServer, page: Any) -> None:
     from playwright.sync_api import expect
 
     expect(box).to_have_value("", timeout=MEDIUM)  # cleared by the kernel's reply to Send
-    seen = page.evaluate("() => window.__loomSeen")
+    seen = streamed_texts(page)
     assert [t for t in seen if "Two orders" in t and "Hopper" not in t], seen[:10]
 
     # The run stopped at the approval and the kernel is free: another cell runs now.

@@ -23,8 +23,10 @@ from tests.notebook.browser.page import (
     run_all_from_menu,
     run_cell,
     screenshot,
+    streamed_texts,
     wait_cell_done,
     wait_kernel_idle,
+    watch_stream,
     write_notebook,
 )
 
@@ -85,20 +87,6 @@ print("rows in low_df:", len(low_df))
 print("bolts in stock:", int(STOCK.loc[STOCK.sku == "A-1", "qty"].iloc[0]))
 """
 
-#: Records the text of every assistant message each time the DOM changes, so the test can
-#: tell streamed text (seen growing) from text that arrived in one piece.
-WATCH_STREAM = """() => {
-    window.__loomSeen = [];
-    new MutationObserver(() => {
-        for (const el of document.querySelectorAll('.loom-assistant')) {
-            const t = el.innerText.trim();
-            if (t && window.__loomSeen[window.__loomSeen.length - 1] !== t) {
-                window.__loomSeen.push(t);
-            }
-        }
-    }).observe(document.body, {subtree: true, childList: true, characterData: true});
-}"""
-
 
 def test_agent_run_and_approve_in_notebook7(notebook7: LabServer, notebook7_page: Any) -> None:
     """A person opens the notebook in Notebook 7 and picks Run > Run All Cells: the answer
@@ -112,14 +100,14 @@ def test_agent_run_and_approve_in_notebook7(notebook7: LabServer, notebook7_page
     # Really Notebook 7's single-document page, not JupyterLab.
     assert "/notebooks/stock.ipynb" in page.url
     assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
-    page.evaluate(WATCH_STREAM)
+    watch_stream(page)
     run_all_from_menu(page, len(cells))
 
     thread = cell(page, 1).locator(".loom-thread")
     expect_text(thread.locator(".loom-user"), "Which items are low on stock?")
     answer = "Two items are low: bolts with 4 and washers with 7."
     expect_text(thread.locator(".loom-assistant").nth(1), answer)
-    seen = page.evaluate("() => window.__loomSeen")
+    seen = streamed_texts(page)
     partial = [t for t in seen if "Two items" in t and "bolts now" not in t]
     assert partial, f"the answer never showed partially while streaming: {seen[:10]}"
 

@@ -4,7 +4,6 @@ mid-append, and the database server restarted between two runs."""
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,11 @@ import pytest
 
 from loom_nb.postgres import postgres_store
 from tests.postgres_server import LoomDatabase
+from tests.stores._processes import (
+    assert_concurrent_appends_kept,
+    assert_reported_appends_kept,
+    kill_while_appending,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -75,17 +79,7 @@ def test_four_processes_appending_at_once_lose_nothing(
         assert out.strip() == "ok", err
 
     store = postgres_store(dsn, schema=postgres_schema)
-    shared = store.load("shared")
-    assert shared is not None
-    texts = [m.text for m in shared.messages]
-    assert len(texts) == len(names) * count
-    for name in names:
-        expected = [f"{name} {i}" for i in range(count)]
-        assert [t for t in texts if t.split()[0] == name] == expected  # each kernel's in order
-        own = store.load(f"own-{name}")
-        assert own is not None and [m.text for m in own.messages] == expected
-    counts = {i.id: i.message_count for i in store.list()}
-    assert counts == {"shared": 4 * count, **{f"own-{n}": count for n in names}}
+    assert_concurrent_appends_kept(store, names, count)
     store.close()
 
 
@@ -119,38 +113,16 @@ def test_sigkill_while_appending_loses_nothing_that_completed(
     loom_database: LoomDatabase, postgres_schema: str
 ):
     dsn = loom_database.dsn()
-    rng = random.Random(14)
-    reported: dict[str, int] = {}
     kills = 50
-    for run in range(kills):
-        child = start(_APPENDER, dsn, postgres_schema, f"r{run}")
-        assert child.stdout is not None
-        for _ in range(rng.randint(1, 80)):  # let it commit some appends, then kill it
-            line = child.stdout.readline()
-            assert line, child.stderr.read() if child.stderr else ""
-            thread_id, seq = line.split()
-            reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
-        time.sleep(rng.random() * 0.005)
-        child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate()
-        for line in rest.splitlines():  # appends it reported before dying
-            thread_id, seq = line.split()
-            reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
-        assert child.returncode == -signal.SIGKILL
-
+    reported = kill_while_appending(
+        lambda run: start(_APPENDER, dsn, postgres_schema, run),
+        kills,
+        random.Random(14),
+        most_appends=80,
+        most_pause=0.005,
+    )
     store = postgres_store(dsn, schema=postgres_schema)
-    infos = {i.id: i for i in store.list(limit=10_000)}
-    for thread_id, last in reported.items():
-        thread = store.load(thread_id)
-        assert thread is not None, thread_id
-        run, n = thread_id.split("-")
-        texts = [
-            m.text.split(" ")[0] if m.role == "assistant" else m.tool_results[0].content
-            for m in thread.messages
-        ]
-        assert len(texts) >= last + 1  # nothing that completed is lost
-        assert texts == [f"{run}/{n}/{i}" for i in range(len(texts))]  # in order, no gaps
-        assert infos[thread_id].message_count == len(thread.messages)  # record and rows agree
+    assert_reported_appends_kept(store, reported)
     assert len({t.split("-")[0] for t in reported}) == kills
     store.close()
 

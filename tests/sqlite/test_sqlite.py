@@ -49,8 +49,7 @@ from loom_nb.sqlite import (
     sqlite_store,
 )
 from loom_nb.sqlite._schema import MIGRATIONS
-
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+from tests.stores._threads import T0, dumped, make
 
 #: A frozen copy of the first schema version's DDL (migration m001), as shipped. A file made
 #: with it is what an older loom_nb left on disk; the current code must open and upgrade it.
@@ -91,29 +90,6 @@ def store(tmp_path: Path):
     s = sqlite_store(tmp_path / "loom.db")
     yield s
     s.close()
-
-
-def make(
-    store: Store,
-    thread_id: str,
-    *,
-    agent: str = "a",
-    user: str | None = None,
-    texts: tuple[str, ...] = ("hi",),
-    at: datetime = T0,
-) -> Thread:
-    thread = Thread(id=thread_id, agent=agent, user_id=user, created_at=at, updated_at=at)
-    store.save_thread(thread)
-    for i, text in enumerate(texts):
-        message = Message("user", [TextPart(text)], created_at=at + timedelta(seconds=i))
-        thread.messages.append(message)
-        thread.updated_at = message.created_at
-        store.append(thread, message)
-    return thread
-
-
-def dumped(thread: Thread | None) -> str | None:
-    return None if thread is None else json.dumps(thread.to_dict(), sort_keys=True)
 
 
 # ---- the contract ----------------------------------------------------------------------------

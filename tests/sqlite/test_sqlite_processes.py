@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +15,11 @@ import pytest
 
 from loom_nb.sqlite import sqlite_store
 from loom_nb.sqlite._schema import MIGRATIONS
+from tests.stores._processes import (
+    assert_concurrent_appends_kept,
+    assert_reported_appends_kept,
+    kill_while_appending,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -260,46 +264,23 @@ while True:  # until killed
 
 def test_sigkill_while_appending_loses_nothing_that_completed(tmp_path: Path):
     path = str(tmp_path / "loom.db")
-    rng = random.Random(4)
-    reported: dict[str, int] = {}
-    for run in range(25):
-        child = subprocess.Popen(
-            [sys.executable, "-c", _APPENDER, path, f"r{run}"],
+    reported = kill_while_appending(
+        lambda run: subprocess.Popen(
+            [sys.executable, "-c", _APPENDER, path, run],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )
-        assert child.stdout is not None
-        wanted = rng.randint(1, 120)
-        for _ in range(wanted):  # let it commit some appends, then kill it mid-stream
-            line = child.stdout.readline()
-            assert line, child.stderr.read() if child.stderr else ""
-            thread_id, seq = line.split()
-            reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
-        time.sleep(rng.random() * 0.02)
-        child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate()
-        for line in rest.splitlines():  # appends it reported before dying
-            thread_id, seq = line.split()
-            reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
-        assert child.returncode == -signal.SIGKILL
-
+        ),
+        25,
+        random.Random(4),
+        most_appends=120,
+        most_pause=0.02,
+    )
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     conn.close()
     store = sqlite_store(path)
-    infos = {i.id: i for i in store.list(limit=10_000)}
-    for thread_id, last in reported.items():
-        thread = store.load(thread_id)
-        assert thread is not None, thread_id
-        run, n = thread_id.split("-")
-        texts = [
-            m.text.split(" ")[0] if m.role == "assistant" else m.tool_results[0].content
-            for m in thread.messages
-        ]
-        assert len(texts) >= last + 1
-        assert texts == [f"{run}/{n}/{i}" for i in range(len(texts))]  # in order, no gaps
-        assert infos[thread_id].message_count == len(thread.messages)  # record and rows agree
+    assert_reported_appends_kept(store, reported)
     assert sum(last + 1 for last in reported.values()) > 25
     store.close()
 
@@ -354,19 +335,7 @@ def test_two_processes_appending_at_once_lose_nothing_and_never_lock(tmp_path: P
         assert out.strip() == "ok", err
         assert "locked" not in err
     store = sqlite_store(path)
-    shared = store.load("shared")
-    assert shared is not None
-    texts = [m.text for m in shared.messages]
-    for name in ("k1", "k2"):
-        own = store.load(f"own-{name}")
-        assert [m.text for m in own.messages] == [f"{name} {i}" for i in range(count)]
-        assert [t for t in texts if t.startswith(name)] == [f"{name} {i}" for i in range(count)]
-    assert len(texts) == 2 * count
-    assert {i.id: i.message_count for i in store.list()} == {
-        "shared": 2 * count,
-        "own-k1": count,
-        "own-k2": count,
-    }
+    assert_concurrent_appends_kept(store, ["k1", "k2"], count)
     assert store.schema_version == len(MIGRATIONS)
     store.close()
     conn = sqlite3.connect(path)

@@ -9,7 +9,6 @@ PostgreSQL's word index (tests/postgres/ states that).
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -28,35 +27,8 @@ from loom_nb import (
     UserError,
 )
 from loom_nb._store import ThreadVersion, VersionedStore
+from tests.stores._threads import T0, add, dumped, make
 from tests.stores.conftest import Backend
-
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
-
-
-def make(
-    store: Store,
-    thread_id: str,
-    *,
-    agent: str = "a",
-    user: str | None = None,
-    texts: tuple[str, ...] = ("hi",),
-    at: datetime = T0,
-) -> Thread:
-    thread = Thread(id=thread_id, agent=agent, user_id=user, created_at=at, updated_at=at)
-    store.save_thread(thread)
-    for i, text in enumerate(texts):
-        add(store, thread, Message("user", [TextPart(text)], created_at=at + timedelta(seconds=i)))
-    return thread
-
-
-def add(store: Store, thread: Thread, message: Message) -> None:
-    thread.messages.append(message)
-    thread.updated_at = message.created_at
-    store.append(thread, message)
-
-
-def dumped(thread: Thread | None) -> str | None:
-    return None if thread is None else json.dumps(thread.to_dict(), sort_keys=True)
 
 
 def ids(infos: list) -> list[str]:

@@ -6,7 +6,6 @@ how rows become a DataFrame) agrees with the connector's own."""
 from __future__ import annotations
 
 import json
-import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nbclient import NotebookClient
 from pandas.testing import assert_frame_equal
 from supabase import ClientOptions, create_client
 
@@ -24,7 +22,7 @@ from loom_nb import ReplayModel, Reply, define_agent
 from loom_nb.supabase import supabase_tools
 from loom_nb.supabase._code import POSTGREST_FRAME
 from loom_nb.supabase._responses import records_to_frame
-from tests.notebook.nb_kernels import build, kernel_manager
+from tests.notebook.nb_kernels import exported_results
 from tests.supabase.rig import USER_A, Rig
 
 COLUMNS = ["id", "status", "total", "created_at"]
@@ -103,25 +101,7 @@ def test_an_exported_supabase_thread_run_in_a_fresh_kernel_gives_its_frames(
         "options=ClientOptions(headers=headers))\n\n"
         f"context = {json.dumps(context)}"
     )
-    nb.cells.insert(0, nbformat.v4.new_code_cell(define))
-    nb.cells.append(
-        nbformat.v4.new_code_cell(
-            "import pickle\n"
-            'with open("results.pkl", "wb") as f:\n'
-            '    pickle.dump({k: v for k, v in globals().items() if k.startswith("result_")}, f)'
-        )
-    )
-    name, specs = build("7.4")
-    nb.metadata["kernelspec"] = {"name": name, "display_name": name, "language": "python"}
-    client = NotebookClient(
-        nb,
-        km=kernel_manager(name, specs),
-        timeout=120,
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
-    with open(tmp_path / "results.pkl", "rb") as f:
-        got = pickle.load(f)
+    got = exported_results(nb, define, tmp_path)
     for variable, frame in expected.items():
         assert_frame_equal(got[variable], frame, obj=variable)
     assert rig.shim.refused == []

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from loom_nb import UserError
-from loom_nb._tables.grammar import Filter, parse_insert, parse_select, parse_update
+from loom_nb._tables.grammar import (
+    BUCKETS,
+    AggregateRules,
+    Filter,
+    GroupKey,
+    parse_aggregate,
+    parse_insert,
+    parse_select,
+    parse_update,
+)
 from loom_nb._tables.options import parse_tables
-from loom_nb._tables.schemas import select_schema
+from loom_nb._tables.schemas import aggregate_schema, select_schema
 from loom_nb._tools import ToolInputError
 
 TABLES = parse_tables(
@@ -111,6 +122,68 @@ def test_schema_enums():
     assert schema["properties"]["table"]["enum"] == ["notes", "orders"]
     # one table allows every column: names are checked by pattern instead of an enum
     assert "pattern" in schema["properties"]["columns"]["items"]
+
+
+#: Two backends' aggregate rules: one groups by time buckets and orders by totals, the other
+#: groups by plain columns, orders by them only and keeps output names short.
+BUCKETED = AggregateRules("pandas", ("count", "sum"), buckets=BUCKETS)
+PLAIN = AggregateRules("PostgREST", ("count", "avg"), order_by_totals=False, max_output_name=8)
+
+
+def test_one_aggregate_grammar_takes_each_backends_rules():
+    args = {
+        "table": "orders",
+        "group_by": ["status", "status"],
+        "aggregates": [{"fn": "count"}, {"fn": "count"}],
+        "order": [{"column": "status", "desc": True}],
+        "limit": 99,
+    }
+    for rules in (BUCKETED, PLAIN):
+        q = parse_aggregate(args, TABLES, 25, rules)
+        assert q.group_by == (GroupKey("status"),) and q.outputs == ["status", "count"]
+        assert q.order == (("status", True),) and q.limit == 25
+    weekly = {"table": "notes", "group_by": [{"column": "at", "bucket": "week"}]}
+    assert parse_aggregate(weekly, TABLES, 25, BUCKETED).outputs == ["week_at", "count"]
+    by_total = {**args, "order": [{"column": "count"}]}
+    assert parse_aggregate(by_total, TABLES, 25, BUCKETED).order == (("count", False),)
+    schema = aggregate_schema(TABLES, 25, PLAIN)["properties"]
+    assert schema["aggregates"]["items"]["properties"]["fn"]["enum"] == ["count", "avg"]
+    assert "anyOf" not in schema["group_by"]["items"]  # plain columns only
+
+
+@pytest.mark.parametrize(
+    ("rules", "args", "message"),
+    [
+        (PLAIN, {"aggregates": [{"fn": "sum", "column": "total"}]}, "'sum' is not one of"),
+        (BUCKETED, {"aggregates": [{"fn": "avg", "column": "total"}]}, "'avg' is not one of"),
+        (PLAIN, {"group_by": "status"}, "group_by must be a list of column names"),
+        (
+            PLAIN,
+            {"group_by": [{"column": "total", "bucket": "week"}]},
+            "is not a plain column name",
+        ),
+        (
+            BUCKETED,
+            {"group_by": [{"column": "total", "bucket": "hour"}]},
+            "group_by[0].bucket 'hour' is not one of",
+        ),
+        (
+            PLAIN,
+            {"group_by": ["status"], "order": [{"column": "count"}]},
+            "order by a group_by column (['status']); PostgREST cannot order by a total",
+        ),
+        (
+            BUCKETED,
+            {"group_by": ["status"], "order": [{"column": "total"}]},
+            "'total' is not an output column; use one of ['count', 'status']",
+        ),
+        (PLAIN, {"aggregates": [{"fn": "avg", "column": "total"}]}, "'avg_total' is too long"),
+        (BUCKETED, {"aggregates": [{"fn": "sum"}]}, "aggregates[0]: sum needs a column"),
+    ],
+)
+def test_aggregate_refusals_follow_the_backends_rules(rules, args, message):
+    with pytest.raises(ToolInputError, match=re.escape(message)):
+        parse_aggregate({"table": "orders", **args}, TABLES, 25, rules)
 
 
 @pytest.mark.parametrize("bad", ["", "1db", "has space", "x" * 41, "semi;colon", 3])

@@ -30,6 +30,20 @@ CHROMIUM_ARGS = [
 SLOW = 180_000  # ms
 MEDIUM = 60_000  # ms
 
+#: Records the text of every assistant message each time the DOM changes, so a test can
+#: tell streamed text (seen growing) from text that arrived in one piece.
+_WATCH_STREAM = """() => {
+    window.__loomSeen = [];
+    new MutationObserver(() => {
+        for (const el of document.querySelectorAll('.loom-assistant')) {
+            const t = el.innerText.trim();
+            if (t && window.__loomSeen[window.__loomSeen.length - 1] !== t) {
+                window.__loomSeen.push(t);
+            }
+        }
+    }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
 
 def playwright_available() -> str | None:
     try:
@@ -237,3 +251,14 @@ def run_all_from_menu(page: Any, count: int, timeout: int = SLOW) -> None:
     label = page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^\s*Run All Cells\s*$"))
     page.locator(".lm-Menu-item[role=menuitem]", has=label).click(timeout=MEDIUM)
     wait_cells_done(page, count, timeout)
+
+
+def watch_stream(page: Any) -> None:
+    """From now on, record each text an assistant message shows (see :func:`streamed_texts`)."""
+    page.evaluate(_WATCH_STREAM)
+
+
+def streamed_texts(page: Any) -> list[str]:
+    """Every text the assistant messages showed since :func:`watch_stream`, in order."""
+    seen: list[str] = page.evaluate("() => window.__loomSeen")
+    return seen

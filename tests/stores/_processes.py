@@ -1,0 +1,83 @@
+"""The trials of a store that several processes write, the same for every store that
+outlives a process.
+
+- Kernels appending at once, to a shared thread and each to its own: every message is kept,
+  each kernel's in order.
+- Kernels killed mid-append: children append numbered messages and say so after each commit,
+  are killed mid-stream, and a new store must hold every message a child reported, in order,
+  with no gap."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+from loom_nb import Store
+
+
+def kill_while_appending(
+    start: Callable[[str], subprocess.Popen[str]],
+    runs: int,
+    rng: random.Random,
+    most_appends: int,
+    most_pause: float,
+) -> dict[str, int]:
+    """``start(run)`` runs a child that writes ``<thread id> <index>`` after each append it
+    commits; each is killed after 1 to ``most_appends`` lines and a pause of up to
+    ``most_pause`` seconds. The last index each thread was reported to reach."""
+    reported: dict[str, int] = {}
+
+    def note(line: str) -> None:
+        thread_id, seq = line.split()
+        reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
+
+    for run in range(runs):
+        child = start(f"r{run}")
+        assert child.stdout is not None
+        for _ in range(rng.randint(1, most_appends)):  # let it commit some, then kill it
+            line = child.stdout.readline()
+            assert line, child.stderr.read() if child.stderr else ""
+            note(line)
+        time.sleep(rng.random() * most_pause)
+        child.send_signal(signal.SIGKILL)
+        rest, _ = child.communicate()
+        for line in rest.splitlines():  # appends it reported before dying
+            note(line)
+        assert child.returncode == -signal.SIGKILL
+    return reported
+
+
+def assert_reported_appends_kept(store: Store, reported: dict[str, int]) -> None:
+    """Every message a child reported is in its thread, in order, with no gap; a message's
+    first word (or its tool result) is ``<run>/<n>/<index>``."""
+    infos = {i.id: i for i in store.list(limit=10_000)}
+    for thread_id, last in reported.items():
+        thread = store.load(thread_id)
+        assert thread is not None, thread_id
+        run, n = thread_id.split("-")
+        texts = [
+            m.text.split(" ")[0] if m.role == "assistant" else m.tool_results[0].content
+            for m in thread.messages
+        ]
+        assert len(texts) >= last + 1  # nothing that completed is lost
+        assert texts == [f"{run}/{n}/{i}" for i in range(len(texts))]  # in order, no gaps
+        assert infos[thread_id].message_count == len(thread.messages)  # record and rows agree
+
+
+def assert_concurrent_appends_kept(store: Store, names: list[str], count: int) -> None:
+    """Kernels ``names`` each appended ``"<name> <i>"`` for i < ``count`` to thread
+    ``shared`` and to its own ``own-<name>``: all are kept, each kernel's in order."""
+    shared = store.load("shared")
+    assert shared is not None
+    texts = [m.text for m in shared.messages]
+    assert len(texts) == len(names) * count
+    for name in names:
+        expected = [f"{name} {i}" for i in range(count)]
+        assert [t for t in texts if t.split()[0] == name] == expected  # each kernel's in order
+        own = store.load(f"own-{name}")
+        assert own is not None and [m.text for m in own.messages] == expected
+    counts = {i.id: i.message_count for i in store.list()}
+    assert counts == {"shared": len(names) * count, **{f"own-{n}": count for n in names}}
