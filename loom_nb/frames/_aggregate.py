@@ -46,8 +46,8 @@ def check_aggregate(table: str, col: pd.Series, agg: Aggregate) -> None:
 
 
 def _apply(target: Any, a: Aggregate) -> Any:
-    """One aggregate of a Series or a grouped Series. A sum of no values is missing, as in SQL
-    (pandas would say 0); count_distinct is SQL's count(DISTINCT column)."""
+    """One aggregate of a one-column frame or a grouped Series. A sum of no values is missing,
+    as in SQL (pandas would say 0); count_distinct is SQL's count(DISTINCT column)."""
     if a.fn == "sum":
         return target.sum(min_count=1)
     if a.fn == "count_distinct":
@@ -56,10 +56,16 @@ def _apply(target: Any, a: Aggregate) -> Any:
 
 
 def compute_aggregate(sub: pd.DataFrame, q: AggregateQuery) -> pd.DataFrame:
-    """One row per group (missing values form a group, as SQL's GROUP BY does), or one row."""
+    """One row per group (missing values form a group, as SQL's GROUP BY does), or one row.
+
+    The one row is reduced from one-column frames (``sub[["total"]].sum()``), which keep the
+    column's dtype as a group's reduction does: a scalar would lose it (a tz-aware NaT, an
+    Int64 NA) when no row matches."""
     if not q.group_by:
         row = {
-            a.output: [len(sub) if a.column is None else _apply(sub[a.column], a)]
+            a.output: pd.Series([len(sub)])
+            if a.column is None
+            else _apply(sub[[a.column]], a).reset_index(drop=True)
             for a in q.aggregates
         }
         return pd.DataFrame(row)

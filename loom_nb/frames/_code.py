@@ -85,10 +85,14 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
         ]
         table = f"pd.DataFrame({{{', '.join(parts)}}}).reset_index()"
     else:
+        # A one-column frame's reduction keeps the column's dtype, also over no rows.
         parts = [
-            f"{py_literal(a.output)}: ["
-            + (f"len({source})" if a.column is None else _aggregate(source, a.fn, a.column))
-            + "]"
+            f"{py_literal(a.output)}: "
+            + (
+                f"[len({source})]"
+                if a.column is None
+                else _aggregate(source, a.fn, a.column, one_column_frame=True) + ".array"
+            )
             for a in q.aggregates
         ]
         table = f"pd.DataFrame({{{', '.join(parts)}}})"
@@ -248,8 +252,10 @@ def _regex_literal(regex: str) -> str:
 _AGGREGATE_CALLS = {"sum": "sum(min_count=1)", "count_distinct": "nunique()"}
 
 
-def _aggregate(source: str, fn: str, column: str) -> str:
-    return f"{source}[{py_literal(column)}].{_AGGREGATE_CALLS.get(fn, f'{fn}()')}"
+def _aggregate(source: str, fn: str, column: str, *, one_column_frame: bool = False) -> str:
+    """``source["total"].fn()``, or ``source[["total"]].fn()``."""
+    key = f"[{py_literal(column)}]" if one_column_frame else py_literal(column)
+    return f"{source}[{key}].{_AGGREGATE_CALLS.get(fn, f'{fn}()')}"
 
 
 #: The time buckets of ``frames_aggregate`` (``loom_nb/frames/_buckets.py``) in plain pandas and

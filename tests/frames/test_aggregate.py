@@ -150,6 +150,35 @@ async def test_aggregate_filters_and_sql_like_sums_of_nothing(conn):
     assert out.data["sum_qty"].isna().all()  # no values to add: missing, not 0
 
 
+async def test_a_summary_of_no_rows_keeps_the_dtypes_of_a_summary_of_some(conn, orders):
+    """ "Total of the orders above 10,000" when there are none: one row of missing values in
+    the columns' own dtypes (a tz-aware minimum stays tz-aware, a sum of Int64 stays Int64),
+    the dtypes the same question gets when rows match, and those of a grouped summary. (A
+    numpy int or bool column's sum of nothing is NaN, a float, as pandas has it.)"""
+    aggregates = [
+        {"fn": "count"},
+        {"fn": "sum", "column": "qty"},
+        {"fn": "mean", "column": "qty"},
+        {"fn": "median", "column": "qty"},
+        {"fn": "min", "column": "created_at"},
+        {"fn": "max", "column": "shipped_on"},
+        {"fn": "count_distinct", "column": "status"},
+        {"fn": "max", "column": "priority"},
+    ]
+    args = {"table": "orders", "aggregates": aggregates}
+    none = await call(conn, "frames_aggregate", {**args, "filters": [flt("total", "gt", 10_000)]})
+    some = await call(conn, "frames_aggregate", {**args, "filters": [flt("total", "gt", 100)]})
+    grouped = await call(conn, "frames_aggregate", {**args, "group_by": ["paid"]})
+    dtypes = dict(some.data.dtypes.astype(str))
+    assert dict(none.data.dtypes.astype(str)) == dtypes
+    assert {k: str(v) for k, v in grouped.data.dtypes.items() if k != "paid"} == dtypes
+    assert dtypes["min_created_at"] == str(orders["created_at"].dtype)  # its time zone kept
+    assert dtypes["sum_qty"] == "Int64" and dtypes["max_priority"] == "category"
+    row = none.data.iloc[0]
+    assert row["count"] == 0 and row["count_distinct_status"] == 0
+    assert none.data.drop(columns=["count", "count_distinct_status"]).isna().all(axis=None)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -211,6 +211,26 @@ def test_bucketed_aggregate_code_gives_the_tools_frame(
     assert same(conn, "frames_aggregate", args, df, "events")
 
 
+@pytest.mark.parametrize("above", [10_000, 100])
+def test_a_summary_row_in_code_is_the_tools_over_no_rows_too(above: int) -> None:
+    args = {
+        "table": "orders",
+        "filters": [{"column": "total", "op": "gt", "value": above}],
+        "aggregates": [
+            {"fn": fn, "column": column}
+            for fn, column in [
+                ("sum", "qty"),
+                ("median", "qty"),
+                ("min", "created_at"),
+                ("max", "priority"),
+                ("count_distinct", "code"),
+                ("mean", "wait"),
+            ]
+        ],
+    }
+    assert same(CONN, "frames_aggregate", args)
+
+
 def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
     conn = frame_tools({"orders": orders_frame()})
     args = {
