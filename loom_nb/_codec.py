@@ -1,7 +1,8 @@
 """JSON encoding of the structured data that tool results and approvals carry.
 
 Plain JSON values pass through. DataFrames are tagged and stored column by column with their
-dtypes and index, so a frame loaded from a store equals the frame that was saved. pandas is
+dtypes and index, so a frame loaded from a store equals the frame that was saved (the dates,
+timestamps, durations and Decimals of object columns included, each tagged). pandas is
 imported only when a DataFrame is actually met: ``import loom_nb`` stays light.
 """
 
@@ -56,6 +57,8 @@ def decode(data: Any) -> Any:
     if tag == "series":
         frame = _decode_frame(data["frame"])
         return frame[frame.columns[0]]
+    if tag in _OBJECT_TAGS:
+        return _decode_object(tag, data)
     raise ValueError(f"unknown encoded value {tag!r}")
 
 
@@ -137,8 +140,61 @@ def _encode_column(col: Any) -> dict[str, Any]:
         values = [None if m else int(v) for v, m in zip(ints.tolist(), mask, strict=False)]
         return {"dtype": str(dtype), "values": values}
     mask = col.isna().to_numpy()
-    values = [None if m else encode(v) for v, m in zip(col.tolist(), mask, strict=False)]
+    cell = _encode_object if pd.api.types.is_object_dtype(dtype) else encode
+    values = [None if m else cell(v) for v, m in zip(col.tolist(), mask, strict=False)]
     return {"dtype": str(dtype), "values": values}
+
+
+def _encode_object(value: Any) -> Any:
+    """A value of an object column: as :func:`encode` has it, except the values JSON has no
+    type for, which are tagged so that they come back as themselves, not as their text (a
+    column of ``datetime.date``, of Decimals read from a database, of timestamps in several
+    time zones). A timestamp keeps its zone's name; other zones keep their offset."""
+    import datetime as dt
+    import decimal
+
+    pd = sys.modules["pandas"]
+    if isinstance(value, pd.Timestamp):
+        zone = value.tz
+        named = getattr(zone, "key", None) or getattr(zone, "zone", None)
+        if named is None and zone is not None and zone is dt.timezone.utc:
+            named = "UTC"
+        return {TAG: "timestamp", "iso": value.isoformat(), "unit": value.unit, "tz": named}
+    if isinstance(value, pd.Timedelta):
+        return {TAG: "timedelta", "value": int(value.value), "unit": value.unit}
+    if isinstance(value, dt.timedelta):
+        return {TAG: "duration", "parts": [value.days, value.seconds, value.microseconds]}
+    for kind in ("datetime", "date", "time"):  # a datetime is a date too: it goes first
+        if isinstance(value, getattr(dt, kind)):
+            return {TAG: kind, "iso": value.isoformat()}
+    if isinstance(value, decimal.Decimal):
+        return {TAG: "decimal", "text": str(value)}
+    return encode(value)
+
+
+#: The tags of :func:`_encode_object`.
+_OBJECT_TAGS = frozenset(
+    {"timestamp", "timedelta", "datetime", "date", "time", "duration", "decimal"}
+)
+
+
+def _decode_object(tag: str, data: dict[str, Any]) -> Any:
+    import datetime as dt
+    import decimal
+
+    if tag == "decimal":
+        return decimal.Decimal(data["text"])
+    if tag in ("datetime", "date", "time"):
+        return getattr(dt, tag).fromisoformat(data["iso"])
+    if tag == "duration":
+        days, seconds, microseconds = data["parts"]
+        return dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+    import pandas as pd
+
+    if tag == "timedelta":
+        return pd.Timedelta(data["value"], unit="ns").as_unit(data["unit"])
+    stamp = pd.Timestamp(data["iso"]).as_unit(data["unit"])
+    return stamp.tz_convert(data["tz"]) if data["tz"] is not None else stamp
 
 
 def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +83,30 @@ def frames() -> dict[str, pd.DataFrame]:
                 "dicts": [{"a": 1, "nested": {"b": [1, 2]}}, {}, None],
                 "lists": [[1, "x"], [], [None]],
                 "mixed": [1, "two", {"__loom__": "not a tag"}],
+            }
+        ),
+        # What a notebook's object columns hold: dates (df.ts.dt.date), Decimals (numeric
+        # columns read from PostgreSQL), timestamps of several time zones in one column.
+        "temporal_objects": pd.DataFrame(
+            {
+                "day": [dt.date(2024, 1, 31), None, dt.date(1999, 12, 1)],
+                "zones": pd.Series(
+                    [
+                        pd.Timestamp("2024-03-31 02:30", tz="UTC"),
+                        pd.Timestamp("2024-03-31 03:30", tz="Europe/Berlin"),
+                        pd.Timestamp("2024-01-01 00:00:00.000001"),
+                    ],
+                    dtype=object,
+                ),
+                "money": [Decimal("120.50"), Decimal("-0.001"), None],
+                "at": [
+                    dt.datetime(2024, 5, 1, 8, 30, 15, 250),
+                    dt.datetime(2024, 5, 1, 8, 30, tzinfo=dt.timezone(dt.timedelta(hours=-3))),
+                    dt.time(23, 59, 1),
+                ],
+                "waited": pd.Series(
+                    [pd.Timedelta("1 days 00:00:00.5"), dt.timedelta(hours=-2), None], dtype=object
+                ),
             }
         ),
         "named_index": pd.DataFrame(
@@ -171,6 +197,20 @@ def test_frames_round_trip_through_the_memory_store():
     store.save_thread(thread)
     store.append(thread, Message("tool", [ToolResult("c1", "query", "rows", df)]))
     same(store.load("t").frames[0], df)
+
+
+def test_values_in_object_columns_come_back_as_their_own_types_and_zones():
+    """A date stays a date (not its ISO text), a Decimal a Decimal, each timestamp of a
+    column of several time zones keeps its zone."""
+    df = frames()["temporal_objects"]
+    got = decode(json.loads(json.dumps(encode(df))))
+    for column in df.columns:
+        for before, after in zip(df[column], got[column], strict=True):
+            assert type(after) is type(before), (column, before, after)
+            assert after == before or (before is None and after is None)
+    zones = [str(getattr(t, "tz", None)) for t in got["zones"]]
+    assert zones == ["UTC", "Europe/Berlin", "None"]
+    assert got["at"][1].utcoffset() == dt.timedelta(hours=-3)
 
 
 def test_a_series_round_trips():
