@@ -25,7 +25,9 @@ class CodeContext:
     the code uses with :meth:`setup` (an export puts each once in its first cell). A tool
     that works on an earlier result (a chart of a fetched frame) names it with
     :meth:`result_of` (the call id it was given); :attr:`data` is the call's own saved result,
-    when it is known.
+    when it is known. The variables and helpers the code binds itself (a scratch mask, a
+    helper function) are named with :meth:`name`, which keeps clear of the variables the
+    notebook expects (a table called ``groups`` keeps its frame).
     """
 
     #: The variable the code assigns the call's result to.
@@ -38,12 +40,25 @@ class CodeContext:
     agent: str = ""
     thread_id: str = ""
     user_id: str | None = None
+    #: Names the code must not bind: the variables the whole notebook expects.
+    taken: frozenset[str] = frozenset()
     expected: dict[str, str] = field(default_factory=dict)
     setups: list[str] = field(default_factory=list)
+    #: The names :meth:`name` gave out.
+    bound: set[str] = field(default_factory=set)
 
     def expect(self, name: str, about: str) -> str:
         """Declare that the code reads variable ``name`` (``about`` says what it holds)."""
         self.expected.setdefault(name, about)
+        return name
+
+    def name(self, preferred: str) -> str:
+        """A name for a variable or helper the code binds: ``preferred``, with ``_`` added
+        while an expected variable has it."""
+        name = preferred
+        while name in self.taken or name in self.expected:
+            name += "_"
+        self.bound.add(preferred)
         return name
 
     def setup(self, code: str) -> None:

@@ -56,45 +56,58 @@ def export_thread(thread: Thread, tools: Mapping[str, Tool], path: str | Path) -
 
 def thread_cells(thread: Thread, tools: Mapping[str, Tool]) -> Exported:
     """The cells of ``thread``: its messages in order, each tool call as its code."""
-    results = {r.call_id: r for r in thread.tool_results()}
-    pending = {p.call_id: p.state for p in thread.pending}
-    exported = Exported([])
-    expected: dict[str, str] = {}
-    setups: list[str] = []
-    body: list[Cell] = []
-    number = 0
-    for message in thread.messages:
-        if message.role == "user" and message.text:
-            body.append(Cell("markdown", _said("You", message.text)))
-        elif message.role == "assistant":
-            if message.text:
-                body.append(Cell("markdown", _said(thread.agent, message.text)))
-            for call in message.tool_calls:
-                number += 1
-                ctx = CodeContext(
-                    f"result_{number}",
-                    results=dict(exported.results),
-                    data=getattr(results.get(call.id), "data", None),
-                    agent=thread.agent,
-                    thread_id=thread.id,
-                    user_id=thread.user_id,
-                )
-                tool = tools.get(call.name)
-                cell, runs = _call_cell(
-                    number, call, tool, results.get(call.id), pending.get(call.id), ctx
-                )
-                body.append(cell)
-                if runs:
-                    exported.results[call.id] = ctx.result
-                    for name, about in ctx.expected.items():
-                        expected.setdefault(name, about)
-                    setups.extend(s for s in ctx.setups if s not in setups)
-    exported.cells = [
-        Cell("markdown", _title(thread, expected)),
-        Cell("code", _setup(expected, setups)),
-        *body,
+    body = _Body(thread, tools, frozenset())
+    if body.bound & body.expected.keys():  # a table named like a helper or scratch variable
+        body = _Body(thread, tools, frozenset(body.expected))
+    body.exported.cells = [
+        Cell("markdown", _title(thread, body.expected)),
+        Cell("code", _setup(body.expected, body.setups)),
+        *body.cells,
     ]
-    return exported
+    return body.exported
+
+
+class _Body:
+    """The cells of the thread's messages, and what their code expects, sets up and binds;
+    the code binds no name in ``taken``."""
+
+    def __init__(self, thread: Thread, tools: Mapping[str, Tool], taken: frozenset[str]) -> None:
+        results = {r.call_id: r for r in thread.tool_results()}
+        pending = {p.call_id: p.state for p in thread.pending}
+        self.exported = Exported([])
+        self.expected: dict[str, str] = {}
+        self.setups: list[str] = []
+        self.bound: set[str] = set()
+        self.cells: list[Cell] = []
+        number = 0
+        for message in thread.messages:
+            if message.role == "user" and message.text:
+                self.cells.append(Cell("markdown", _said("You", message.text)))
+            elif message.role == "assistant":
+                if message.text:
+                    self.cells.append(Cell("markdown", _said(thread.agent, message.text)))
+                for call in message.tool_calls:
+                    number += 1
+                    ctx = CodeContext(
+                        f"result_{number}",
+                        results=dict(self.exported.results),
+                        data=getattr(results.get(call.id), "data", None),
+                        agent=thread.agent,
+                        thread_id=thread.id,
+                        user_id=thread.user_id,
+                        taken=taken,
+                    )
+                    tool = tools.get(call.name)
+                    cell, runs = _call_cell(
+                        number, call, tool, results.get(call.id), pending.get(call.id), ctx
+                    )
+                    self.cells.append(cell)
+                    self.bound |= ctx.bound
+                    if runs:
+                        self.exported.results[call.id] = ctx.result
+                        for name, about in ctx.expected.items():
+                            self.expected.setdefault(name, about)
+                        self.setups.extend(s for s in ctx.setups if s not in self.setups)
 
 
 def _call_cell(
@@ -183,11 +196,14 @@ def _setup(expected: Mapping[str, str], setups: list[str]) -> str:
     lines = []
     if expected:
         names = py_literal(list(expected))
+        missing = "missing"
+        while missing in expected:
+            missing += "_"
         lines += [
             "# The variables this notebook expects (see above)",
-            f"missing = [name for name in {names} if name not in globals()]",
-            "if missing:",
-            '    raise NameError(f"define {missing} before running this notebook")',
+            f"{missing} = [name for name in {names} if name not in globals()]",
+            f"if {missing}:",
+            f'    raise NameError(f"define {{{missing}}} before running this notebook")',
         ]
     imports = [s for s in setups if _is_import(s)]
     others = [s for s in setups if not _is_import(s)]

@@ -111,11 +111,12 @@ def chart_code(args: dict[str, Any], ctx: CodeContext) -> str | None:
     ctx.setup("import numpy as np")
     ctx.setup("import pandas as pd")
     ctx.setup("import matplotlib.pyplot as plt")
-    ctx.setup(DRAW_CHART)
+    draw = ctx.name("draw_chart")
+    ctx.setup(DRAW_CHART.replace("def draw_chart(", f"def {draw}(", 1))
     named = [f"x={py_literal(args['x'])}"]
     named += [
         f"{key}={py_literal(args[key])}"
         for key in ("y", "color", "title")
         if args.get(key) is not None
     ]
-    return f"{ctx.result} = draw_chart({source}, {py_literal(args['kind'])}, {', '.join(named)})"
+    return f"{ctx.result} = {draw}({source}, {py_literal(args['kind'])}, {', '.join(named)})"

@@ -59,7 +59,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
     lines, mask = _mask(frame, df, q.filters, ctx)
     source = frame
     if mask:
-        source = _scratch("matched", frame)
+        source = ctx.name("matched")
         lines.append(f"{source} = {frame}[{mask}]")
     if q.group_by:
         keys = []
@@ -68,12 +68,13 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
                 keys.append(py_literal(k.column))
                 continue
             ctx.setup("import numpy as np")
-            ctx.setup(_BUCKET_START)
-            name = _scratch(k.output, frame)
+            helper = ctx.name("bucket_start")
+            ctx.setup(_BUCKET_START.replace("def bucket_start(", f"def {helper}(", 1))
+            name = ctx.name(k.output)
             column = f"{source}[{py_literal(k.column)}]"
-            lines.append(f"{name} = bucket_start({column}, {py_literal(k.bucket)})")
+            lines.append(f"{name} = {helper}({column}, {py_literal(k.bucket)})")
             keys.append(name)
-        groups = _scratch("groups", frame)
+        groups = ctx.name("groups")
         lines.append(
             f"{groups} = {source}.groupby([{', '.join(keys)}], dropna=False, "
             "observed=True, sort=True)"
@@ -91,7 +92,8 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
             + (
                 f"[len({source})]"
                 if a.column is None
-                else _aggregate(source, a.fn, a.column, one_column_frame=True) + ".array"
+                else _aggregate(source, a.fn, a.column, one_column_frame=True)
+                + ".reset_index(drop=True)"
             )
             for a in q.aggregates
         ]
@@ -158,15 +160,10 @@ def _mask(
     mask = " & ".join(terms)
     if len(mask) <= 60:
         return [], mask
-    name = _scratch("mask", frame)
+    name = ctx.name("mask")
     if len(mask) > 90:
         mask = "(\n    " + "\n    & ".join(terms) + "\n)"
     return [f"{name} = {mask}"], name
-
-
-def _scratch(name: str, frame: str) -> str:
-    """A name for an intermediate value, never the table's own variable."""
-    return name if name != frame else f"{name}_"
 
 
 def _term(frame: str, col: pd.Series | None, f: Filter, ctx: CodeContext) -> str:

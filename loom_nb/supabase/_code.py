@@ -104,11 +104,11 @@ class SupabaseCode:
         chain.append(f".limit({q.limit})")
         if q.offset:
             chain.append(f".offset({q.offset})")
-        ctx.setup(POSTGREST_FRAME)
         listed = "None" if q.columns is None else py_literal(list(q.columns))
+        request = self._request(chain, ctx)
         return (
-            self._request(chain, ctx)
-            + f"\n{ctx.result} = postgrest_frame(response.data, {listed}).head({q.limit})"
+            f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({ctx.name('response')}.data, "
+            f"{listed}).head({q.limit})"
         )
 
     def aggregate(self, args: dict[str, Any], ctx: CodeContext) -> str:
@@ -122,11 +122,10 @@ class SupabaseCode:
         ]
         if q.offset:
             chain.append(f".offset({q.offset})")
-        ctx.setup(POSTGREST_FRAME)
+        request = self._request(chain, ctx)
         return (
-            self._request(chain, ctx)
-            + f"\n{ctx.result} = postgrest_frame(response.data, {py_literal(q.outputs)})"
-            f".head({q.limit})"
+            f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({ctx.name('response')}.data, "
+            f"{py_literal(q.outputs)}).head({q.limit})"
         )
 
     def insert(self, args: dict[str, Any], ctx: CodeContext) -> str:
@@ -163,10 +162,11 @@ class SupabaseCode:
             *filters,
             f".limit({SAMPLE_ROWS})",
         ]
+        counted = ctx.name("matching")
         return (
             self._request(matching, ctx, "matching")
             + "\n"
-            + self._request([*chain, ".max_affected(matching.count)"], ctx)
+            + self._request([*chain, f".max_affected({counted}.count)"], ctx)
         )
 
     def _request(self, chain: list[str], ctx: CodeContext, name: str = "response") -> str:
@@ -175,17 +175,25 @@ class SupabaseCode:
         factory = ctx.expect(
             self.factory_name, "the client factory you gave supabase_tools(client=...)"
         )
-        ctx.expect("context", "the context= dict your runs passed ({} if none)")
+        context = ctx.expect("context", "the context= dict your runs passed ({} if none)")
+        run = ctx.name("ctx")
         ctx.setup(
             "from loom_nb import RunContext\n\n"
             "# What the client factory is called with, as in the agent's runs\n"
-            f"ctx = RunContext({py_literal(ctx.agent)}, {py_literal(ctx.thread_id)}, "
-            f"user_id={py_literal(ctx.user_id)}, data=context)"
+            f"{run} = RunContext({py_literal(ctx.agent)}, {py_literal(ctx.thread_id)}, "
+            f"user_id={py_literal(ctx.user_id)}, data={context})"
         )
         wait = "await " if self.awaits else ""
-        head = f"({wait}{factory}(ctx))" if self.awaits else f"{factory}(ctx)"
+        head = f"({wait}{factory}({run}))" if self.awaits else f"{factory}({run})"
         body = "\n    ".join([head, *chain, ".execute()"])
-        return f"{name} = {wait}(\n    {body}\n)"
+        return f"{ctx.name(name)} = {wait}(\n    {body}\n)"
+
+
+def _postgrest_frame(ctx: CodeContext) -> str:
+    """The name of the export's ``postgrest_frame``, set up once."""
+    helper = ctx.name("postgrest_frame")
+    ctx.setup(POSTGREST_FRAME.replace("def postgrest_frame(", f"def {helper}(", 1))
+    return helper
 
 
 def _filter(f: Filter) -> str:

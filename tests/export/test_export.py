@@ -11,6 +11,7 @@ from typing import Any
 
 import jupytext
 import nbformat
+import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
@@ -28,6 +29,7 @@ from loom_nb import (
 )
 from loom_nb._export import thread_cells
 from loom_nb._messages import CallState
+from loom_nb.charts import chart_tools
 from loom_nb.frames import frame_tools
 from loom_nb.sqlite import sqlite_store
 from tests.export._threads import agent_for, frames_by_variable, run_thread, script
@@ -266,3 +268,48 @@ def test_a_write_without_a_result_says_where_its_call_was(state: CallState, said
     [cell] = [c for c in thread_cells(thread, tools).cells if c.source.startswith("# Call 1")]
     assert cell.source.splitlines()[1].startswith(said)
     assert all(line.startswith("#") for line in cell.source.splitlines())  # never run
+
+
+def test_tables_named_like_the_exports_own_variables_and_helpers_keep_their_frames(
+    tmp_path: Path,
+) -> None:
+    """Tables (or the notebook's DataFrames) called ``groups``, ``mask``, ``missing``,
+    ``bucket_start`` or ``draw_chart``: the export's scratch variables and helpers take other
+    names, so every call still reads the user's frame."""
+    orders = orders_frame()
+    named = {
+        name: pd.DataFrame({"x": [1, 2, 3], "y": [3.0, 1.0, 2.0]})
+        for name in ("groups", "mask", "matched", "missing", "bucket_start", "draw_chart")
+    }
+    long_filter = [
+        {"column": "status", "op": "neq", "value": "a rather long value to compare with"},
+        {"column": "total", "op": "gt", "value": 1},
+    ]
+    weekly = {
+        "table": "orders",
+        "filters": long_filter,
+        "group_by": [{"column": "created_at", "bucket": "week"}],
+    }
+    calls = [
+        ToolCall("c1", "frames_aggregate", weekly),
+        ToolCall(
+            "c2", "chart", {"result": "c1", "kind": "bar", "x": "week_created_at", "y": "count"}
+        ),
+        *(ToolCall(f"r_{n}", "frames_select", {"table": n}) for n in named),
+        ToolCall("c3", "frames_select", {"table": "orders", "filters": long_filter}),
+        ToolCall("c4", "frames_aggregate", {"table": "groups", "group_by": ["x"]}),
+    ]
+    model = ReplayModel([Reply("Looking.", calls[:2]), Reply("More.", calls[2:]), "Done."])
+    tools = frame_tools({"orders": orders, **named})
+    agent = define_agent(name="a", model=model, connectors=[tools, chart_tools()])
+    thread = agent.thread(agent.run_sync("Weekly, and the others.").thread_id)
+    expected = frames_by_variable(thread)
+    assert len(expected) == len(calls) - 1  # every read worked
+
+    path = agent.export(thread.id, tmp_path / "thread.ipynb")
+    defined = {"orders": orders_frame(), **{n: f.copy() for n, f in named.items()}}
+    namespace = run_cells(nbformat.read(path, as_version=4), dict(defined))
+    for name, frame in expected.items():
+        assert_frame_equal(namespace[name], frame, obj=name)
+    for name, frame in named.items():
+        assert_frame_equal(namespace[name], frame, obj=name)  # still the user's frame

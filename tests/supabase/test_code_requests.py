@@ -174,3 +174,30 @@ async def test_an_approved_updates_code_counts_then_patches_at_most_that_many(se
         ("GET", "count=exact"),
         ("PATCH", "return=representation,handling=strict,max-affected=1"),
     ]
+
+
+async def test_the_code_leaves_the_notebooks_variables_of_its_own_names_alone(server):
+    """A thread that also reads DataFrames called ``response``, ``matching``, ``ctx`` or
+    ``postgrest_frame``: the Supabase code names its own variables otherwise."""
+    conn = connector(server)
+    client = create_client(server.url, KEY)
+    theirs = {name: object() for name in ("response", "matching", "ctx", "postgrest_frame")}
+    update = {
+        "table": "tickets",
+        "values": {"state": "closed"},
+        "filters": [{"column": "state", "op": "eq", "value": "open"}],
+    }
+    for name, args in [("supabase_select", {"table": "tickets"}), ("supabase_update", update)]:
+        tool = conn.tools[name]
+        server.clear()
+        await by_the_tool(tool, args, RunContext("analyst", "t1"))
+        expected = sent(server)
+        server.clear()
+        ctx = CodeContext("result_1", agent="analyst", thread_id="t1", taken=frozenset(theirs))
+        assert tool.code is not None
+        code = tool.code(args, ctx)
+        assert code is not None
+        namespace = {"user_client": lambda ctx: client, "context": {}, **theirs}
+        exec("\n\n".join([*ctx.setups, code]), namespace)
+        assert sent(server) == expected, code
+        assert all(namespace[n] is v for n, v in theirs.items()), code
