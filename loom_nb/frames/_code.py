@@ -26,7 +26,7 @@ from loom_nb._tables.grammar import (
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._filters import like_regex
-from loom_nb.frames._values import BadValue, holds_missing, value_for
+from loom_nb.frames._values import BadValue, holds_missing, value_for, value_to_write
 
 _COMPARE = {"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _SORT = 'na_position="last", kind="stable"'
@@ -108,14 +108,47 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
 
 
 def append_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+    """The rows as the tool appended them: every column of the frame, each value converted
+    as the tool converted it, the next index labels, the frame's dtypes."""
     q = parse_insert(args, tables.specs)
     frame = _frame(tables, q.table, ctx)
-    rows = py_literal([dict(r) for r in q.rows])
+    df = tables.frames.get(q.table)
+    if df is None:
+        columns: list[Any] = list(dict.fromkeys(c for r in q.rows for c in r))
+    else:
+        columns = list(df.columns)
+        allowed = set(tables.columns(q.table))
+    values = {
+        column: "["
+        + ", ".join(
+            "None"
+            if row.get(column) is None or (df is not None and column not in allowed)
+            else _written(_column(df, column), row[column])
+            for row in q.rows
+        )
+        + "]"
+        for column in columns
+    }
+    rows, first = ctx.name("new_rows"), ctx.name("first")
+    body = "".join(f"        {py_literal(c)}: {v},\n" for c, v in values.items())
     return (
-        f"new_rows = pd.DataFrame({rows})\n"
-        f"{frame} = pd.concat([{frame}, new_rows.astype({frame}.dtypes[new_rows.columns])], "
-        "ignore_index=True)"
+        f"{first} = {frame}.index.max() + 1 if len({frame}) else 0  # the next index labels\n"
+        f"{rows} = pd.DataFrame(\n    {{\n{body}    }},\n"
+        f"    index=pd.RangeIndex({first}, {first} + {len(q.rows)}, name={frame}.index.name),\n"
+        ")\n"
+        f"{frame} = pd.concat([{frame}, {rows}.astype({frame}.dtypes)])"
     )
+
+
+def _written(col: pd.Series | None, value: Any) -> str:
+    """``value`` as the tool wrote it into ``col``."""
+    if col is None:
+        return py_literal(value)
+    try:
+        converted = value_to_write(col, value)
+    except BadValue:
+        return py_literal(value)
+    return _literal(converted)
 
 
 def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
@@ -210,6 +243,11 @@ def _value(col: pd.Series | None, value: Any, ctx: CodeContext) -> str:
         converted = value_for(col, value)
     except BadValue:
         return py_literal(value)
+    return _literal(converted)
+
+
+def _literal(converted: Any) -> str:
+    """A converted value as Python source."""
     if isinstance(converted, pd.Timestamp):
         return f"pd.Timestamp({py_literal(converted.isoformat())})"
     if isinstance(converted, pd.Timedelta):

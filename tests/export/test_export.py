@@ -313,3 +313,62 @@ def test_tables_named_like_the_exports_own_variables_and_helpers_keep_their_fram
         assert_frame_equal(namespace[name], frame, obj=name)
     for name, frame in named.items():
         assert_frame_equal(namespace[name], frame, obj=name)  # still the user's frame
+
+
+def _uncommented(notebook: Any) -> Any:
+    """The notebook with its approved writes uncommented ("Uncomment it to write again")."""
+    for cell in notebook.cells:
+        head, _, rest = cell.source.partition("\n# A write, approved by the user, and done.")
+        if rest:
+            body = rest.partition("\n")[2].splitlines()
+            cell.source = "\n".join([head, *(line[2:] for line in body)])
+    return notebook
+
+
+def test_approved_writes_uncommented_redo_the_writes_so_every_later_read_is_the_threads(
+    tmp_path: Path,
+) -> None:
+    """Run on the frame as it was before the thread, with its approved writes uncommented,
+    the export gives every frame of the thread, the reads after each write included: the
+    append's rows take the next index labels, its values converted as the tool did (a
+    number sent as text, a time without an offset in a tz-aware column)."""
+
+    def before() -> pd.DataFrame:
+        df = orders_frame()
+        df.index = pd.Index([10, 20, 30, 40, 50, 60, 70, 80])
+        return df
+
+    orders = before()
+    update = {
+        "table": "orders",
+        "values": {"status": "closed", "total": "99.5", "qty": None},
+        "filters": [{"column": "id", "op": "lte", "value": 2}],
+    }
+    rows = [
+        {"id": "9", "total": "10", "status": "open", "paid": False, "qty": "3"},
+        {"id": 10, "paid": "true", "segment": "retail", "created_at": "2024-01-20T10:00"},
+    ]
+    select = {"table": "orders", "order": [{"column": "total", "desc": True}], "limit": 20}
+    replies = [
+        Reply("", [("frames_select", select)]),
+        Reply("", [("frames_update", update)]),
+        Reply("", [("frames_select", select)]),
+        Reply("", [("frames_append", {"table": "orders", "rows": rows})]),
+        Reply("", [("frames_select", select), ("frames_aggregate", {"table": "orders"})]),
+        "Done.",
+    ]
+    tools = frame_tools({"orders": {"frame": orders, "write": True}}, max_rows=20)
+    agent = define_agent(name="a", model=ReplayModel(replies), connectors=[tools])
+    result = agent.run_sync("Fix the first two, add two.")
+    while result.status == "awaiting_approval":
+        result = agent.resume_sync(result.thread_id, {p.call_id: True for p in result.pending})
+    thread = agent.thread(result.thread_id)
+    assert len(orders) == 10 and list(orders.index[-2:]) == [81, 82]
+    expected = frames_by_variable(thread)
+
+    path = agent.export(thread.id, tmp_path / "thread.ipynb")
+    notebook = _uncommented(nbformat.read(path, as_version=4))
+    namespace = run_cells(notebook, {"orders": before()})
+    for name, frame in expected.items():
+        assert_frame_equal(namespace[name], frame, obj=name)
+    assert_frame_equal(namespace["orders"], orders)
