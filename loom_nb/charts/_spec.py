@@ -38,6 +38,8 @@ def chart_spec(
     frame: pd.DataFrame = result.data.rename(columns=str)  # the names the model was shown
     where = f"the result of {result.call_id} ({result.name})"
     x = _column(frame, args.get("x"), "x", where)
+    if not len(frame):  # before the dtypes: a database result without rows has none to tell
+        raise ToolInputError(f"nothing to draw: {where} has no rows")
     y_arg, color_arg = args.get("y"), args.get("color")
     if kind == "histogram":
         if y_arg is not None:
@@ -76,11 +78,7 @@ def chart_spec(
     plotted = plotted[keep].reset_index(drop=True)
     if not len(plotted):
         missing = f"a {x} value" if y is None else f"both {x} and {y}"
-        raise ToolInputError(
-            f"nothing to draw: {where} has no rows"
-            if not len(frame)
-            else f"nothing to draw: no row of {where} has {missing}"
-        )
+        raise ToolInputError(f"nothing to draw: no row of {where} has {missing}")
     if len(plotted) > max_points:
         raise ToolInputError(
             f"{where} has {len(plotted):,} rows to draw; a chart holds at most {max_points:,} "

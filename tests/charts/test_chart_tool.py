@@ -138,6 +138,14 @@ MISTAKES = [
         _args(result="call_empty", x="n", y="n"),
         "nothing to draw: the result of call_empty (mine) has no rows",
     ),
+    (  # a Supabase result without rows: its columns have no dtype to tell
+        _args(result="call_none", x="status", y="sum_total"),
+        "nothing to draw: the result of call_none (supabase_aggregate) has no rows",
+    ),
+    (
+        _args(result="call_none", kind="histogram", x="sum_total", y=...),
+        "nothing to draw: the result of call_none (supabase_aggregate) has no rows",
+    ),
     (
         _args(result="call_nat", x="t", y="n"),
         "nothing to draw: no row of the result of call_nat (mine) has both t and n",
@@ -160,6 +168,7 @@ async def test_each_mistake_goes_back_to_the_model_with_what_it_may_use(argument
             ("call_big", "mine", pd.DataFrame({"n": n})),
             ("call_empty", "mine", pd.DataFrame({"n": pd.Series([], dtype="int64")})),
             ("call_nat", "mine", pd.DataFrame({"t": [pd.NaT], "n": [1]})),
+            ("call_none", "supabase_aggregate", pd.DataFrame(columns=["status", "sum_total"])),
         ),
     ]
     failed = results(("call_failed", "frames_select", None))[0]
