@@ -45,7 +45,7 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
         keys = list(desc)
         chain.append(_sort(keys, [not desc[k] for k in keys]))
     chain.append(_page(q.offset, q.limit))
-    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table)
+    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table, ctx)
     if columns is not None and (df is None or columns != list(df.columns)):
         chain.append(f"[{py_literal(columns)}]")
     lines.append(_assign(ctx.result, chain))
@@ -171,7 +171,11 @@ def _frame(tables: Tables, table: str, ctx: CodeContext) -> str:
     return ctx.expect(table, f"the DataFrame the agent read as table {table!r}")
 
 
-def _usable(tables: Tables, table: str) -> list[str] | None:
+def _usable(tables: Tables, table: str, ctx: CodeContext) -> list[str] | None:
+    """The columns a select of every column gave: those of its saved result when there is
+    one (the frame may have gained columns since), else those the frame allows now."""
+    if isinstance(ctx.data, pd.DataFrame):
+        return [str(c) for c in ctx.data.columns]
     return tables.columns(table) if table in tables.frames else None
 
 

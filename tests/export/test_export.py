@@ -372,3 +372,16 @@ def test_approved_writes_uncommented_redo_the_writes_so_every_later_read_is_the_
     for name, frame in expected.items():
         assert_frame_equal(namespace[name], frame, obj=name)
     assert_frame_equal(namespace["orders"], orders)
+
+
+def test_a_select_of_every_column_exports_the_columns_it_returned(tmp_path: Path) -> None:
+    """The user adds a column after the agent read the frame, then runs the export on the
+    frame as it is now: the select's code still gives the columns the thread holds."""
+    orders = orders_frame()
+    select = {"table": "orders", "filters": [{"column": "total", "op": "gt", "value": 50}]}
+    agent = agent_for([Reply("", [("frames_select", select)]), "Done."], orders)
+    thread = agent.thread(run_thread(agent).thread_id)
+    orders["margin"] = orders["total"] * 0.2  # the user's next cell
+    path = agent.export(thread.id, tmp_path / "thread.ipynb")
+    namespace = run_cells(nbformat.read(path, as_version=4), {"orders": orders.copy()})
+    assert_frame_equal(namespace["result_1"], frames_by_variable(thread)["result_1"])
