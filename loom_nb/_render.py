@@ -19,6 +19,8 @@ from typing import Any
 
 MAX_ROWS = 50
 MAX_CELL_CHARS = 200
+#: Columns shown: a frame of hundreds of columns would otherwise fill the model's context.
+MAX_COLUMNS = 50
 
 #: The line before every data block; ``{end}`` is its closing line.
 _NOTICE = (
@@ -36,8 +38,9 @@ def frame_for_model(
     total_rows: int | None = None,
     offset: int = 0,
     limit_reached: bool = False,
+    max_columns: int = MAX_COLUMNS,
 ) -> str:
-    """Render ``df`` for the model.
+    """Render ``df`` for the model: at most ``max_rows`` rows and ``max_columns`` columns.
 
     ``total_rows`` is the number of rows that matched when it is known to be more than the
     frame holds (an exact count from the database); it sets the truncated flag too.
@@ -47,13 +50,18 @@ def frame_for_model(
     """
     shown = df.head(max_rows)
     rows_cut = len(df) > len(shown) or (total_rows is not None and total_rows > offset + len(shown))
+    columns_cut = shown.shape[1] > max_columns
+    if columns_cut:
+        shown = shown.iloc[:, :max_columns]
     body, cells_cut = _csv(shown, max_cell_chars)
     header: dict[str, Any] = {
         "source": source,
         "rows": len(shown),
         "total_rows": total_rows if total_rows is not None else len(df),
-        "truncated": rows_cut or cells_cut,
     }
+    if columns_cut:
+        header.update(columns=shown.shape[1], total_columns=df.shape[1])
+    header["truncated"] = rows_cut or cells_cut or columns_cut
     if offset:
         header["offset"] = offset
     if limit_reached and not rows_cut:
@@ -70,6 +78,11 @@ def frame_for_model(
         notes.append(f"These are rows {offset + 1}-{offset + len(shown)}.")
     if limit_reached and not rows_cut:
         notes.append("The row limit was reached: more rows may match (page with offset).")
+    if columns_cut:
+        notes.append(
+            f"Only the first {shown.shape[1]} of {df.shape[1]} columns are shown; name the "
+            "columns you need."
+        )
     if cells_cut:
         notes.append(f"Cells longer than {max_cell_chars} characters were cut (ending in …).")
     return data_block(f"columns: {columns}\n{body}", attrs=attrs, before=" ".join(notes))

@@ -59,6 +59,21 @@ def test_a_full_page_without_a_count_says_more_may_match():
     assert "more rows may match" in text
 
 
+def test_columns_beyond_max_columns_are_cut_and_flagged():
+    """A survey frame of 600 columns: a select of every column must not send the model
+    hundreds of thousands of characters; it sees the first columns and how to get others."""
+    df = pd.DataFrame({f"q{i}": [0.5 + i, 1.0] for i in range(600)})
+    text = frame_for_model(df, source="frames.survey")
+    assert "rows=2 total_rows=2 columns=50 total_columns=600 truncated=true" in text
+    assert "Only the first 50 of 600 columns are shown; name the columns you need." in text
+    header = next(line for line in lines(text) if line.startswith("columns: "))
+    assert header.endswith(", q49:float64") and "q50" not in text
+    assert lines(text)[-3].split(",")[-1] == "49.5"
+    assert len(text) < 5_000
+    small = frame_for_model(pd.DataFrame({"n": [1]}), max_columns=1)
+    assert "columns=" not in small and "truncated=false" in small
+
+
 def test_long_cells_are_cut_and_flagged_and_csv_stays_parseable():
     df = pd.DataFrame({"note": ["x" * 300, 'a "quoted", comma\nnewline', None]})
     text = frame_for_model(df, max_cell_chars=50)
