@@ -191,7 +191,7 @@ def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
         sub = df.loc[mask, used] if mask.sum() < len(df) else df[used]
         try:
             out = compute_aggregate(sub, q)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, NotImplementedError) as exc:  # float16 keys, dicts, ...
             raise ToolInputError(f"cannot aggregate {q.table}: {exc}") from None
     if q.order:
         try:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from loom_nb.frames import frame_tools
 from tests.frames._orders import call, flt, refused
 
 
@@ -210,3 +212,9 @@ async def test_a_summary_of_no_rows_keeps_the_dtypes_of_a_summary_of_some(conn, 
 )
 async def test_bad_aggregates_are_explained(conn, args, message):
     await refused(conn, "frames_aggregate", {"table": "orders", **args}, re.escape(message))
+
+
+async def test_a_group_pandas_cannot_make_is_explained_to_the_model():
+    conn = frame_tools({"readings": pd.DataFrame({"v": np.array([1, 2, 2], dtype="float16")})})
+    args = {"table": "readings", "group_by": ["v"]}
+    await refused(conn, "frames_aggregate", args, "cannot aggregate readings: float16")
