@@ -9,6 +9,7 @@ tool without them reads as ``name({"arg": value})``.
 from __future__ import annotations
 
 import json
+import keyword
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -119,6 +120,20 @@ def plain_call(call: ToolCall, limit: int = 200) -> str:
     inner = " ".join(inner.split())
     text = f"{call.name}({inner})"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: Names the exported code itself relies on (imports, builtins it calls): a user's variable
+#: cannot have them.
+_CODE_NAMES = frozenset(
+    {"pd", "np", "plt", "re", "math", "RunContext", "len", "globals", "float", "NameError"}
+)
+
+
+def variable_for(name: str) -> str:
+    """The variable an export reads ``name`` (a table) from: ``name`` itself, unless Python
+    cannot use it as a variable (a keyword: ``class``) or the code needs it (``pd``,
+    ``len``): then ``name_``."""
+    return f"{name}_" if keyword.iskeyword(name) or name in _CODE_NAMES else name
 
 
 def py_literal(value: Any) -> str:

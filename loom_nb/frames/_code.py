@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from loom_nb._code import CodeContext, py_literal
+from loom_nb._code import CodeContext, py_literal, variable_for
 from loom_nb._tables.grammar import (
     Filter,
     parse_aggregate,
@@ -168,7 +168,7 @@ def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 
 def _frame(tables: Tables, table: str, ctx: CodeContext) -> str:
     ctx.setup("import pandas as pd")
-    return ctx.expect(table, f"the DataFrame the agent read as table {table!r}")
+    return ctx.expect(variable_for(table), f"the DataFrame the agent read as table {table!r}")
 
 
 def _usable(tables: Tables, table: str, ctx: CodeContext) -> list[str] | None:

@@ -385,3 +385,26 @@ def test_a_select_of_every_column_exports_the_columns_it_returned(tmp_path: Path
     path = agent.export(thread.id, tmp_path / "thread.ipynb")
     namespace = run_cells(nbformat.read(path, as_version=4), {"orders": orders.copy()})
     assert_frame_equal(namespace["result_1"], frames_by_variable(thread)["result_1"])
+
+
+def test_a_table_python_cannot_name_is_read_from_a_variable_with_an_underscore(
+    tmp_path: Path,
+) -> None:
+    """A table called ``class`` (a keyword) or ``len`` or ``pd`` (names the code itself
+    uses): the export expects ``class_``, ``len_`` and ``pd_``, and says so."""
+    frames = {n: pd.DataFrame({"x": [1, 2, 3]}) for n in ("class", "len", "pd", "orders")}
+    calls = [ToolCall(f"c_{n}", "frames_aggregate", {"table": n}) for n in frames]
+    calls += [ToolCall("c_rows", "frames_select", {"table": "class"})]
+    agent = define_agent(
+        name="a",
+        model=ReplayModel([Reply("Counting.", calls), "Done."]),
+        connectors=[frame_tools(frames)],
+    )
+    thread = agent.thread(agent.run_sync("How many in each?").thread_id)
+    path = agent.export(thread.id, tmp_path / "thread.ipynb")
+    notebook = nbformat.read(path, as_version=4)
+    assert "- `class_`: the DataFrame the agent read as table 'class'" in notebook.cells[0].source
+    defined = {"class_": frames["class"], "len_": frames["len"], "pd_": frames["pd"]}
+    namespace = run_cells(notebook, {**defined, "orders": frames["orders"]})
+    for name, frame in frames_by_variable(thread).items():
+        assert_frame_equal(namespace[name], frame, obj=name)
