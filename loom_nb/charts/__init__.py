@@ -27,7 +27,8 @@ The tool ``chart(result, kind, x, y?, color?, title?)``:
   plots, only the columns used, at most ``max_points`` rows. After a kernel restart,
   ``%loom resume`` draws it again from the thread; nothing is fetched again.
 - The model gets a short text of what was drawn (kind, axes and their range, number of bars
-  or points, the y range), never the image.
+  or points, the y range), never the image. Category and colour series names are values of
+  the result: they follow in a data block no value can close, as a select's rows do.
 
 ``result.charts`` and ``thread.charts`` give :class:`Chart` objects: ``.figure()`` (a new
 matplotlib ``Figure``), ``.png()`` (bytes), ``.data`` (the rows plotted); displaying one in a
