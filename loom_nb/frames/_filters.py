@@ -11,7 +11,7 @@ import pandas as pd
 
 from loom_nb._tables.grammar import Filter
 from loom_nb._tools import ToolInputError
-from loom_nb.frames._values import BadValue, category_list, is_text, value_for
+from loom_nb.frames._values import BadValue, fenced_categories, is_text, value_for
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "eq": lambda c, v: c == v,
@@ -88,7 +88,7 @@ def _matches(df: pd.DataFrame, table: str, f: Filter) -> np.ndarray:
             if ordered and isinstance(col.dtype, pd.CategoricalDtype) and not col.cat.ordered:
                 raise ToolInputError(
                     f"{table}.{f.column} is an unordered category; use eq, neq or in "
-                    f"(its values: {category_list(col)})"
+                    f"(its values are below){fenced_categories(col)}"
                 )
             hit = _as_bool(_COMPARE[f.op](col, value))
     except BadValue as exc:
