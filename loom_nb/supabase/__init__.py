@@ -86,7 +86,9 @@ How the rules are kept:
   try again, instead of a cell hanging silently for 7 s.
 * PostgREST errors (``APIError``: RLS refusals, constraint errors) and network errors
   (``httpx.HTTPError``: refused connections, timeouts) reach the model as
-  ``{"error": {"code", "message", "hint", "details"}}``; the run goes on.
+  ``{"error": {"code", "message", "hint", "details"}}``; the run goes on. PostgreSQL writes
+  row values into ``details`` ("Failing row contains (...)"), so the model gets them inside
+  a data block, as it gets rows.
 """
 
 from __future__ import annotations

@@ -167,12 +167,15 @@ class SupabaseConnector:
             return client
         response = await send(build_aggregate(client, query))
         if isinstance(response, ToolOutput):
-            if isinstance(response.data, dict) and response.data["error"]["code"] == "PGRST123":
-                response.data["error"]["hint"] = (
-                    "Aggregates are off in this Supabase project; tell the user, who can turn "
-                    "them on (pgrst.db_aggregates_enabled), or use the select tool instead."
+            error = response.data["error"] if isinstance(response.data, dict) else {}
+            if error.get("code") == "PGRST123":
+                return error_output(
+                    error["code"],
+                    error["message"],
+                    hint="Aggregates are off in this Supabase project; tell the user, who can "
+                    "turn them on (pgrst.db_aggregates_enabled), or use the select tool instead.",
+                    details=error.get("details"),
                 )
-                response.content = json.dumps(response.data, default=str)
             return response
         rows = rows_of(response, spec)
         if isinstance(rows, ToolOutput):
