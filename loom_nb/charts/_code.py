@@ -46,10 +46,19 @@ def draw_chart(frame, kind, x, y=None, color=None, title=None):
     palette = plt.colormaps["tab10"].colors  # not the user's colour cycle
     fig, ax = plt.subplots(figsize=SIZE, dpi=DPI, layout="constrained")
     if kind == "histogram":
-        numbers = xs.view("int64") if is_time else xs.astype("float64")
-        bins = min(len(np.histogram_bin_edges(numbers, bins="auto")) - 1, MAX_BINS)
-        parts = [xs[rows] for _, rows in series]
-        ax.hist(parts, bins=bins, color=palette[: len(parts)], label=[s for s, _ in series])
+        # times as days since 1970, matplotlib's own date numbers, so that the bins of one
+        # time (a day wide) are the same in every unit
+        if is_time:
+            numbers = xs.astype("datetime64[us]").astype("int64") / 86_400_000_000
+        else:
+            numbers = xs.astype("float64")
+        edges = np.histogram_bin_edges(numbers, bins="auto")
+        if len(edges) - 1 > MAX_BINS:
+            edges = np.histogram_bin_edges(numbers, bins=MAX_BINS)
+        parts = [numbers[rows] for _, rows in series]
+        ax.hist(parts, bins=edges, color=palette[: len(parts)], label=[s for s, _ in series])
+        if is_time:
+            ax.xaxis_date()
     else:
         distinct = np.unique(xs)
         step = np.diff(distinct).min() if len(distinct) > 1 else np.timedelta64(1, "D")
@@ -88,7 +97,7 @@ def draw_chart(frame, kind, x, y=None, color=None, title=None):
     plt.close(fig)  # else pyplot shows it a second time when the cell ends
     return fig'''.replace("SIZE", repr(SIZE), 1)
     .replace("DPI", str(DPI), 1)
-    .replace("MAX_BINS", str(MAX_BINS), 1)
+    .replace("MAX_BINS", str(MAX_BINS))
 )
 
 

@@ -202,3 +202,45 @@ def test_a_chart_of_a_failed_read_exports_as_a_comment(kind: str) -> None:
         f"*Call 2* · `chart · {kind} of r · x a · y b` (no code reproduces this call)"
     )
     assert not any("draw_chart" in c.source for c in cells)
+
+
+TIMES = [["2024-01-25"], ["2024-01-25 06:00", "2024-01-25 06:00"], ["2024-01-01", "2024-03-01"]]
+#: Values numpy's "auto" rule would put into thousands of bins: the tool draws at most 50.
+SPIKE = [1000.0, *np.random.default_rng(1).normal(0, 1, 1999)]
+HISTOGRAMS = [
+    *(pd.Series(pd.to_datetime(t)).astype(f"datetime64[{u}]") for t in TIMES for u in ("s", "ns")),
+    pd.Series(pd.to_datetime(SPIKE, unit="D")),
+    pd.Series(SPIKE),
+]
+
+
+@pytest.mark.parametrize("values", HISTOGRAMS)
+def test_an_exported_histogram_has_the_tools_bins(values: pd.Series) -> None:
+    """One timestamp (a one-row aggregate's min), repeated ones, a spread, in each unit, and
+    values that need the cap on bins: the exported histogram's bins are the tool's."""
+    frame = pd.DataFrame({"t": values})
+    histogram = {"result": "r", "kind": "histogram", "x": "t"}
+    model = ReplayModel(
+        [
+            Reply("", [ToolCall("r", "frames_select", {"table": "events"})]),
+            Reply("", [ToolCall("c", "chart", histogram)]),
+            "Drawn.",
+        ]
+    )
+    agent = define_agent(
+        name="a",
+        model=model,
+        connectors=[frame_tools({"events": frame}, max_rows=2000), chart_tools()],
+    )
+    thread = agent.run_sync("When?").thread
+    exported = thread_cells(thread, agent.tools)
+    namespace: dict[str, Any] = {"events": frame}
+    for cell in exported.cells:
+        if cell.kind == "code":
+            exec(cell.source, namespace)
+    [chart] = [Chart(r.chart) for r in thread.tool_results() if r.chart is not None]
+    bins = plan(chart.spec, chart.data).bins
+    assert bins is not None
+    bars = [p for p in namespace["result_2"].axes[0].patches if p.get_width()]
+    assert [round(p.get_x(), 6) for p in bars] == [round(float(b), 6) for b in bins[:-1]]
+    assert sum(p.get_height() for p in bars) == len(values)
