@@ -139,9 +139,10 @@ def _encode_column(col: Any) -> dict[str, Any]:
         mask = col.isna().to_numpy()
         values = [None if m else int(v) for v, m in zip(ints.tolist(), mask, strict=False)]
         return {"dtype": str(dtype), "values": values}
+    if pd.api.types.is_object_dtype(dtype):
+        return {"dtype": str(dtype), "values": [_encode_object(v) for v in col.tolist()]}
     mask = col.isna().to_numpy()
-    cell = _encode_object if pd.api.types.is_object_dtype(dtype) else encode
-    values = [None if m else cell(v) for v, m in zip(col.tolist(), mask, strict=False)]
+    values = [None if m else encode(v) for v, m in zip(col.tolist(), mask, strict=False)]
     return {"dtype": str(dtype), "values": values}
 
 
@@ -149,11 +150,19 @@ def _encode_object(value: Any) -> Any:
     """A value of an object column: as :func:`encode` has it, except the values JSON has no
     type for, which are tagged so that they come back as themselves, not as their text (a
     column of ``datetime.date``, of Decimals read from a database, of timestamps in several
-    time zones). A timestamp keeps its zone's name; other zones keep their offset."""
+    time zones, and which missing value a missing one is: NaN, NaT, NA or None). A timestamp
+    keeps its zone's name; other zones keep their offset."""
     import datetime as dt
     import decimal
 
     pd = sys.modules["pandas"]
+    if value is None:
+        return None
+    if value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value):
+        return {
+            TAG: "missing",
+            "as": "NA" if value is pd.NA else "NaT" if value is pd.NaT else "NaN",
+        }
     if isinstance(value, pd.Timestamp):
         zone = value.tz
         named = getattr(zone, "key", None) or getattr(zone, "zone", None)
@@ -174,7 +183,7 @@ def _encode_object(value: Any) -> Any:
 
 #: The tags of :func:`_encode_object`.
 _OBJECT_TAGS = frozenset(
-    {"timestamp", "timedelta", "datetime", "date", "time", "duration", "decimal"}
+    {"timestamp", "timedelta", "datetime", "date", "time", "duration", "decimal", "missing"}
 )
 
 
@@ -184,6 +193,10 @@ def _decode_object(tag: str, data: dict[str, Any]) -> Any:
 
     if tag == "decimal":
         return decimal.Decimal(data["text"])
+    if tag == "missing":
+        import pandas as pd
+
+        return {"NA": pd.NA, "NaT": pd.NaT}.get(data["as"], float("nan"))
     if tag in ("datetime", "date", "time"):
         return getattr(dt, tag).fromisoformat(data["iso"])
     if tag == "duration":

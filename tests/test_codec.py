@@ -109,6 +109,10 @@ def frames() -> dict[str, pd.DataFrame]:
                 ),
             }
         ),
+        # An object column's missing values stay the kind they were (a CSV's NaN, None).
+        "object_missing": pd.DataFrame(
+            {"o": pd.Series(["a", None, np.nan, pd.NA, pd.NaT, 1.5], dtype=object)}
+        ),
         "named_index": pd.DataFrame(
             {"total": [10.0, 20.0]}, index=pd.Index(["o-1", "o-2"], name="order_id")
         ),
