@@ -316,6 +316,10 @@ def append_in_place(df: pd.DataFrame, new_rows: pd.DataFrame) -> None:
     ``pd.concat`` (dtypes kept exactly: categoricals, tz-aware timestamps, nullable integers),
     take the columns out of ``df``, grow its index by enlargement (cheap without columns), and
     put the columns of the result back. If a step fails, ``df`` is put back as it was.
+
+    The columns go back as Series, which keep their dtype (pandas 3 reads an array of text as
+    its string dtype, so an object column would change), on a positional index that the
+    result's then replaces (a Series is aligned on its labels, which may repeat).
     """
     combined = pd.concat([df, new_rows])
     labels, index = df.columns, df.index
@@ -325,9 +329,11 @@ def append_in_place(df: pd.DataFrame, new_rows: pd.DataFrame) -> None:
             del df[label]
         for label in new_rows.index:
             df.loc[label] = pd.Series(dtype=object)
-        df.index = combined.index
+        df.index = pd.RangeIndex(len(combined))
         for i, label in enumerate(labels):
-            df.insert(i, label, combined.iloc[:, i].array, allow_duplicates=True)
+            column = combined.iloc[:, i].reset_index(drop=True)
+            df.insert(i, label, column, allow_duplicates=True)
+        df.index = combined.index
         df.columns = labels
     except BaseException:
         _restore(df, labels, index, saved)
@@ -341,7 +347,8 @@ def _restore(df: pd.DataFrame, labels: pd.Index, index: pd.Index, saved: list[pd
         with warnings.catch_warnings():  # the one way to shrink the object itself
             warnings.simplefilter("ignore")
             df.drop(index=df.index[len(index) :], inplace=True)
-    df.index = index
+    df.index = pd.RangeIndex(len(index))
     for i, (label, col) in enumerate(zip(labels, saved, strict=True)):
-        df.insert(i, label, col.array, allow_duplicates=True)
+        df.insert(i, label, col.reset_index(drop=True), allow_duplicates=True)
+    df.index = index
     df.columns = labels

@@ -297,6 +297,20 @@ async def test_append_labels_follow_the_largest_integer_label_and_empty_frames_s
     assert empty["n"].isna().all() and str(empty["n"].dtype) == "Int64"
 
 
+@pytest.mark.parametrize("rows", [0, 3])
+async def test_append_keeps_an_object_column_of_text_an_object_column(rows):
+    """pandas 3 reads text put into a frame as its own string dtype: an appended row must
+    not turn the user's object column into one, duplicate index labels or not."""
+    notes = pd.DataFrame(
+        {"id": range(rows), "note": pd.Series(["a", "b", "c"][:rows], dtype=object)}
+    ).set_axis(pd.Index([7, 7, 2][:rows], dtype="int64"))
+    conn = frame_tools({"t": {"frame": notes, "write": True}}, approve_writes=False)
+    await call(conn, "frames_append", {"table": "t", "rows": [{"id": 9, "note": "new"}]})
+    assert notes["note"].dtype == object
+    assert list(notes["note"]) == [*["a", "b", "c"][:rows], "new"]
+    assert list(notes.index) == [*[7, 7, 2][:rows], 8 if rows else 0]
+
+
 async def test_append_puts_the_frame_back_when_a_step_fails(orders, monkeypatch):
     conn = writable(orders, approve_writes=False)
     real_insert = pd.DataFrame.insert
