@@ -155,7 +155,9 @@ def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
     q = parse_update(args, tables.specs)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
-    lines, mask = _mask(frame, df, q.filters, ctx)
+    # The rows are matched once, before any value is written, as the tool matches them (a
+    # value may change a column the filter reads).
+    lines, mask = _mask(frame, df, q.filters, ctx, named=len(q.values) > 1)
     for column, value in q.values.items():
         col = _column(df, column)
         literal = "None" if value is None else _value(col, value, ctx)
@@ -187,15 +189,20 @@ def _column(df: pd.DataFrame | None, column: str) -> pd.Series | None:
 
 
 def _mask(
-    frame: str, df: pd.DataFrame | None, filters: Sequence[Filter], ctx: CodeContext
+    frame: str,
+    df: pd.DataFrame | None,
+    filters: Sequence[Filter],
+    ctx: CodeContext,
+    *,
+    named: bool = False,
 ) -> tuple[list[str], str | None]:
     """The boolean Series of the matching rows (None without filters), after the lines it
-    needs: a long filter gets a variable of its own, one filter a line."""
+    needs: a long filter (or any, ``named``) gets a variable of its own, one filter a line."""
     if not filters:
         return [], None
     terms = [_term(frame, _column(df, f.column), f, ctx) for f in filters]
     mask = " & ".join(terms)
-    if len(mask) <= 60:
+    if len(mask) <= 60 and not named:
         return [], mask
     name = ctx.name("mask")
     if len(mask) > 90:

@@ -331,3 +331,23 @@ def test_a_call_reads_as_the_query_in_words() -> None:
     assert call_words(listing, conn.tools["frames_list_tables"]) == "frames_list_tables()"
     broken = ToolCall("c4", "frames_select", {"table": "nope"})
     assert call_words(broken, conn.tools["frames_select"]) == 'frames_select({"table": "nope"})'
+
+
+def test_an_updates_code_matches_its_rows_once_before_writing_as_the_tool_does() -> None:
+    """An update that changes the column it filters on, then another: the second value
+    lands on the rows the filter matched before the first was written."""
+    args = {
+        "table": "orders",
+        "values": {"qty": None, "paid": "false", "status": "checked"},
+        "filters": [{"column": "qty", "op": "gt", "value": 2}],
+    }
+    by_tool = frame()
+    conn = frame_tools({"orders": {"frame": by_tool, "write": True}}, approve_writes=False)
+    positional, keywords = conn.tools["frames_update"].validate(args)
+    to_output(conn.tools["frames_update"].function(*positional, **keywords))
+    hook = conn.tools["frames_update"].code
+    assert hook is not None
+    ctx = CodeContext("result_1")
+    namespace: dict[str, Any] = {"orders": frame()}
+    exec("\n\n".join([*ctx.setups, hook(args, ctx) or ""]), namespace)
+    assert_frame_equal(namespace["orders"], by_tool)
