@@ -107,7 +107,10 @@ class _Body:
                         self.exported.results[call.id] = ctx.result
                         for name, about in ctx.expected.items():
                             self.expected.setdefault(name, about)
-                        self.setups.extend(s for s in ctx.setups if s not in self.setups)
+                    # A comment's imports too, so that it runs once uncommented (its other
+                    # setups may read variables that only running code makes the notebook ask for)
+                    setups = ctx.setups if runs else [s for s in ctx.setups if _is_import(s)]
+                    self.setups.extend(s for s in setups if s not in self.setups)
 
 
 def _call_cell(

@@ -318,10 +318,9 @@ def test_tables_named_like_the_exports_own_variables_and_helpers_keep_their_fram
 def _uncommented(notebook: Any) -> Any:
     """The notebook with its approved writes uncommented ("Uncomment it to write again")."""
     for cell in notebook.cells:
-        head, _, rest = cell.source.partition("\n# A write, approved by the user, and done.")
-        if rest:
-            body = rest.partition("\n")[2].splitlines()
-            cell.source = "\n".join([head, *(line[2:] for line in body)])
+        lines = cell.source.splitlines()
+        if len(lines) > 1 and lines[1].endswith("and done. Uncomment it to write again."):
+            cell.source = "\n".join([lines[0], *(line[2:] for line in lines[2:])])
     return notebook
 
 
@@ -408,3 +407,21 @@ def test_a_table_python_cannot_name_is_read_from_a_variable_with_an_underscore(
     namespace = run_cells(notebook, {**defined, "orders": frames["orders"]})
     for name, frame in frames_by_variable(thread).items():
         assert_frame_equal(namespace[name], frame, obj=name)
+
+
+def test_an_approved_write_uncommented_finds_the_imports_it_needs(tmp_path: Path) -> None:
+    """A thread whose one call is an approved update with a like filter: the first cell
+    still imports what its code uses, so uncommenting it is enough to write again."""
+    update = {
+        "table": "orders",
+        "values": {"status": "checked"},
+        "filters": [{"column": "status", "op": "ilike", "value": "o_en"}],
+    }
+    orders = orders_frame()
+    tools = frame_tools({"orders": {"frame": orders, "write": True}}, approve_writes=False)
+    model = ReplayModel([Reply("", [("frames_update", update)]), "Done."])
+    agent = define_agent(name="a", model=model, connectors=[tools])
+    thread_id = agent.run_sync("Check the open ones.").thread_id
+    notebook = _uncommented(nbformat.read(agent.export(thread_id, tmp_path / "t.ipynb"), 4))
+    namespace = run_cells(notebook, {"orders": orders_frame()})
+    assert_frame_equal(namespace["orders"], orders)
