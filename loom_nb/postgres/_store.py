@@ -324,11 +324,28 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         schema.lock(conn, self.schema)
-        schema.create(conn, self.schema)
-        done = schema.applied(conn, self.schema) or []  # again, under the lock
-        if schema.unknown(done):
-            raise self._newer(schema.unknown(done))
-        schema.migrate(conn, self.schema, done)
+        # Again, under the lock: another kernel (the owner) may have just migrated, and then
+        # there is nothing to create, which a role without CREATE could not do.
+        done = schema.applied(conn, self.schema)
+        if done is None:
+            schema.create(conn, self.schema)
+        if schema.unknown(done or []):
+            raise self._newer(schema.unknown(done or []))
+        try:
+            schema.migrate(conn, self.schema, done or [])
+        except psycopg.errors.InsufficientPrivilege:
+            if done is None:
+                raise
+            raise self._older(done) from None
+
+    def _older(self, done: builtins.list[str]) -> PostgresStoreError:
+        missing = [m.__name__ for m in schema.MIGRATIONS if m.__name__ not in done]
+        return PostgresStoreError(
+            f"the schema {self.schema!r} in {self._source.where} was made by an older loom_nb "
+            f"(version {len(done)}; this one needs {schema.VERSION}: {', '.join(missing)}) and "
+            f"this role may not upgrade it. Open postgres_store(...) once connected as the "
+            "schema's owner, which upgrades it; this role's grants need no change"
+        )
 
     def _newer(self, names: builtins.list[str]) -> PostgresStoreError:
         return PostgresStoreError(
