@@ -45,6 +45,7 @@ from loom_nb.postgres._connections import (
     GivenPool,
     OwnedConnection,
     PostgresStoreError,
+    Unreachable,
 )
 from loom_nb.postgres._queries import Queries
 
@@ -374,6 +375,22 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                 f"the PostgreSQL store {self.describe()} is closed; open it again with "
                 "postgres_store()"
             )
+        try:
+            return self._attempts(fn, user_id, write, doing, single, opening, snapshot)
+        except Unreachable as exc:  # no connection: nothing of this call reached the server
+            outcome = "nothing was saved" if write else "nothing was changed"
+            raise StoreError(f"{exc} ({doing}: {outcome})") from None
+
+    def _attempts(
+        self,
+        fn: Callable[[psycopg.Connection[Any]], T],
+        user_id: str | None,
+        write: bool,
+        doing: str,
+        single: bool,
+        opening: bool,
+        snapshot: bool,
+    ) -> T:
         for attempt in (1, 2):
             with self._source.borrow() as conn:
                 sent = False  # whether the server may have run a write of this call
