@@ -144,6 +144,33 @@ def test_a_refused_decision_leaves_the_kept_thread_undecided(store: SQLiteStore)
     )
 
 
+def test_a_decision_reads_the_thread_once(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch):
+    @tool(needs_approval=True)
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        return f"refunded {invoice}"
+
+    model = ReplayModel(
+        [Reply("", [("refund", {"invoice": "A"}), ("refund", {"invoice": "B"})]), "Done."]
+    )
+    agent = define_agent(name="a", model=model, tools=[refund], store=store)
+    waiting = agent.run_sync("Refund A and B.")
+    first, second = (p.call_id for p in waiting.pending)
+    loads = _counting_loads(store, monkeypatch)
+    half = agent.resume_sync(waiting.thread_id, {first: True})
+    assert half.status == "awaiting_approval" and [p.state for p in half.pending] == [
+        "approved",
+        "pending",
+    ]
+    done = agent.resume_sync(waiting.thread_id, {second: False})
+    assert done.output == "Done." and [r.approval for r in done.thread.tool_results()] == [
+        "approved",
+        "rejected",
+    ]
+    assert loads == [waiting.thread_id] * 2  # each decision changed it: read once, not per step
+    assert half.pending[0].state == "approved"  # a result keeps the thread as it was then
+
+
 def test_test_models_keep_each_request_without_a_copy_of_the_thread(store: SQLiteStore):
     model = FunctionModel(_echo)
     agent = define_agent(name="a", model=model, store=store)

@@ -74,6 +74,31 @@ def test_cell_streams_as_text_binds_frames_and_continues_the_thread(
     assert model.requests[-1].messages[-1].text == "{threshold}"
 
 
+def test_cells_on_a_thread_the_agent_keeps_do_not_load_it_again(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, model = shell.user_ns["analyst"], shell.user_ns["model"]
+    model.add("One.", "Two.", "Three.", "Four.")
+    assert cell(shell, "%%loom analyst --result res", "first").success
+    thread_id = shell.user_ns["res"].thread.id
+    loads: list[str] = []
+    real = agent.store.load
+    monkeypatch.setattr(agent.store, "load", lambda tid, **kw: loads.append(tid) or real(tid, **kw))
+    assert cell(shell, "%%loom analyst", "second").success
+    assert cell(shell, f"%%loom analyst --thread {thread_id}", "third").success
+    assert loads == []  # a long thread costs the same per cell as a short one
+    other = define_agent(name="analyst", model=ReplayModel(["elsewhere"]), store=agent.store)
+    other.run_sync("from another kernel", thread_id=thread_id)
+    loads.clear()
+    assert cell(shell, "%%loom analyst", "fourth").success
+    assert loads == [thread_id]  # what another kernel wrote is read, once
+    assert [m.text for m in model.requests[-1].messages][-3:] == [
+        "from another kernel",
+        "elsewhere",
+        "fourth",
+    ]
+
+
 def test_completed_run_without_frames_binds_none(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
