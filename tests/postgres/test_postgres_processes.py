@@ -185,9 +185,8 @@ def model(request):
         sys.stdin.readline()  # the server stops meanwhile
     return "heard " + request.messages[-1].text
 
-agent = define_agent(
-    name="analyst", model=FunctionModel(model), store=postgres_store(sys.argv[1], schema=sys.argv[2])
-)
+store = postgres_store(sys.argv[1], schema=sys.argv[2])
+agent = define_agent(name="analyst", model=FunctionModel(model), store=store)
 thread_id = agent.run_sync("first").thread_id
 print(thread_id, flush=True)
 try:
