@@ -365,6 +365,7 @@ class Agent:
         finally:
             lease.release(error=thread.error if thread is not None else None)
             if thread is not None:
+                thread.lease = None  # this run freed it (or lost it, when it stopped for that)
                 with contextlib.suppress(Exception):  # a failing store fails the next load
                     self._kept.keep(thread)
         # The result's thread is a snapshot: the kept one goes on with the next run.
