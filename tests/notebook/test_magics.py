@@ -99,6 +99,24 @@ def test_cells_on_a_thread_the_agent_keeps_do_not_load_it_again(
     ]
 
 
+def test_approving_a_call_another_kernel_decided_says_so(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent, model, written = (shell.user_ns[k] for k in ("analyst", "model", "written"))
+    model.add(Reply("Filing.", [("insert_ticket", {"subject": "late"})]), "Filed.")
+    assert cell(shell, "%%loom analyst --result res", "File a ticket").success
+    thread_id, call_id = shell.user_ns["res"].thread.id, shell.user_ns["res"].pending[0].call_id
+    elsewhere = define_agent(
+        name="analyst", model=ReplayModel(["Filed there."]), tools=agent.tools, store=agent.store
+    )
+    elsewhere.resume_sync(thread_id, {call_id: True})  # another kernel approved it first
+    capsys.readouterr()
+    assert not cell(shell, f"%loom approve {call_id}").success
+    said = capsys.readouterr().err
+    assert f"call {call_id} was already decided in another kernel" in said, said
+    assert f"%loom show {thread_id}" in said and written == ["late"]
+
+
 def test_completed_run_without_frames_binds_none(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
