@@ -213,9 +213,9 @@ class Agent:
                     thread.id, ids, state, expect={"pending"}, user_id=thread.user_id
                 )
         if not resolutions:
-            thread = self._load(thread_id, user_id)
+            thread = self._load_for_run(thread_id, user_id)  # kept: the run starts from it
             if any(p.state == "pending" for p in thread.pending):
-                return RunResult(thread.status, thread)  # the others still wait
+                return RunResult(thread.status, _snapshot(thread))  # the others still wait
         try:
             return await self._drive(thread.id, context, on_event, resolutions=resolutions)
         except ThreadBusy as exc:
@@ -325,6 +325,12 @@ class Agent:
             )
         return settle(thread)
 
+    def _checked(self, thread_id: str, context: Mapping[str, Any] | None) -> Thread:
+        """The thread as this agent's next run on it starts: for the notebook's checks before
+        a run (does it exist, does a call wait), at the cost of one small read while the
+        agent keeps it. Never handed to the user: the run goes on with it in place."""
+        return self._load_for_run(thread_id, self._user_id(context))
+
     def _load_for_run(self, thread_id: str, user_id: str | None) -> Thread:
         """:meth:`_load` for a run: the thread kept from this agent's last run on it while the
         store says nothing changed since (one cheap read), else loaded."""
@@ -359,18 +365,23 @@ class Agent:
         finally:
             lease.release(error=thread.error if thread is not None else None)
             if thread is not None:
+                thread.lease = None  # this run freed it (or lost it, when it stopped for that)
                 with contextlib.suppress(Exception):  # a failing store fails the next load
                     self._kept.keep(thread)
         # The result's thread is a snapshot: the kept one goes on with the next run.
-        snapshot = dataclasses.replace(
-            thread, messages=list(thread.messages), pending=[copy.copy(p) for p in thread.pending]
-        )
-        result = RunResult(thread.status, snapshot, run.new_messages, thread.error)
+        result = RunResult(thread.status, _snapshot(thread), run.new_messages, thread.error)
         if result.status == "error":
             error = run.failure or RunError(thread.error or "the run failed")
             error.result = result
             raise error
         return result
+
+
+def _snapshot(thread: Thread) -> Thread:
+    """A kept thread as it is now, for a result (the kept one goes on with the next run)."""
+    return dataclasses.replace(
+        thread, messages=list(thread.messages), pending=[copy.copy(p) for p in thread.pending]
+    )
 
 
 def _refuse_waiting(thread: Thread) -> None:

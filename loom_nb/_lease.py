@@ -4,7 +4,10 @@ A run takes the lease before it changes a thread and frees it at its end; a keep
 renews it meanwhile (off the event loop, so a blocked loop does not let it lapse). A holder is
 ``host:pid:random``, one per run. A lease is taken over when it expired, or at once when its
 holder is on this host and its process is gone (or it is this process's and no run of it is
-alive: a run that died without freeing it).
+alive: a run that died without freeing it). Containers on one machine can share a host name
+(the host's network) while each numbers its processes anew, so the random part starts with
+the holder's PID namespace (``ns<inode>.``, on Linux): a process number of another namespace
+says nothing here, and only expiry frees its lease.
 
 A call left ``running`` by a holder that is gone is ``unknown``: it may have run. ``settle``
 shows that on a loaded thread; the run that takes the thread over records it.
@@ -37,6 +40,17 @@ LOCAL_WAIT_SECONDS = 10.0
 _HOST = socket.gethostname()
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (``/proc/self/ns/pid``'s inode), or "" where there is none."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+_NAMESPACE = _pid_namespace()
+
+
 @dataclass
 class _Local:
     thread_id: str
@@ -49,15 +63,16 @@ _held_lock = threading.Lock()
 
 
 def new_holder() -> str:
-    return f"{_HOST}:{os.getpid()}:{secrets.token_hex(6)}"
+    tag = f"ns{_NAMESPACE}." if _NAMESPACE else ""
+    return f"{_HOST}:{os.getpid()}:{tag}{secrets.token_hex(6)}"
 
 
 def holder_gone(lease: Lease) -> bool:
     """True when ``lease``'s holder is known to be gone: a process of this machine that ended
     (or a run of this one that is over). Expiry is the store's to judge, by its clock."""
-    host, pid = _where(lease.holder)
-    if host != _HOST or pid is None:
-        return False  # another machine: only expiry tells
+    host, pid, namespace = _where(lease.holder)
+    if host != _HOST or pid is None or namespace not in (None, _NAMESPACE):
+        return False  # another machine or container: only expiry tells
     if pid == os.getpid():
         with _held_lock:
             return lease.holder not in _held
@@ -66,12 +81,14 @@ def holder_gone(lease: Lease) -> bool:
 
 def where(holder: str) -> str:
     """Who ``holder`` is, for messages."""
-    host, pid = _where(holder)
-    if host == _HOST and pid == os.getpid():
+    host, pid, namespace = _where(holder)
+    if host != _HOST:
+        return f"another kernel (process {pid} on {host})"
+    if namespace not in (None, _NAMESPACE):
+        return f"another kernel (process {pid} of another container on this machine)"
+    if pid == os.getpid():
         return "this kernel (another run, or another agent object for the same agent)"
-    if host == _HOST:
-        return f"another kernel (process {pid})"
-    return f"another kernel (process {pid} on {host})"
+    return f"another kernel (process {pid})"
 
 
 def settle(thread: Thread) -> Thread:
@@ -227,10 +244,14 @@ def _interrupted_here(holder: str) -> bool:
     return local is not None and local.interrupt is not None and local.interrupt.event.is_set()
 
 
-def _where(holder: str) -> tuple[str, int | None]:
+def _where(holder: str) -> tuple[str, int | None, str | None]:
+    """``holder``'s host, process number and PID namespace (None: not said, as in holders of
+    earlier versions, which are taken to be of this namespace)."""
     host, _, rest = holder.partition(":")
-    pid, _, _ = rest.partition(":")
-    return host, int(pid) if pid.isdigit() else None
+    pid, _, random = rest.partition(":")
+    tag, dot, _ = random.partition(".")
+    namespace = tag[2:] if dot and tag.startswith("ns") and tag[2:].isdigit() else None
+    return host, int(pid) if pid.isdigit() else None, namespace
 
 
 def _process_alive(pid: int) -> bool:

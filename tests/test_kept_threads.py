@@ -144,6 +144,33 @@ def test_a_refused_decision_leaves_the_kept_thread_undecided(store: SQLiteStore)
     )
 
 
+def test_a_decision_reads_the_thread_once(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch):
+    @tool(needs_approval=True)
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        return f"refunded {invoice}"
+
+    model = ReplayModel(
+        [Reply("", [("refund", {"invoice": "A"}), ("refund", {"invoice": "B"})]), "Done."]
+    )
+    agent = define_agent(name="a", model=model, tools=[refund], store=store)
+    waiting = agent.run_sync("Refund A and B.")
+    first, second = (p.call_id for p in waiting.pending)
+    loads = _counting_loads(store, monkeypatch)
+    half = agent.resume_sync(waiting.thread_id, {first: True})
+    assert half.status == "awaiting_approval" and [p.state for p in half.pending] == [
+        "approved",
+        "pending",
+    ]
+    done = agent.resume_sync(waiting.thread_id, {second: False})
+    assert done.output == "Done." and [r.approval for r in done.thread.tool_results()] == [
+        "approved",
+        "rejected",
+    ]
+    assert loads == [waiting.thread_id] * 2  # each decision changed it: read once, not per step
+    assert half.pending[0].state == "approved"  # a result keeps the thread as it was then
+
+
 def test_test_models_keep_each_request_without_a_copy_of_the_thread(store: SQLiteStore):
     model = FunctionModel(_echo)
     agent = define_agent(name="a", model=model, store=store)
@@ -216,3 +243,117 @@ def test_a_call_an_interrupted_run_left_open_gets_a_result_on_the_next_turn(stor
     assert closing.role == "tool" and closing.tool_results[0].call_id == "call_1"
     assert "interrupted" in closing.tool_results[0].content
     assert seen[0].messages[3].text == "Again?"
+
+
+_KERNEL = """
+import sys
+from loom_nb import FunctionModel, Message, Reply, Thread, define_agent, tool
+
+where = sys.argv[1]
+if where.startswith("postgresql"):
+    from loom_nb.postgres import postgres_store
+    dsn, schema = where.split("#")
+    store = postgres_store(dsn, schema=schema)
+else:
+    from loom_nb.sqlite import sqlite_store
+    store = sqlite_store(where)
+
+@tool(needs_approval=True)
+def write(text: str) -> str:
+    "Write text."
+    return "wrote " + text
+
+def model(request):
+    return "from the other kernel"
+
+agent = define_agent(name="a", model=FunctionModel(model), tools=[write], store=store)
+for line in sys.stdin:  # one command per line, as cells run one after another
+    command, thread_id, *rest = line.split()
+    if command == "turn":
+        agent.run_sync("a turn in another kernel", thread_id=thread_id)
+    elif command in ("approve", "reject"):
+        agent.resume_sync(thread_id, {rest[0]: command == "approve"})
+    elif command == "rename":
+        thread = store.load(thread_id)
+        thread.title = rest[0]
+        store.save_thread(thread)
+    elif command == "remake":
+        agent.delete_thread(thread_id)
+        again = Thread(id=thread_id, agent="a")
+        store.save_thread(again)
+        for m in (Message.user("remade"), Message.assistant("anew")):
+            again.messages.append(m)
+            store.append(again, m)
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_what_another_kernel_does_to_a_kept_thread_is_seen(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+):
+    if kind == "postgres":
+        from loom_nb.postgres import postgres_store
+
+        database, schema = (
+            request.getfixturevalue(f) for f in ("loom_database", "postgres_schema")
+        )
+        where, store = f"{database.dsn()}#{schema}", postgres_store(database.dsn(), schema=schema)
+    else:
+        where, store = str(tmp_path / "loom.db"), sqlite_store(tmp_path / "loom.db")
+    seen: list[list[str]] = []
+
+    def model(request: ModelRequest) -> str | Reply:
+        seen.append(
+            [m.text or ",".join(r.content for r in m.tool_results) for m in request.messages]
+        )
+        last = request.messages[-1].text
+        return Reply("", [("write", {"text": last})]) if last.startswith("write") else "here"
+
+    @tool(needs_approval=True)
+    def write(text: str) -> str:
+        "Write text."
+        raise AssertionError("the other kernel decides, and runs it")
+
+    agent = define_agent(name="a", model=FunctionModel(model), tools=[write], store=store)
+    other = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_KERNEL), where],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def elsewhere(*command: str) -> None:
+        assert other.stdin is not None and other.stdout is not None
+        other.stdin.write(" ".join(command) + "\n")
+        other.stdin.flush()
+        assert other.stdout.readline() == "done\n", other.communicate(timeout=30)[1]
+
+    try:
+        thread_id = agent.run_sync("first").thread_id
+        elsewhere("turn", thread_id)
+        agent.run_sync("again", thread_id=thread_id)
+        assert seen[-1][-3:] == ["a turn in another kernel", "from the other kernel", "again"]
+
+        for decision, outcome in (("approve", "wrote write a"), ("reject", "")):
+            waiting = agent.run_sync("write a", thread_id=thread_id)
+            elsewhere(decision, thread_id, waiting.pending[0].call_id)
+            after = agent.run_sync(f"after {decision}", thread_id=thread_id)
+            assert after.status == "complete" and after.thread.pending == []
+            assert seen[-1][-2:] == ["from the other kernel", f"after {decision}"]
+            if outcome:
+                assert seen[-1][-3] == outcome
+
+        elsewhere("rename", thread_id, "Renamed")
+        assert agent.run_sync("named?", thread_id=thread_id).thread.title == "Renamed"
+
+        elsewhere("remake", thread_id)
+        agent.run_sync("two", thread_id=thread_id)
+        assert seen[-1] == ["remade", "anew", "two"]
+    finally:
+        assert other.stdin is not None
+        other.stdin.close()
+        other.wait(30)
+        store.close()

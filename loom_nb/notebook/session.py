@@ -162,7 +162,7 @@ class Session:
         if tid is None:
             return None
         try:
-            agent.thread(tid, context=self.context())
+            agent._checked(tid, self.context())
         except ThreadNotFound:
             self.current[agent.name] = None
             why = (

@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
 
     raise MissingExtra("psycopg", "postgres", "loom_nb.postgres") from None
 
+from loom_nb import _public
 from loom_nb.postgres._connections import PostgresStoreError
 from loom_nb.postgres._sql import grants_sql, row_level_security_sql
 from loom_nb.postgres._store import PostgresStore, postgres_store
@@ -35,3 +36,5 @@ __all__ = [
     "postgres_store",
     "row_level_security_sql",
 ]
+
+_public.publish(__name__, [PostgresStore, PostgresStoreError, postgres_store])

@@ -31,6 +31,19 @@ class PostgresStoreError(UserError):
     """The PostgreSQL store cannot use its database as configured; the message says the fix."""
 
 
+class ConnectFailed(PostgresStoreError):
+    """A connection could not be opened: the server's ``reason`` and the ``fix``."""
+
+    def __init__(self, server: str, reason: str, fix: str) -> None:
+        super().__init__(f"cannot open the PostgreSQL store at {server}: {reason}; {fix}")
+        self.reason = reason
+        self.fix = fix
+
+
+class Unreachable(StoreError):
+    """A source has no live connection to give; the store adds what the call did not do."""
+
+
 #: Added to a connection string unless it says otherwise.
 CONNECT_DEFAULTS = {"connect_timeout": "10", "application_name": "loom_nb"}
 
@@ -91,7 +104,7 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
         raise _connect_error(exc, params) from None
 
 
-def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> PostgresStoreError:
+def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> ConnectFailed:
     import getpass
     import os
 
@@ -128,7 +141,7 @@ def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> Pos
         fix = "ask the database's admin to allow this host and user in pg_hba.conf"
     else:
         fix = "check the connection string"
-    return PostgresStoreError(f"cannot open the PostgreSQL store at {server}: {reason}; {fix}")
+    return ConnectFailed(server, reason, fix)
 
 
 class OwnedConnection:
@@ -152,9 +165,10 @@ class OwnedConnection:
                 self.discard()
                 try:
                     self._conn = connect(self._dsn)
-                except PostgresStoreError as exc:
-                    raise StoreError(
-                        f"the PostgreSQL server {self.where} is unreachable: {exc}"
+                except ConnectFailed as exc:
+                    raise Unreachable(
+                        f"the PostgreSQL server {self.where} is unreachable ({exc.reason}; "
+                        f"{exc.fix}); the next call reconnects once it is back"
                     ) from None
             yield self._conn
 
@@ -188,7 +202,7 @@ class GivenConnection:
     def borrow(self) -> Iterator[psycopg.Connection[Any]]:
         with self._lock:
             if not alive(self._conn, replaceable=False):
-                raise StoreError(
+                raise Unreachable(
                     f"the connection to the PostgreSQL server {self.where} passed as "
                     "postgres_store(connection=...) is closed; pass a new one, or a connection "
                     "string so the store can reconnect by itself"
@@ -239,7 +253,7 @@ class GivenPool:
         try:
             conn: psycopg.Connection[Any] = self._pool.getconn()
         except psycopg.Error as exc:  # psycopg_pool.PoolTimeout is one
-            raise StoreError(f"the connection pool gave no connection: {exc}") from None
+            raise Unreachable(f"the connection pool gave no connection: {exc}") from None
         return conn
 
     def discard(self) -> None:

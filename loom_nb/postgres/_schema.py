@@ -136,10 +136,14 @@ VERSION = len(MIGRATIONS)
 
 def applied(conn: Any, schema: str) -> list[str] | None:
     """Names of the migrations applied to ``schema``, or None when loom_nb never made it."""
+    # The catalog read with this statement's snapshot: to_regclass() reads a cache that a
+    # kernel waiting on the migration lock may hold from before another kernel made the table.
     found = conn.execute(
-        "SELECT to_regclass(format('%%I.%%I', %s::text, %s::text))", (schema, MIGRATIONS_TABLE)
+        "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+        (schema, MIGRATIONS_TABLE),
     ).fetchone()
-    if found is None or found[0] is None:
+    if found is None:
         return None
     rows = conn.execute(
         sql.SQL("SELECT name FROM {}.{} ORDER BY name").format(

@@ -45,6 +45,7 @@ from loom_nb.postgres._connections import (
     GivenPool,
     OwnedConnection,
     PostgresStoreError,
+    Unreachable,
 )
 from loom_nb.postgres._queries import Queries
 
@@ -324,11 +325,28 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         schema.lock(conn, self.schema)
-        schema.create(conn, self.schema)
-        done = schema.applied(conn, self.schema) or []  # again, under the lock
-        if schema.unknown(done):
-            raise self._newer(schema.unknown(done))
-        schema.migrate(conn, self.schema, done)
+        # Again, under the lock: another kernel (the owner) may have just migrated, and then
+        # there is nothing to create, which a role without CREATE could not do.
+        done = schema.applied(conn, self.schema)
+        if done is None:
+            schema.create(conn, self.schema)
+        if schema.unknown(done or []):
+            raise self._newer(schema.unknown(done or []))
+        try:
+            schema.migrate(conn, self.schema, done or [])
+        except psycopg.errors.InsufficientPrivilege:
+            if done is None:
+                raise
+            raise self._older(done) from None
+
+    def _older(self, done: builtins.list[str]) -> PostgresStoreError:
+        missing = [m.__name__ for m in schema.MIGRATIONS if m.__name__ not in done]
+        return PostgresStoreError(
+            f"the schema {self.schema!r} in {self._source.where} was made by an older loom_nb "
+            f"(version {len(done)}; this one needs {schema.VERSION}: {', '.join(missing)}) and "
+            f"this role may not upgrade it. Open postgres_store(...) once connected as the "
+            "schema's owner, which upgrades it; this role's grants need no change"
+        )
 
     def _newer(self, names: builtins.list[str]) -> PostgresStoreError:
         return PostgresStoreError(
@@ -357,6 +375,22 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                 f"the PostgreSQL store {self.describe()} is closed; open it again with "
                 "postgres_store()"
             )
+        try:
+            return self._attempts(fn, user_id, write, doing, single, opening, snapshot)
+        except Unreachable as exc:  # no connection: nothing of this call reached the server
+            outcome = "nothing was saved" if write else "nothing was changed"
+            raise StoreError(f"{exc} ({doing}: {outcome})") from None
+
+    def _attempts(
+        self,
+        fn: Callable[[psycopg.Connection[Any]], T],
+        user_id: str | None,
+        write: bool,
+        doing: str,
+        single: bool,
+        opening: bool,
+        snapshot: bool,
+    ) -> T:
         for attempt in (1, 2):
             with self._source.borrow() as conn:
                 sent = False  # whether the server may have run a write of this call

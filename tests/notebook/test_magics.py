@@ -74,6 +74,49 @@ def test_cell_streams_as_text_binds_frames_and_continues_the_thread(
     assert model.requests[-1].messages[-1].text == "{threshold}"
 
 
+def test_cells_on_a_thread_the_agent_keeps_do_not_load_it_again(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, model = shell.user_ns["analyst"], shell.user_ns["model"]
+    model.add("One.", "Two.", "Three.", "Four.")
+    assert cell(shell, "%%loom analyst --result res", "first").success
+    thread_id = shell.user_ns["res"].thread.id
+    loads: list[str] = []
+    real = agent.store.load
+    monkeypatch.setattr(agent.store, "load", lambda tid, **kw: loads.append(tid) or real(tid, **kw))
+    assert cell(shell, "%%loom analyst", "second").success
+    assert cell(shell, f"%%loom analyst --thread {thread_id}", "third").success
+    assert loads == []  # a long thread costs the same per cell as a short one
+    other = define_agent(name="analyst", model=ReplayModel(["elsewhere"]), store=agent.store)
+    other.run_sync("from another kernel", thread_id=thread_id)
+    loads.clear()
+    assert cell(shell, "%%loom analyst", "fourth").success
+    assert loads == [thread_id]  # what another kernel wrote is read, once
+    assert [m.text for m in model.requests[-1].messages][-3:] == [
+        "from another kernel",
+        "elsewhere",
+        "fourth",
+    ]
+
+
+def test_approving_a_call_another_kernel_decided_says_so(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent, model, written = (shell.user_ns[k] for k in ("analyst", "model", "written"))
+    model.add(Reply("Filing.", [("insert_ticket", {"subject": "late"})]), "Filed.")
+    assert cell(shell, "%%loom analyst --result res", "File a ticket").success
+    thread_id, call_id = shell.user_ns["res"].thread.id, shell.user_ns["res"].pending[0].call_id
+    elsewhere = define_agent(
+        name="analyst", model=ReplayModel(["Filed there."]), tools=agent.tools, store=agent.store
+    )
+    elsewhere.resume_sync(thread_id, {call_id: True})  # another kernel approved it first
+    capsys.readouterr()
+    assert not cell(shell, f"%loom approve {call_id}").success
+    said = capsys.readouterr().err
+    assert f"call {call_id} was already decided in another kernel" in said, said
+    assert f"%loom show {thread_id}" in said and written == ["late"]
+
+
 def test_completed_run_without_frames_binds_none(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:

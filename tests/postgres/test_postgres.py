@@ -145,21 +145,23 @@ def test_a_schema_from_a_newer_version_is_refused_and_left_alone(
     assert table_state(loom_database, postgres_schema) == before
 
 
+def to_previous_version(database: LoomDatabase, name: str) -> None:
+    """Undo the last migration (m004: the threads' change counter), as the owner: the schema as
+    the previous loom_nb left it, its grants included."""
+    with database.connect() as conn:
+        conn.execute(
+            sql.SQL("DELETE FROM {}.migrations WHERE name = %s").format(sql.Identifier(name)),
+            (schema.MIGRATIONS[-1].__name__,),
+        )
+        conn.execute(
+            sql.SQL("ALTER TABLE {}.threads DROP COLUMN changes").format(sql.Identifier(name))
+        )
+
+
 def test_an_older_schema_needs_its_owner_to_upgrade_it(
     loom_database: LoomDatabase, postgres_schema: str
 ):
-    with loom_database.connect() as conn:
-        conn.execute(
-            sql.SQL("DELETE FROM {}.migrations WHERE name = %s").format(
-                sql.Identifier(postgres_schema)
-            ),
-            (schema.MIGRATIONS[-1].__name__,),
-        )
-        conn.execute(  # undo the last migration (m004: the threads' change counter)
-            sql.SQL("ALTER TABLE {}.threads DROP COLUMN changes").format(
-                sql.Identifier(postgres_schema)
-            )
-        )
+    to_previous_version(loom_database, postgres_schema)
     with pytest.raises(PostgresStoreError, match="owner"):
         postgres_store(loom_database.dsn(), schema=postgres_schema)
     owner = postgres_store(loom_database.dsn(loom_database.owner), schema=postgres_schema)
@@ -169,6 +171,70 @@ def test_an_older_schema_needs_its_owner_to_upgrade_it(
     make(app, "t1", "works again")
     assert [t.id for t in app.search("works")] == ["t1"]
     app.close()
+
+
+def test_an_app_role_meeting_an_older_schema_is_told_what_it_lacks_and_who_upgrades_it(
+    loom_database: LoomDatabase, postgres_schema: str, monkeypatch: pytest.MonkeyPatch
+):
+    to_previous_version(loom_database, postgres_schema)
+    before = table_state(loom_database, postgres_schema)
+    with pytest.raises(PostgresStoreError) as caught:
+        postgres_store(loom_database.dsn(), schema=postgres_schema)
+    said = str(caught.value)
+    assert f"schema {postgres_schema!r}" in said and "older loom_nb" in said, said
+    assert schema.MIGRATIONS[-1].__name__ in said and "loom_owner" not in said, said
+    assert "once connected as the schema's owner" in said, said
+    assert table_state(loom_database, postgres_schema) == before  # nothing was touched
+    # a hub's kernels meet it at define_agent, with the same words
+    loom_database.new_schema("loom")
+    try:
+        to_previous_version(loom_database, "loom")
+        monkeypatch.setenv("LOOM_STORE", loom_database.dsn())
+        with pytest.raises(PostgresStoreError, match=r"schema 'loom' .* older loom_nb"):
+            define_agent(name="a", model=ReplayModel([]))
+    finally:
+        loom_database.drop_schema("loom")
+
+
+_OPEN_AND_SAVE = """
+import sys
+from loom_nb import Thread
+from loom_nb.postgres import postgres_store
+try:
+    store = postgres_store(sys.argv[1], schema=sys.argv[2])
+    store.save_thread(Thread(id="t1", agent="a"))
+    print("ok", store.schema_version)
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_an_app_kernel_opening_while_the_owner_upgrades_waits_for_it_and_works(
+    loom_database: LoomDatabase, postgres_schema: str
+):
+    to_previous_version(loom_database, postgres_schema)
+    with loom_database.connect() as owner:  # the owner's upgrade, as postgres_store runs it
+        owner.execute("BEGIN")
+        schema.lock(owner, postgres_schema)
+        kernel = subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AND_SAVE, loom_database.dsn(), postgres_schema],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        with loom_database.server.connect() as admin:  # the kernel waits for the upgrade
+            deadline, waiting = time.monotonic() + 60, None
+            while waiting is None and kernel.poll() is None and time.monotonic() < deadline:
+                waiting = admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'loom_nb' "
+                    "AND wait_event = 'advisory'"
+                ).fetchone()
+                time.sleep(0.02)
+        assert waiting is not None, kernel.communicate(timeout=30)
+        schema.migrate(owner, postgres_schema, schema.applied(owner, postgres_schema) or [])
+        owner.execute("COMMIT")
+    out, err = kernel.communicate(timeout=60)
+    assert out.strip() == f"ok {schema.VERSION}", out + err
 
 
 def test_kernels_opening_a_new_schema_at_once_migrate_it_once(loom_database: LoomDatabase):

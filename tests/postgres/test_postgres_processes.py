@@ -170,3 +170,63 @@ def test_the_server_restarted_between_two_runs_changes_nothing(
     assert thread is not None
     assert [m.text for m in thread.messages] == ["first", "one", "second", "two"] * 2
     store.close()
+
+
+# ---- the server stopping mid-turn ------------------------------------------------------------
+
+_THINKING_KERNEL = """
+import sys
+from loom_nb import FunctionModel, StoreError, define_agent
+from loom_nb.postgres import postgres_store
+
+def model(request):
+    if request.messages[-1].text == "mid":
+        print("thinking", flush=True)
+        sys.stdin.readline()  # the server stops meanwhile
+    return "heard " + request.messages[-1].text
+
+store = postgres_store(sys.argv[1], schema=sys.argv[2])
+agent = define_agent(name="analyst", model=FunctionModel(model), store=store)
+thread_id = agent.run_sync("first").thread_id
+print(thread_id, flush=True)
+try:
+    agent.run_sync("mid", thread_id=thread_id)
+    print("no error", flush=True)
+except StoreError as exc:
+    print("StoreError", exc, flush=True)
+sys.stdin.readline()  # the server is back
+print(agent.run_sync("next", thread_id=thread_id).output, flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_the_server_stopping_mid_turn_fails_that_turn_clearly_and_the_next_goes_on(
+    loom_database: LoomDatabase, postgres_schema: str, mode: str
+):
+    kernel = start(_THINKING_KERNEL, loom_database.dsn(), postgres_schema, stdin=True)
+    assert kernel.stdout is not None and kernel.stdin is not None
+    thread_id = kernel.stdout.readline().strip()
+    assert kernel.stdout.readline().strip() == "thinking", kernel.stderr
+    loom_database.server.halt(mode)  # as a crash (immediate) or an admin's stop (fast) would
+    try:
+        kernel.stdin.write("\n")
+        kernel.stdin.flush()
+        said = kernel.stdout.readline().strip()
+    finally:
+        loom_database.server.start_again()
+    out, err = kernel.communicate("\n", timeout=120)
+    where = f"loom_app@127.0.0.1:{loom_database.server.port}/loom_tests"
+    assert said.startswith(f"StoreError the PostgreSQL server {where} is unreachable"), said + err
+    assert said.endswith(f"(saving a message to {thread_id}: nothing was saved)"), said
+    assert out.strip() == "heard next", err
+    store = postgres_store(loom_database.dsn(), schema=postgres_schema)
+    thread = store.load(thread_id)
+    assert thread is not None and thread.lease is None
+    assert [m.text for m in thread.messages] == [
+        "first",
+        "heard first",
+        "mid",
+        "next",
+        "heard next",
+    ]
+    store.close()

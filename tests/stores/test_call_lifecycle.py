@@ -236,6 +236,15 @@ def test_a_thread_run_elsewhere_is_busy(store: Store):
     assert agent.thread(thread_id).lease is None
 
 
+def test_a_result_shows_its_thread_free_once_the_run_ended(store: Store):
+    agent = define_agent(name="a", model=ReplayModel(["one", "two", "three"]), store=store)
+    first = agent.run_sync("hi")
+    assert first.thread.lease is None and agent.thread(first.thread_id).lease is None
+    assert agent.run_sync("again", thread_id=first.thread_id).thread.lease is None
+    store.acquire_lease(first.thread_id, DEAD, 0)  # a lapsed lease, taken over
+    assert agent.run_sync("more", thread_id=first.thread_id).thread.lease is None
+
+
 def test_a_lease_whose_process_on_this_host_is_gone_is_taken_over_at_once(store: Store):
     agent = define_agent(name="a", model=ReplayModel(["one", "two"]), store=store)
     thread_id = agent.run_sync("hi").thread_id

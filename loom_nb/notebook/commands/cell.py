@@ -25,10 +25,10 @@ def run(
     agent = session.agent(agent_name)
     with usage_errors():
         if thread_id is not None:
-            agent.thread(thread_id, context=session.context())
+            agent._checked(thread_id, session.context())
         tid = None if new else thread_id or session.current_thread(agent)
-        if tid is not None:
-            _refuse_pending(agent.thread(tid, context=session.context()))
+        if tid is not None:  # the thread the agent keeps: a long one is not loaded per cell
+            _refuse_pending(agent._checked(tid, session.context()))
     session.last_agent = agent.name
     view = _runs.open_view(session, agent, binding)
     view.show()

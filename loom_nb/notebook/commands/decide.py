@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 
 from loom_nb import _loop_thread
 from loom_nb._agent import Decision, DecisionLike, RunResult
-from loom_nb._errors import RunError
+from loom_nb._errors import RunError, UserError
 from loom_nb._messages import Resolution
 from loom_nb.notebook import _runs
 from loom_nb.notebook._html import AFTER, preview_note
@@ -25,6 +25,13 @@ def run(session: Session, call_ids: list[str], *, approve: bool | Resolution) ->
     missing = [c for c in call_ids if c not in by_call]
     if missing:
         known = " ".join(by_call) or "none"
+        decided = _decided_in(session, missing[0])
+        if decided is not None:
+            raise UsageError(
+                f"no call {missing[0]!r} waits for approval: call {missing[0]} was already "
+                "decided in another kernel (or earlier in this one); see what came of it with "
+                f"%loom show {decided}"
+            )
         raise UsageError(f"no call {missing[0]!r} waits for approval; waiting: {known}")
     if len({by_call[c][1].id for c in call_ids}) > 1:
         raise UsageError("these calls belong to different threads: decide one thread at a time")
@@ -64,3 +71,18 @@ def run(session: Session, call_ids: list[str], *, approve: bool | Resolution) ->
         if approve and after and c in ran:
             print(f"ℹ {c}: {after}")
     return result
+
+
+def _decided_in(session: Session, call_id: str) -> str | None:
+    """The current thread (of an agent here) that holds ``call_id`` as a call already decided."""
+    for agent in session.unique_agents():
+        thread_id = session.current.get(agent.name)
+        if thread_id is None:
+            continue
+        try:
+            thread = agent.thread(thread_id, context=session.context())
+        except UserError:
+            continue
+        if any(c.id == call_id for m in thread.messages for c in m.tool_calls):
+            return thread_id
+    return None

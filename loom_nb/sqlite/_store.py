@@ -1,0 +1,490 @@
+"""The SQLite store: the store contract over Python's ``sqlite3`` (what it promises is in
+``loom_nb.sqlite``'s docstring). Statements that several operations share are in ``_steps``,
+the schema and its migrations in ``_schema``, a connection you pass in ``_given``."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loom_nb._errors import UserError
+from loom_nb._message_rows import (
+    THREAD_COLUMNS,
+    message_contains,
+    row_thread,
+    searchable,
+    thread_row,
+)
+from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._store import Store, ThreadVersion
+from loom_nb.sqlite import _given as given
+from loom_nb.sqlite import _schema as schema
+from loom_nb.sqlite import _steps as steps
+
+DEFAULT_PATH = ".loom/loom.db"
+
+#: How long one operation waits for another process's write lock before giving up.
+BUSY_SECONDS = 60.0
+
+T = TypeVar("T")
+
+
+class SQLiteStoreError(UserError):
+    """The SQLite store cannot use its file; the message says what to do."""
+
+
+class StoreNotWritableError(SQLiteStoreError):
+    """The path cannot be created or written."""
+
+
+class NotADatabaseError(SQLiteStoreError):
+    """The file exists but is not a SQLite database."""
+
+
+class NewerSchemaError(SQLiteStoreError):
+    """The file was written by a newer loom_nb."""
+
+
+#: What a listing shows, in ThreadInfo's field order.
+_INFO_COLUMNS = "id, agent, user_id, title, created_at, updated_at, message_count, pending_count"
+
+
+class SQLiteStore(Store):  # the methods say what they do once, in Store
+    """A :class:`loom_nb.Store` in a SQLite file. Make one with :func:`sqlite_store`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = DEFAULT_PATH,
+        database: sqlite3.Connection | None = None,
+    ) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+        self._indexed = False
+        if database is not None:
+            if not isinstance(database, sqlite3.Connection):
+                raise UserError(
+                    f"sqlite_store(database=...) takes a sqlite3.Connection, got "
+                    f"{type(database).__name__}; or pass a file path with path=..."
+                )
+            self._owns = False
+            self.path = given.database_path(database)
+            self._conn = database
+            given.check_shared_threads(database)
+        else:
+            if not isinstance(path, str | os.PathLike):
+                raise UserError(
+                    f"sqlite_store(path=...) takes a file path (a str or a Path), got "
+                    f"{type(path).__name__} {path!r}; leave it out for {DEFAULT_PATH}"
+                )
+            self._owns = True
+            self.path = os.fspath(path)
+            self._conn = _connect(self.path)
+        try:
+            self._open()
+        except BaseException:
+            if self._owns:
+                self._conn.close()
+            raise
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<SQLiteStore {self.path!r}{state}>"
+
+    def describe(self) -> str:
+        """Which file this store reads, for ``%loom threads``."""
+        return f"SQLite file {self.path}"
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the store contract -----------------------------------------------------------------
+
+    def save_thread(self, thread: Thread) -> None:
+        # A thread made again after a deletion never repeats a version its old self had: it
+        # starts at the clock, in microseconds.
+        row = (*thread_row(thread), time.time_ns() // 1000)
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                """
+                INSERT INTO loom_threads (id, agent, user_id, title, created_at, updated_at,
+                    updated_us, pending, pending_count, error, version)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET
+                    agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
+                    created_at = excluded.created_at, updated_at = excluded.updated_at,
+                    updated_us = excluded.updated_us, pending = excluded.pending,
+                    pending_count = excluded.pending_count, error = excluded.error,
+                    version = version + 1
+                """,
+                row,
+            )
+
+        self._write(write)
+
+    def append(
+        self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
+    ) -> None:
+        self._write(
+            lambda conn: steps.append(
+                conn, thread.id, thread.updated_at, message, pending, self._indexed
+            )
+        )
+
+    def update_calls(
+        self,
+        thread_id: str,
+        call_ids: Sequence[str],
+        state: CallState,
+        *,
+        expect: Collection[CallState],
+        holder: str | None = None,
+        message: Message | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        self._write(
+            lambda conn: steps.move_calls(
+                conn, (thread_id, user_id), call_ids, state, expect, holder, message, self._indexed
+            )
+        )
+
+    def acquire_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        replacing: str | None = None,
+        user_id: str | None = None,
+    ) -> Lease:
+        return self._write(
+            lambda conn: steps.take_lease(conn, (thread_id, user_id), holder, seconds, replacing)
+        )
+
+    def release_lease(
+        self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
+    ) -> bool:
+        return self._write(lambda conn: steps.free_lease(conn, (thread_id, user_id), holder, error))
+
+    def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
+        def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
+            record = conn.execute(
+                f"SELECT {THREAD_COLUMNS} FROM loom_threads WHERE id = ? AND user_id IS ?",
+                (thread_id, user_id),
+            ).fetchone()
+            if record is None:
+                return None
+            rows = conn.execute(
+                "SELECT json, data FROM loom_messages WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
+            ).fetchall()
+            return record, rows
+
+        found = self._read(read)
+        return None if found is None else row_thread(*found)
+
+    def list(
+        self,
+        *,
+        agent: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ThreadInfo]:
+        sql = f"SELECT {_INFO_COLUMNS} FROM loom_threads WHERE user_id IS ?"
+        params: builtins.list[Any] = [user_id]
+        if agent is not None:
+            sql += " AND agent = ?"
+            params.append(agent)
+        sql += " ORDER BY updated_us DESC, rowid LIMIT ? OFFSET ?"
+        params += [max(int(limit), 0), max(int(offset), 0)]
+        return [_info(r) for r in self._query(sql, params)]
+
+    def search(
+        self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> builtins.list[ThreadInfo]:
+        needle = text.casefold()
+        sql = f"SELECT {_INFO_COLUMNS} FROM loom_threads t WHERE user_id IS ?"
+        params: builtins.list[Any] = [user_id]
+        if agent is not None:
+            sql += " AND agent = ?"
+            params.append(agent)
+        pieces = _trigrams(needle)
+        if self._indexed and pieces:
+            # Candidates from the index (the needle's pieces all present), each confirmed by
+            # its own text; threads newest first, so a common text stops after ``limit``.
+            match = " AND ".join('"' + p.replace('"', '""') + '"' for p in pieces)
+            sql = (
+                "WITH hits (id) AS (SELECT rowid FROM loom_search WHERE loom_search MATCH ?) "
+                + sql
+                + " AND t.id IN (SELECT m.thread_id FROM loom_messages m WHERE m.id IN hits)"
+                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
+                " AND m.id IN hits AND loom_contains(m.json, ?))"
+            )
+            params = [match, *params, needle]
+        else:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
+                " AND loom_contains(m.json, ?))"
+            )
+            params.append(needle)
+        sql += " ORDER BY updated_us DESC, rowid LIMIT ?"
+        params.append(max(int(limit), 0))
+        return [_info(r) for r in self._query(sql, params)]
+
+    def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            gone = conn.execute(
+                "DELETE FROM loom_threads WHERE id = ? AND user_id IS ?", (thread_id, user_id)
+            ).rowcount
+            if gone and self._indexed:
+                # A contentless index forgets a row when told the text it was given.
+                rows = conn.execute(
+                    "SELECT id, json FROM loom_messages WHERE thread_id = ?", (thread_id,)
+                ).fetchall()
+                conn.executemany(
+                    "INSERT INTO loom_search (loom_search, rowid, text) VALUES ('delete', ?, ?)",
+                    [(row, searchable(json.loads(text))) for row, text in rows],
+                )
+            if gone:
+                conn.execute("DELETE FROM loom_messages WHERE thread_id = ?", (thread_id,))
+            return bool(gone)
+
+        return self._write(write)
+
+    def close(self) -> None:
+        """Close the file (a connection passed as ``database=`` is left open: it is yours)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owns:
+                self._conn.close()
+
+    # ---- extras -------------------------------------------------------------------------------
+
+    def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
+        """The thread's write counter and message count (None when unknown to this user): one
+        indexed read, so a kernel can check that a thread it keeps has not changed."""
+        rows = self._query(
+            "SELECT version, message_count FROM loom_threads WHERE id = ? AND user_id IS ?",
+            [thread_id, user_id],
+        )
+        return ThreadVersion(rows[0][0], rows[0][1]) if rows else None
+
+    @property
+    def schema_version(self) -> int:
+        """How many schema migrations the file has (this version writes ``len(MIGRATIONS)``)."""
+        return len(self._read(schema.applied_or_empty))
+
+    # ---- machinery ----------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        conn = self._conn
+        try:
+            if self._owns:
+                _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"), self.path)
+                conn.execute("PRAGMA synchronous = FULL")
+            done = self._read(schema.applied_or_empty)
+            newer = schema.unknown(done)
+            if newer:
+                raise self._newer(newer)
+            if len(done) < schema.VERSION:
+                self._write(self._migrate)
+            conn.create_function("loom_contains", 2, message_contains, deterministic=True)
+            #: Whether the file has the search index (not when its SQLite had no trigram FTS5).
+            self._indexed = self._read(_has_search_index)
+        except sqlite3.DatabaseError as exc:
+            raise _translate(exc, self.path) from exc
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        done = schema.applied(conn)  # again, inside the write lock: another process may have won
+        newer = schema.unknown(done)
+        if newer:
+            raise self._newer(newer)
+        schema.migrate(conn, done)
+
+    def _newer(self, names: builtins.list[str]) -> NewerSchemaError:
+        return NewerSchemaError(
+            f"{self.path} was written by a newer loom_nb (its schema has {', '.join(names)}, "
+            f"which this version does not know). Upgrade with: pip install -U loom-nb "
+            "- or open another file with sqlite_store(path=...)"
+        )
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise UserError(
+                f"the SQLite store {self.path} is closed; open it again with sqlite_store()"
+            )
+        if self._conn.in_transaction and self._owns:  # left over from an interrupted call
+            self._conn.execute("ROLLBACK")
+        elif self._conn.in_transaction:
+            raise UserError(
+                "the sqlite3 connection passed as sqlite_store(database=...) is inside a "
+                "transaction; commit or roll it back before the store uses it"
+            )
+        return self._conn
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._transaction(fn, "BEGIN IMMEDIATE")
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._transaction(fn, "BEGIN")
+
+    def _query(self, sql: str, params: builtins.list[Any]) -> builtins.list[Any]:
+        """The rows of one SELECT: a statement reads one snapshot, no transaction needed."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                return _retry(lambda: conn.execute(sql, params).fetchall(), self.path)
+            except sqlite3.DatabaseError as exc:
+                raise _translate(exc, self.path) from exc
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
+        with self._lock:
+            conn = self._connection()
+
+            def attempt() -> T:
+                conn.execute(begin)
+                try:
+                    result = fn(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+                return result
+
+            try:
+                return _retry(attempt, self.path)
+            except sqlite3.DatabaseError as exc:
+                raise _translate(exc, self.path) from exc
+
+
+def sqlite_store(
+    path: str | os.PathLike[str] = DEFAULT_PATH, database: sqlite3.Connection | None = None
+) -> SQLiteStore:
+    """Threads in a SQLite file (``.loom/loom.db`` by default); the folder is created.
+
+    ``database`` is your own ``sqlite3`` connection instead of a path; open it with
+    ``check_same_thread=False`` (the agent saves from its own thread). Its journal mode and
+    durability settings are yours; ``close()`` leaves it open.
+    """
+    return SQLiteStore(path, database)
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    if path != ":memory:" and not path.startswith("file:"):
+        target = Path(path).expanduser()
+        if target.is_dir():
+            raise StoreNotWritableError(
+                f"{path} is a folder, not a database file; pass a file path such as "
+                f"sqlite_store(path={os.path.join(path, 'loom.db')!r})"
+            )
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreNotWritableError(
+                f"cannot create the folder {str(target.parent)!r} for the thread store "
+                f"({exc.strerror or exc}); pass a path you can write to: sqlite_store(path=...)"
+            ) from exc
+        path = str(target)
+    try:
+        return sqlite3.connect(
+            path,
+            timeout=BUSY_SECONDS,
+            check_same_thread=False,
+            isolation_level=None,
+            uri=path.startswith("file:"),
+        )
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from exc
+
+
+def _retry(fn: Callable[[], T], path: str) -> T:
+    """Run ``fn``, again while SQLite reports the file busy or locked (the busy timeout
+    covers most waits; a few lock states return at once, e.g. during WAL recovery)."""
+    deadline = time.monotonic() + BUSY_SECONDS
+    delay = 0.001
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            message = str(exc).lower()
+            if ("locked" not in message and "busy" not in message) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def _translate(exc: sqlite3.Error, path: str) -> Exception:
+    message = str(exc)
+    lowered = message.lower()
+    if isinstance(exc, SQLiteStoreError):
+        return exc
+    if "not a database" in lowered or "malformed" in lowered or "encrypted" in lowered:
+        return NotADatabaseError(
+            f"{path} is not a SQLite database loom_nb can read ({message}). Move it away, or "
+            "keep threads in another file: sqlite_store(path=...)"
+        )
+    if (
+        "readonly" in lowered
+        or "unable to open" in lowered
+        or "read-only" in lowered
+        or ("disk i/o" in lowered)
+    ):
+        return StoreNotWritableError(
+            f"cannot write the thread store {path} ({message}). Check that the file and its "
+            "folder are writable (SQLite also writes -wal and -shm files next to it), or pass "
+            "another path: sqlite_store(path=...)"
+        )
+    if "already exists" in lowered:  # a table named like ours that loom_nb did not make
+        return SQLiteStoreError(
+            f"{path} already holds a table that loom_nb did not create ({message}), perhaps "
+            "another program's: keep the threads in a file of their own, e.g. "
+            f"sqlite_store(path={DEFAULT_PATH!r})"
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return SQLiteStoreError(
+            f"{path} stayed locked by another process for {BUSY_SECONDS:.0f} s ({message}); "
+            "close the other kernel or program that holds it, then try again"
+        )
+    return exc
+
+
+def _has_search_index(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'loom_search'"
+    ).fetchone()
+    return found is not None
+
+
+def _trigrams(text: str) -> builtins.list[str]:
+    """Three-character pieces of ``text`` that cover every character of it: side by side,
+    the last one flush with the end ([] when the text is shorter than three)."""
+    if len(text) < 3:
+        return []
+    starts = [*range(0, len(text) - 2, 3), len(text) - 3]
+    return builtins.list(dict.fromkeys(text[i : i + 3] for i in starts))
+
+
+def _info(row: Any) -> ThreadInfo:
+    """A row of :data:`_INFO_COLUMNS`."""
+    parse = datetime.fromisoformat
+    return ThreadInfo(row[0], row[1], row[2], row[3], parse(row[4]), parse(row[5]), row[6], row[7])
