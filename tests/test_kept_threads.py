@@ -22,6 +22,7 @@ from loom_nb import (
 )
 from loom_nb.models import ModelRequest
 from loom_nb.sqlite import SQLiteStore, sqlite_store
+from tests.stores._processes import OPEN_STORE
 
 
 def _echo(request: ModelRequest) -> str:
@@ -183,8 +184,9 @@ def test_test_models_keep_each_request_without_a_copy_of_the_thread(store: SQLit
     assert sys.getsizeof(last) == sys.getsizeof(first)  # no per-turn copy of the thread
 
 
-_OTHER_KERNEL = """
-import sys
+_OTHER_KERNEL = (
+    OPEN_STORE
+    + """
 from loom_nb import FunctionModel, define_agent
 from loom_nb.sqlite import sqlite_store
 store = sqlite_store(sys.argv[1])
@@ -192,6 +194,7 @@ agent = define_agent(name="a", model=FunctionModel(lambda r: "from the other ker
 agent.run_sync("a turn in another kernel", thread_id=sys.argv[2])
 store.close()
 """
+)
 
 
 def test_another_kernels_turn_is_seen(tmp_path: Path):
@@ -245,18 +248,11 @@ def test_a_call_an_interrupted_run_left_open_gets_a_result_on_the_next_turn(stor
     assert seen[0].messages[3].text == "Again?"
 
 
-_KERNEL = """
-import sys
+_KERNEL = (
+    OPEN_STORE
+    + """
 from loom_nb import FunctionModel, Message, Reply, Thread, define_agent, tool
 
-where = sys.argv[1]
-if where.startswith("postgresql"):
-    from loom_nb.postgres import postgres_store
-    dsn, schema = where.split("#")
-    store = postgres_store(dsn, schema=schema)
-else:
-    from loom_nb.sqlite import sqlite_store
-    store = sqlite_store(where)
 
 @tool(needs_approval=True)
 def write(text: str) -> str:
@@ -286,6 +282,7 @@ for line in sys.stdin:  # one command per line, as cells run one after another
             store.append(again, m)
     print("done", flush=True)
 """
+)
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import pytest
 from loom_nb import CallAlreadyDecided, ReplayModel, Reply, Store, ThreadBusy, define_agent, tool
 from loom_nb.sqlite import sqlite_store
 from tests.conftest import require
+from tests.stores._processes import OPEN_STORE
 
 pytestmark = pytest.mark.slow
 
@@ -29,18 +30,13 @@ with open("/proc/sys/kernel/ns_last_pid", "w") as f:
 sys.exit(subprocess.call(sys.argv[2:]))
 """
 
-_KERNEL = """
+_KERNEL = (
+    OPEN_STORE
+    + """
 import os, sys
 from loom_nb import FunctionModel, define_agent, tool
 
 where, thread_id, what = sys.argv[1], sys.argv[2], sys.argv[3]
-if where.startswith("postgresql"):
-    from loom_nb.postgres import postgres_store
-    dsn, schema = where.split("#")
-    store = postgres_store(dsn, schema=schema)
-else:
-    from loom_nb.sqlite import sqlite_store
-    store = sqlite_store(where)
 
 @tool(needs_approval=True)
 def write_ticket(key: str) -> str:
@@ -62,6 +58,7 @@ else:
     agent.resume_sync(thread_id, {what: True})
 print("finished", flush=True)
 """
+)
 
 
 def free_pid() -> int:

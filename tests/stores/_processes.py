@@ -17,6 +17,19 @@ from collections.abc import Callable
 
 from loom_nb import Store
 
+#: Opens, in a child process's script, the store its first argument names: a SQLite path, or
+#: ``DSN#SCHEMA`` for PostgreSQL.
+OPEN_STORE = """
+import sys
+if sys.argv[1].startswith("postgresql"):
+    from loom_nb.postgres import postgres_store
+    dsn, schema = sys.argv[1].split("#")
+    store = postgres_store(dsn, schema=schema)
+else:
+    from loom_nb.sqlite import sqlite_store
+    store = sqlite_store(sys.argv[1])
+"""
+
 
 def kill_while_appending(
     start: Callable[[str], subprocess.Popen[str]],
