@@ -16,8 +16,11 @@ PostgreSQL's own durability on (fsync, synchronous commit): every system's appen
 commit when the call returns.
 
 Fairness notes (also in bench/README.md):
-- the floor appends with one autocommitted ``INSERT`` of ``json.dumps(message.to_dict())`` into
-  a ``(thread_id, seq)``-keyed table, and loads with one ``SELECT`` plus ``json.loads`` per row;
+- the floor appends with one autocommitted ``INSERT`` of the message's JSON and its DataFrame
+  (``bench_store.floor_row``) into a ``(thread_id, seq)``-keyed table, and loads with one
+  ``SELECT``, ``json.loads`` per row and each DataFrame built; every system's load returns the
+  thread's DataFrames built (loom_nb's ``thread.frames``, LangGraph's artifacts), as in
+  ``bench_store``;
   loom_nb's append also updates the thread's record (message count, updated time: what listing
   needs) and feeds the word index, in the same transaction; so a second floor does that same
   work by hand (one statement: the thread's count and time under a listing index, the row with
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -45,7 +47,13 @@ from typing import Any
 
 import psycopg
 
-from bench.bench_store import conversation, langchain_message
+from bench.bench_store import (
+    conversation,
+    floor_message,
+    floor_row,
+    langchain_message,
+    payload_frame,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (100, 1_000, 5_000)
@@ -77,7 +85,9 @@ class Loom:
         self.store.append(self.thread, message)
 
     def load(self) -> object:
-        return self.store.load(self.thread.id)
+        thread = self.store.load(self.thread.id)
+        assert thread is not None
+        return thread.frames  # every DataFrame decoded, as the floors build theirs
 
     def close(self) -> None:
         self.store.close()
@@ -90,7 +100,7 @@ class Floor:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS raw_messages (thread_id text NOT NULL, seq int NOT NULL, "
-            "json text NOT NULL, PRIMARY KEY (thread_id, seq))"
+            "json text NOT NULL, frame text, PRIMARY KEY (thread_id, seq))"
         )
         self.thread_id, self.seq = thread_id, 0
 
@@ -100,16 +110,17 @@ class Floor:
 
     def append(self, message: Any) -> None:
         self.conn.execute(
-            "INSERT INTO raw_messages (thread_id, seq, json) VALUES (%s, %s, %s)",
-            (self.thread_id, self.seq, json.dumps(message.to_dict())),
+            "INSERT INTO raw_messages (thread_id, seq, json, frame) VALUES (%s, %s, %s, %s)",
+            (self.thread_id, self.seq, *floor_row(message)),
         )
         self.seq += 1
 
     def load(self) -> object:
         rows = self.conn.execute(
-            "SELECT json FROM raw_messages WHERE thread_id = %s ORDER BY seq", (self.thread_id,)
+            "SELECT json, frame FROM raw_messages WHERE thread_id = %s ORDER BY seq",
+            (self.thread_id,),
         ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [floor_message(text, frame) for text, frame in rows]
 
     def close(self) -> None:
         self.conn.close()
@@ -136,6 +147,7 @@ class SameWorkFloor(Floor):
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS raw_indexed_messages (thread_id text NOT NULL "
             "REFERENCES raw_threads (id) ON DELETE CASCADE, seq int NOT NULL, json text NOT NULL, "
+            "frame text, "
             "words tsvector GENERATED ALWAYS AS (to_tsvector('simple', json)) STORED, "
             "PRIMARY KEY (thread_id, seq))"
         )
@@ -149,23 +161,23 @@ class SameWorkFloor(Floor):
         self.conn.execute(
             "WITH t AS (UPDATE raw_threads SET message_count = message_count + 1, "
             "updated_at = %s, updated_us = %s WHERE id = %s RETURNING message_count) "
-            "INSERT INTO raw_indexed_messages (thread_id, seq, json) "
-            "SELECT %s, message_count - 1, %s FROM t",
+            "INSERT INTO raw_indexed_messages (thread_id, seq, json, frame) "
+            "SELECT %s, message_count - 1, %s, %s FROM t",
             (
                 message.created_at.isoformat(),
                 round(message.created_at.timestamp() * 1_000_000),
                 self.thread_id,
                 self.thread_id,
-                json.dumps(message.to_dict()),
+                *floor_row(message),
             ),
         )
 
     def load(self) -> object:
         rows = self.conn.execute(
-            "SELECT json FROM raw_indexed_messages WHERE thread_id = %s ORDER BY seq",
+            "SELECT json, frame FROM raw_indexed_messages WHERE thread_id = %s ORDER BY seq",
             (self.thread_id,),
         ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [floor_message(text, frame) for text, frame in rows]
 
 
 class LangGraph:
@@ -203,7 +215,8 @@ class LangGraph:
         config: Any = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
         found = self.saver.get_tuple(config)
         assert found is not None
-        return found.checkpoint["channel_values"]["messages"]
+        messages = found.checkpoint["channel_values"]["messages"]
+        return [payload_frame(m.artifact) for m in messages if getattr(m, "artifact", None)]
 
     def close(self) -> None:
         self.conn.close()

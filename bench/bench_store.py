@@ -194,14 +194,9 @@ class Floor:
             self.append(m)
 
     def append(self, message: Any) -> None:
-        out = message.to_dict()
-        frame = None
-        for part, result in zip(out["parts"], message.parts, strict=True):
-            if part.pop("data", None) is not None:
-                frame = json.dumps(frame_payload(result.data))
         self.conn.execute(
             "INSERT INTO raw (thread_id, json, frame) VALUES (?, ?, ?)",
-            ("bench", json.dumps(out), frame),
+            ("bench", *floor_row(message)),
         )
 
     def connection(self) -> sqlite3.Connection:
@@ -211,16 +206,29 @@ class Floor:
         rows = self.conn.execute(
             "SELECT json, frame FROM raw WHERE thread_id = ? ORDER BY rowid", ("bench",)
         ).fetchall()
-        out = []
-        for text, frame in rows:
-            message = json.loads(text)
-            if frame is not None:
-                message["frame"] = payload_frame(json.loads(frame))
-            out.append(message)
-        return out
+        return [floor_message(text, frame) for text, frame in rows]
 
     def close(self) -> None:
         self.conn.close()
+
+
+def floor_row(message: Any) -> tuple[str, str | None]:
+    """A floor's row of a message: its JSON without the DataFrame, and the DataFrame as
+    :func:`frame_payload` JSON (None without one)."""
+    out = message.to_dict()
+    frame = None
+    for part, result in zip(out["parts"], message.parts, strict=True):
+        if part.pop("data", None) is not None:
+            frame = json.dumps(frame_payload(result.data))
+    return json.dumps(out), frame
+
+
+def floor_message(text: str, frame: str | None) -> dict[str, Any]:
+    """:func:`floor_row` read back, its DataFrame built (as every system's load does)."""
+    message: dict[str, Any] = json.loads(text)
+    if frame is not None:
+        message["frame"] = payload_frame(json.loads(frame))
+    return message
 
 
 def session_item(message: Any) -> dict[str, Any]:
