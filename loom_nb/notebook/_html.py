@@ -1,4 +1,16 @@
-"""Small HTML pieces shared by the widgets: escaped text, JSON, bounded DataFrame tables."""
+"""Small HTML pieces shared by the widgets: escaped text, JSON, bounded DataFrame tables, and
+:func:`safe_html`, the one door from loom_nb to the page.
+
+What the model and the data write (replies, streamed text, tool arguments, cell values, column
+and category names, titles, errors) is untrusted: a reply holding ``<img onerror=...>`` must not
+be able to click Approve. Text enters HTML escaped (:func:`esc`, pandas' own escaping) or as
+markdown (:func:`markdown_html`, raw HTML in it escaped), and every HTML string a view puts on
+the page (each HTML widget's value, each ``text/html`` output) then passes :func:`safe_html`:
+Ammonia's sanitizer (``nh3``) with an allowlist of the tags, attributes and CSS properties the
+views draw. No event handler, script, iframe, form, svg or style element, no ``javascript:``
+URL, no ``data:`` URL but a PNG image (the charts the project draws) gets through. The
+project's own stylesheet (:data:`PAGE_STYLE`, a constant) is the one HTML that does not pass it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +18,7 @@ import base64
 import functools
 import html
 import json
+import re
 from typing import Any
 
 from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
@@ -87,6 +100,9 @@ TABLE_STYLE = (
     "{background:var(--jp-rendermime-table-row-hover-background,#e1f5fe)}</style>"
 )
 
+#: The project's stylesheet, a constant: drawn once per thread (its widget and its static form).
+PAGE_STYLE = OFFLINE_STYLE + TABLE_STYLE
+
 
 def frame_html(df: Any, rows: int, title: str = "") -> str:
     """The frame's first ``rows`` rows as pandas draws a DataFrame (its index included), the
@@ -102,7 +118,7 @@ def head_html(found: FrameHead, title: str = "") -> str:
     shown = found.head
     more = found.rows - len(shown)
     caption = f"<b>{esc(title)}</b> · " if title else ""
-    table = shown.to_html(max_cols=30, notebook=True)
+    table = shown.to_html(max_cols=30)  # escapes every label and value
     footer = (
         f'<div class="loom-more" style="color:#555;font-size:90%">… {more:,} more '
         f"row{'s' if more != 1 else ''}</div>"
@@ -112,7 +128,7 @@ def head_html(found: FrameHead, title: str = "") -> str:
     return (
         f'<div style="font-size:90%;color:#555">{caption}DataFrame · '
         f"{_shape_words(found.rows, found.columns)}</div>"
-        f'<div class="loom-table" style="overflow-x:auto">{TABLE_STYLE}{table}</div>{footer}'
+        f'<div class="loom-table" style="overflow-x:auto">{table}</div>{footer}'
     )
 
 
@@ -262,12 +278,86 @@ def rejected_html(tool: str) -> str:
 
 
 def markdown_html(text: str) -> str:
-    """The assistant's markdown as HTML, raw HTML in it escaped (it is the model's text)."""
-    return _markdown()(text)  # type: ignore[no-any-return]
+    """The model's markdown as HTML, for the page: tables, code, lists and links render; raw
+    HTML in it is escaped; links go only to http(s) and mailto; an image it names is a link,
+    never loaded (showing a reply must not send anything anywhere); then :func:`safe_html`."""
+    return safe_html(_markdown()(text))
 
 
 @functools.cache
 def _markdown() -> Any:
     import mistune
 
-    return mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])
+    class Renderer(mistune.HTMLRenderer):  # type: ignore[misc]
+        SAFE_PROTOCOLS = ("http:", "https:", "mailto:")
+        GOOD_DATA_PROTOCOLS = ()
+
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            return self.link(f"image: {text}", url, title)  # type: ignore[no-any-return]
+
+    return mistune.create_markdown(
+        escape=True, renderer=Renderer(escape=True), plugins=["table", "strikethrough"]
+    )
+
+
+def safe_html(fragment: str) -> str:
+    """``fragment`` as the page may show it: sanitized by Ammonia (``nh3``) to the tags,
+    attributes, URLs and CSS properties loom_nb's views draw. Every HTML widget's value and
+    every ``text/html`` output of a view passes here (see the module's docstring)."""
+    return _cleaner().clean(fragment)  # type: ignore[no-any-return]
+
+
+#: What the views draw: markdown's tags, pandas' tables, folded calls, cards.
+_TAGS = {
+    "a", "b", "blockquote", "br", "code", "del", "details", "div", "em", "h1", "h2", "h3",
+    "h4", "h5", "h6", "hr", "i", "img", "li", "ol", "p", "pre", "s", "span", "strong",
+    "summary", "table", "tbody", "td", "th", "thead", "tr", "ul",
+}  # fmt: skip
+#: Removed with their content (the others outside _TAGS are removed, their text kept).
+_DROPPED = {
+    "script", "style", "iframe", "frame", "frameset", "object", "embed", "svg", "math",
+    "template", "noscript", "form", "select", "textarea", "button", "audio", "video",
+}  # fmt: skip
+_ATTRIBUTES = {
+    "*": {"class", "style", "title"},
+    "a": {"href"},
+    "img": {"src", "alt"},
+    "details": {"open"},
+    "table": {"border"},
+    "td": {"align", "colspan", "rowspan"},
+    "th": {"align", "colspan", "rowspan"},
+    "ol": {"start"},
+}
+#: CSS the views' own style attributes use; nothing that could lay one thing over another.
+_CSS = {
+    "background", "border", "border-left", "border-radius", "color", "font-size", "height",
+    "margin", "max-width", "overflow-x", "padding", "text-align", "white-space",
+}  # fmt: skip
+#: The one data URL the page may hold: a chart's PNG, drawn by loom_nb.charts.
+_PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/=]*")
+_URL_ATTRIBUTES = {"href", "src"}
+
+
+def _only_png_data(tag: str, attribute: str, value: str) -> str | None:
+    if attribute not in _URL_ATTRIBUTES:
+        return value
+    # as a browser reads a URL: control characters and spaces dropped, scheme in any case
+    bare = "".join(ch for ch in value if ord(ch) > 0x20).lower()
+    if not bare.startswith("data:"):
+        return value
+    return value if tag == "img" and attribute == "src" and _PNG.fullmatch(value) else None
+
+
+@functools.cache
+def _cleaner() -> Any:
+    import nh3
+
+    return nh3.Cleaner(
+        tags=_TAGS,
+        clean_content_tags=_DROPPED,
+        attributes=_ATTRIBUTES,
+        attribute_filter=_only_png_data,
+        url_schemes={"http", "https", "mailto", "data"},  # data: narrowed by _only_png_data
+        url_relative="deny",  # nothing on the page points into the Jupyter server
+        filter_style_properties=_CSS,
+    )

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from loom_nb._messages import Message, PendingApproval, Thread
 from loom_nb._tools import Tool
 from loom_nb.notebook._calls import CallText
-from loom_nb.notebook._html import ERROR_STYLE, esc, markdown_html
+from loom_nb.notebook._html import ERROR_STYLE, TABLE_STYLE, esc, markdown_html, safe_html
 from loom_nb.notebook.history import history_html
 
 #: Messages the static form holds at most (a resumed thread can have thousands; the widget
@@ -40,7 +40,7 @@ def thread_html(
 ) -> str:
     """The thread: ``header``, the messages with each card (``(messages before it, html)``)
     in its place, a streamed reply cut short, the errors and ``footer``; ``calls`` says each
-    call in words and as code."""
+    call in words and as code. Sanitized (:func:`safe_html`) after the tables' stylesheet."""
     start = max(0, len(messages) - MESSAGES)
     parts = [header]
     if start:
@@ -60,7 +60,7 @@ def thread_html(
         )
     parts.extend(f'<div style="{ERROR_STYLE}">{esc(line)}</div>' for line in errors)
     parts.append(footer)
-    return '<div class="loom-thread-static">' + "".join(parts) + "</div>"
+    return TABLE_STYLE + safe_html('<div class="loom-thread-static">' + "".join(parts) + "</div>")
 
 
 def thread_text(

@@ -19,6 +19,7 @@ import ipywidgets as widgets
 
 from loom_nb._messages import PendingApproval, Resolution
 from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
+from loom_nb.notebook._page import html
 
 #: Called with (card, True / False, or a Resolution); starts the resume, returns its future.
 DecideFn = Callable[["ApprovalCard", "bool | Resolution"], "concurrent.futures.Future[Any] | None"]
@@ -55,8 +56,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.future: concurrent.futures.Future[Any] | None = None
         self._decide_fn = decide
         self._lock = threading.Lock()
-        self.header = widgets.HTML(self._header("waits for your approval"))
-        self.preview = widgets.HTML(preview_html(pending.preview, pending.arguments, rows))
+        self.header = html(self._header("waits for your approval"))
+        self.preview = html(preview_html(pending.preview, pending.arguments, rows))
         self.approve_button = widgets.Button(
             description="Approve", button_style="success", icon="check"
         )
@@ -65,8 +66,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         )
         self.approve_button.add_class("loom-approve")
         self.reject_button.add_class("loom-reject")
-        self.decision_label = widgets.HTML("")
-        self.decision_label.add_class("loom-decision")
+        self.decision_label = html("", "loom-decision")
         self.approve_button.on_click(lambda _b: self.approve())
         self.reject_button.on_click(lambda _b: self.reject())
         #: For a call whose outcome is unknown: one button per Resolution.
@@ -88,8 +88,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         buttons.add_class("loom-buttons")
         # Shown by OFFLINE_STYLE instead of the buttons once the kernel is gone (a restart, a
         # saved notebook): the buttons could reach nobody.
-        offline = widgets.HTML(f"<div>{WAITING_HTML}</div>")
-        offline.add_class("loom-offline")
+        offline = html(f"<div>{WAITING_HTML}</div>", "loom-offline")
         super().__init__([self.header, self.preview, buttons, offline, self.decision_label])
         self.add_class("loom-approval")
         self.add_class("loom-undecided")

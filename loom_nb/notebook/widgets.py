@@ -34,15 +34,17 @@ from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     AFTER,
     ERROR_STYLE,
-    OFFLINE_STYLE,
     chart_html,
     esc,
     failed_html,
     frame_html,
+    markdown_html,
     preview_note,
     rejected_html,
     user_html,
 )
+from loom_nb.notebook._page import SafeHTML, style
+from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import thread_html, thread_text
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.history import history_html
@@ -52,21 +54,6 @@ from loom_nb.notebook.session import interruption
 Resumer = Callable[
     ["ThreadView", PendingApproval, "bool | Resolution"], "concurrent.futures.Future[Any]"
 ]
-
-
-def _md(text: str) -> dict[str, Any]:
-    return {
-        "output_type": "display_data",
-        "metadata": {},
-        "data": {"text/markdown": text, "text/plain": text},
-    }
-
-
-def _html(value: str, *classes: str) -> widgets.HTML:
-    w = widgets.HTML(value)
-    for c in classes:
-        w.add_class(c)
-    return w
 
 
 class ThreadView(widgets.VBox):  # type: ignore[misc]
@@ -94,7 +81,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self.calls = CallText(tools, agent=agent_name)
         #: Each call's accordion, with the call and its code, until its result arrives.
         self._calls: dict[str, tuple[widgets.Accordion, ToolCall, str | None]] = {}
-        self._stream: widgets.Output | None = None
+        self._stream: SafeHTML | None = None
         self._buffer: list[str] = []
         self._last_flush = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -114,7 +101,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self.running.layout.display = "none"
         self.errors = widgets.VBox()
         self.usage = _html("", "loom-usage")
-        super().__init__([self.header, self.body, self.running, self.errors, self.usage])
+        super().__init__([style(), self.header, self.body, self.running, self.errors, self.usage])
         self.add_class("loom-thread")
 
     # ---- a saved thread ------------------------------------------------------------------
@@ -251,8 +238,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self.header.value = self._header_html()
 
     def _header_html(self, *, static: bool = False) -> str:
-        """The agent, the thread's title and id; the widget's also carries OFFLINE_STYLE and
-        the line it shows once its kernel is gone."""
+        """The agent, the thread's title and id; the widget's also carries the line it shows
+        once its kernel is gone (OFFLINE_STYLE, in the view's stylesheet)."""
         about = f" · {esc(self._title)}" if self._title else ""
         tid = self.thread_id
         thread = (
@@ -268,7 +255,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             '<span class="loom-gone" style="color:#888;font-size:85%"> · a saved view: the '
             "kernel that drew it is gone</span>"
         )
-        return OFFLINE_STYLE + head.replace("</div>", gone + "</div>")
+        return head.replace("</div>", gone + "</div>")
 
     def _append(self, *items: widgets.Widget) -> None:
         self.body.children = (*self.body.children, *items)
@@ -290,21 +277,19 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         stream, self._stream, self._buffer = self._stream, None, []
         if message.text:
             out = stream or self._new_text_widget()
-            out.outputs = (_md(message.text),)
+            out.value = markdown_html(message.text)
             self.stream_updates += stream is not None
         for call in message.tool_calls:
             code = self.calls.code(call)
-            details = widgets.HTML(body_html(call, code, None))
+            details = _html(body_html(call, code, None))
             box = widgets.Accordion(children=[details], titles=(self.calls.words(call),))
             box.selected_index = None
             box.add_class("loom-tool-call")
             self._calls[call.id] = (box, call, code)
             self._append(box)
 
-    def _new_text_widget(self) -> widgets.Output:
-        out = widgets.Output()
-        out.add_class("loom-message")
-        out.add_class("loom-assistant")
+    def _new_text_widget(self) -> SafeHTML:
+        out = _html("", "loom-message", "loom-assistant")
         self._append(out)
         return out
 
@@ -403,7 +388,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     def _flush(self) -> None:
         if self._stream is None or not self._buffer:
             return
-        self._stream.outputs = (_md("".join(self._buffer) + " ▌"),)
+        self._stream.value = markdown_html("".join(self._buffer) + " ▌")
         self.stream_updates += 1
         self._last_flush = time.monotonic()
 

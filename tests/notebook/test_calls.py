@@ -39,14 +39,14 @@ def test_the_widget_view_folds_a_call_to_words_and_shows_its_code_first() -> Non
     boxes = [w for w in view.body.children if "loom-tool-call" in w._dom_classes]
     assert [b.titles[0] for b in boxes] == [WORDS, "ping()"]
     body = boxes[0].children[0].value
-    assert 'class="loom-code"' in body and "sort_values(&quot;total&quot;" in body
+    assert 'class="loom-code"' in body and 'sort_values("total"' in body
     assert body.index("loom-code") < body.index("loom-call-arguments")
     assert "THE MODEL" not in body  # no result yet
     assert 'class="loom-call-arguments" open' in boxes[1].children[0].value  # no code: open
 
     view.on_event(MessageAdded(RESULT, "t1"))
     body = boxes[0].children[0].value
-    assert body.index("loom-call-arguments") < body.index("THE MODEL&#x27;S TEXT")
+    assert body.index("loom-call-arguments") < body.index("THE MODEL'S TEXT")
     assert boxes[0].titles == (WORDS,)
 
 

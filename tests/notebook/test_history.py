@@ -10,6 +10,7 @@ import pandas as pd
 from loom_nb import Message, TextPart, ToolCall, ToolResult
 from loom_nb.frames import frame_tools
 from loom_nb.notebook._calls import CallText
+from loom_nb.notebook._html import PAGE_STYLE
 from loom_nb.notebook.history import history_html
 
 
@@ -75,7 +76,7 @@ def test_tables_show_rows_rows_the_pandas_way_and_say_how_many_more():
     assert "<td>2</td>" in html and "<td>3</td>" not in html
     # pandas' own markup (its index as row headers), numbers right-aligned, no scroll box
     assert '<table border="1" class="dataframe">' in html and "<th>2</th>" in html
-    assert "text-align:right" in html and "max-height" not in html
+    assert "text-align:right" in PAGE_STYLE and "max-height" not in html
 
 
 def test_a_call_folds_to_its_query_in_words_and_unfolds_to_its_code_first():

@@ -100,12 +100,8 @@ def test_run_all_then_click_approve(kernel: tuple[str, Path], tmp_path: Path) ->
     assert "Which orders are above 100?" in history["value"]
     users = [s["value"] for s in with_class(nb, "loom-user")]
     assert any("Which orders are above 100?" in u for u in users)
-    texts = [
-        o["data"]["text/markdown"]
-        for s in with_class(nb, "loom-assistant")
-        for o in s.get("outputs", [])
-    ]
-    assert "There are **2** orders above 100." in texts
+    texts = [s["value"] for s in with_class(nb, "loom-assistant")]
+    assert "<p>There are <strong>2</strong> orders above 100.</p>\n" in texts
     assert with_class(nb, "loom-approval") and with_class(nb, "loom-tool-call")
 
 
@@ -208,10 +204,19 @@ def test_interrupt_keeps_what_completed_and_batching(
         msg_id = k.send("%%loom analyst --result again\nTry again.")
         messages = k.collect(msg_id)
         assert k.reply(msg_id)["status"] == "ok"
+        # the reply's widget, made during this run, and the updates of its text
+        texts = {
+            m["content"]["comm_id"]
+            for m in messages
+            if m["msg_type"] in ("comm_open", "comm_msg")
+            and "loom-assistant" in m["content"]["data"].get("state", {}).get("_dom_classes", ())
+        }
         updates = [
             m
             for m in messages
-            if m["msg_type"] == "comm_msg" and "text/markdown" in json.dumps(m["content"])
+            if m["msg_type"] == "comm_msg"
+            and m["content"]["comm_id"] in texts
+            and "value" in m["content"]["data"].get("state", {})
         ]
         reply, out = k.run(
             "print(again.status, len(again.output.split()), session().last_view.stream_updates)"

@@ -308,13 +308,8 @@ def test_cards_decide_once_each_and_resume_when_all_are_decided(
     assert "done" in first.decision_label.value
     assert "nothing was written" in second.decision_label.value
     assert all(b.disabled for c in view.cards for b in (c.approve_button, c.reject_button))
-    texts = [
-        o["data"]["text/markdown"]
-        for w in view.body.children
-        if "loom-assistant" in w._dom_classes
-        for o in w.outputs
-    ]
-    assert texts[-1] == "One filed, one not."
+    texts = [w.value for w in view.body.children if "loom-assistant" in w._dom_classes]
+    assert texts[-1] == "<p>One filed, one not.</p>\n"
     assert view.running.layout.display == "none"
 
 

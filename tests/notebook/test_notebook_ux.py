@@ -57,7 +57,8 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     offline = [w for w in card.children if "loom-offline" in w._dom_classes]
     assert offline and "%loom approvals" in offline[0].value
     assert "loom-undecided" in card._dom_classes
-    assert ".jupyter-widgets-disconnected" in view.header.value
+    [sheet] = [w for w in view.children if "loom-style" in w._dom_classes]
+    assert ".jupyter-widgets-disconnected" in sheet.value
 
     card.approve()
     view.wait(10)
@@ -213,7 +214,7 @@ def test_a_frame_write_card_and_its_outcome_say_files_did_not_change(
     card.approve()
     view.wait(10)
     outcome = card.decision_label.value
-    assert "done: the DataFrame &#x27;orders&#x27; changed in memory; files did not" in outcome
+    assert "done: the DataFrame 'orders' changed in memory; files did not" in outcome
     assert "orders.to_csv(...)" in outcome and orders.status.tolist() == ["closed", "open"]
     result = view._messages[-2].tool_results[0]
     assert "no file was written" in result.content  # the model can tell the user too
