@@ -27,15 +27,10 @@ class SafeHTML(widgets.HTML):  # type: ignore[misc]
 
 def html(value: str, *classes: str) -> SafeHTML:
     """A :class:`SafeHTML` with ``value``, its DOM node carrying ``classes``."""
-    w = SafeHTML(value)
-    for c in classes:
-        w.add_class(c)
-    return w
+    return SafeHTML(value, _dom_classes=classes)  # the classes come with the widget's state
 
 
 def style() -> widgets.HTML:
     """The project's stylesheet (:data:`PAGE_STYLE`, a constant with no text of the model or
     the data): the one HTML widget that does not sanitize, since its ``<style>`` would go."""
-    w = widgets.HTML(PAGE_STYLE)
-    w.add_class("loom-style")
-    return w
+    return widgets.HTML(PAGE_STYLE, _dom_classes=("loom-style",))

@@ -59,6 +59,16 @@ PAYLOADS = {
 }
 
 
+#: The payloads that run script without a click when shown the unsafe way (the control a
+#: browser test shows first); the others restyle, navigate or pose, and would disturb the page.
+SCRIPTED = [
+    name
+    for name in PAYLOADS
+    if name not in ("style", "style-attr", "form", "meta-refresh", "base-href")
+    and not name.startswith(("md-", "a-"))
+]
+
+
 def fill(template: str, js: str) -> str:
     """``template`` with ``js`` in every form it takes (attribute, URL, entities, base64)."""
     return template.format(
