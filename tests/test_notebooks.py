@@ -87,7 +87,7 @@ def output(nb: Any, source: str) -> str:
 
 
 def widget_values(nb: Any, css_class: str) -> list[str]:
-    """The HTML (or markdown outputs) of every stored widget with ``css_class``."""
+    """The HTML (or the outputs) of every stored widget with ``css_class``."""
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     found = []
     for model in state.values():
@@ -274,7 +274,7 @@ def test_real_models_offline(tmp_path: Path) -> None:
     # The replay's text must match the data the tool returned.
     assert sales_by_region(nb) == SALES_BY_REGION
     said = json.dumps(widget_values(nb, "loom-assistant"))
-    assert "North leads with **1,150.00** over 3 sales" in said
+    assert "North leads with <strong>1,150.00</strong> over 3 sales" in said
     assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
         nb, "no_key.run_sync"
     )
@@ -294,7 +294,7 @@ def test_exploration(tmp_path: Path) -> None:
     [chart_cell] = [c for c in nb.cells if "thread.charts[0]" in c.source]
     assert "image/png" in chart_cell.outputs[0].data
     said = json.dumps(widget_values(nb, "loom-assistant"))
-    assert "**6** open orders above 100 in **3** weeks" in said
+    assert "<strong>6</strong> open orders above 100 in <strong>3</strong> weeks" in said
     assert "the week of 02 Mar has the most (540.00)" in said
     # The export: what it expects, its code, and the same frame as the thread's.
     assert "Exported thread " in output(nb, "%loom export --to")
