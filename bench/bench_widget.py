@@ -321,9 +321,10 @@ Write the long report.
 """
 #: What the widget shows at the end, and how many streamed updates it sent.
 LOOM_CHECK = """
+import re as _re
 import loom_nb.notebook as _nb
 _view = _nb.session().last_view
-_shown = "".join(o["data"]["text/plain"] for o in _view.body.children[-1].outputs)
+_shown = _re.sub(r"<[^>]*>", " ", _view.body.children[-1].value)  # the reply's HTML, as text
 print("WORDS", len(writer.thread(_view.thread_id).last_text.split()),
       "SHOWN", len(_shown.split()), "UPDATES", _view.stream_updates)
 """

@@ -60,7 +60,11 @@ def thread_html(
         )
     parts.extend(f'<div style="{ERROR_STYLE}">{esc(line)}</div>' for line in errors)
     parts.append(footer)
-    return TABLE_STYLE + safe_html('<div class="loom-thread-static">' + "".join(parts) + "</div>")
+    # JupyterLab typesets the math in an HTML output (nbviewer too): the model's "$5 and $\\foo$"
+    # would be read as TeX. MathJax skips these classes (3 and 2), so the text stays as written.
+    inner = "".join(parts)
+    static = f'<div class="loom-thread-static mathjax_ignore tex2jax_ignore">{inner}</div>'
+    return TABLE_STYLE + safe_html(static)
 
 
 def thread_text(

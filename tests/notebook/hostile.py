@@ -56,6 +56,9 @@ PAYLOADS = {
     ),
     "meta-refresh": '<meta http-equiv="refresh" content="0;url={url}">',
     "base-href": '<base href="javascript:{js_quoted}//">',
+    # text other readers split or typeset: MathJax's \\href, line separators, jupytext markers
+    "math-href": "$\\href{{{url}}}{{math link}}$ and $\\foo$",
+    "separators": "a\u2028b\u2029c\x0bd\x0ce\x1cf\x85g <!-- #endregion --> # %% [markdown]",
 }
 
 
@@ -65,7 +68,7 @@ SCRIPTED = [
     name
     for name in PAYLOADS
     if name not in ("style", "style-attr", "form", "meta-refresh", "base-href")
-    and not name.startswith(("md-", "a-"))
+    and not name.startswith(("md-", "a-", "math-", "separators"))
 ]
 
 

@@ -219,7 +219,8 @@ def assert_inert(page: Any, root: Path, shown: Any) -> None:
     approve = card.locator("button.loom-approve")
     assert approve.is_visible() and approve.is_enabled()
     assert card.locator(".loom-decision").inner_text().strip() == ""
-    assert "onerror=" in shown.locator(".loom-assistant").last.inner_text()  # shown as text
+    said = shown.locator(".loom-assistant").last.inner_text()
+    assert "onerror=" in said and "$\\href{javascript:" in said  # as text, not typeset
     # links the model wrote go nowhere: clicking each runs nothing
     links = shown.locator(".loom-assistant a")
     for i in range(links.count()):
@@ -274,6 +275,11 @@ def test_hostile_replies_run_nothing_and_the_write_waits(
     assert_inert(page, root, live)
     static = cell(page, 3).locator(".loom-thread-static")
     assert "waiting for approval" in static.inner_text()
+    static.locator("a").first.wait_for(timeout=MEDIUM)
+    for i in range(static.locator("a").count()):  # the model's links, typeset math included
+        static.locator("a").nth(i).click(timeout=MEDIUM, no_wait_after=True)
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => window.__loomPwned") is None
     assert "written: False pwned: False" in cell_output_text(page, 4)
     thread_id = live.locator(".loom-thread-id").inner_text().strip()
     screenshot(page, "browser-inert-live", cell(page, 1))

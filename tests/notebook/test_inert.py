@@ -6,6 +6,7 @@ JupyterLab: no script runs."""
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import ipywidgets as widgets
@@ -45,7 +46,7 @@ RAW = {name: fill(template, ATTACK) for name, template in PAYLOADS.items()}
 def test_markdown_of_a_hostile_reply_is_inert_and_says_what_was_written(name: str) -> None:
     shown = markdown_html(RAW[name])
     assert problems(shown) == [], (name, shown)
-    assert "<a " not in shown or " href=" not in shown  # no link the payload chose survives
+    assert not re.search(r"<a [^>]*href=", shown)  # no link the payload chose survives
     assert safe_html(shown) == shown  # already what the sanitizer lets through
     # the person sees the text the model wrote (as text), not an empty reply
     assert visible_text(shown).strip(), name
@@ -56,13 +57,25 @@ def test_the_sanitizer_alone_stops_each_payload(name: str) -> None:
     """Even raw HTML (as if a template forgot to escape) loses every way to act."""
     cleaned = safe_html(RAW[name])
     assert problems(cleaned) == [], (name, cleaned)
-    assert "window.__loomPwned" not in cleaned.split(">", 1)[0] or "<" not in cleaned[:1]
 
 
 def test_raw_html_in_a_reply_shows_as_text() -> None:
     shown = markdown_html('Look: <img src=x onerror="alert(1)"> and <b>bold</b>')
     assert "<img" not in shown and "<b>" not in shown
     assert visible_text(shown).strip() == 'Look: <img src=x onerror="alert(1)"> and <b>bold</b>'
+
+
+def test_math_markup_line_separators_and_cell_markers_stay_text() -> None:
+    """Nothing typesets the HTML widget's text (``$...$`` reads as written) and no character
+    ends a tag or a line of HTML early."""
+    text = RAW["math-href"] + "\n\n" + RAW["separators"]
+    shown = markdown_html(text)
+    assert problems(shown) == []
+    read = visible_text(shown)
+    assert "$\\href{javascript:" in read and "$\\foo$" in read
+    for ch in "\u2028\u2029\x0b\x0c\x1c\x85":
+        assert ch in read
+    assert "<!-- #endregion --> # %% [markdown]" in read
 
 
 def test_markdown_still_looks_like_markdown() -> None:
@@ -177,6 +190,7 @@ def assert_inert_outputs(outputs: list[Any]) -> None:
         if "text/html" in out.data:
             body = out.data["text/html"]
             assert body.startswith(TABLE_STYLE)  # the stylesheet constant, then the thread
+            assert "mathjax_ignore" in body  # an HTML output's math is typeset otherwise
             assert problems(body.removeprefix(TABLE_STYLE)) == [], body[:500]
 
 
