@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
-from loom_nb._errors import CallAlreadyDecided, RunError, ThreadBusy, ThreadNotFound, UserError
+from loom_nb._errors import (
+    CallAlreadyDecided,
+    RunError,
+    StoreError,
+    ThreadBusy,
+    ThreadNotFound,
+    UserError,
+)
 from loom_nb._events import EventHandler
 from loom_nb._kept_threads import KeptThreads
 from loom_nb._lease import ThreadLease, settle
@@ -209,9 +216,15 @@ class Agent:
             ids = [c for c, a in approvals.items() if a is approve]
             if ids:
                 state: Any = "approved" if approve else "rejected"
-                self.store.update_calls(
-                    thread.id, ids, state, expect={"pending"}, user_id=thread.user_id
-                )
+                try:
+                    self.store.update_calls(
+                        thread.id, ids, state, expect={"pending"}, user_id=thread.user_id
+                    )
+                except StoreError as exc:
+                    raise type(exc)(
+                        f"{exc}. Nothing ran; reload thread {thread.id} to see whether the "
+                        "decision was saved, and decide again if not"
+                    ) from None
         if not resolutions:
             thread = self._load_for_run(thread_id, user_id)  # kept: the run starts from it
             if any(p.state == "pending" for p in thread.pending):
@@ -362,12 +375,20 @@ class Agent:
                 _refuse_waiting(thread)
             run = Run(self._run_deps(), thread, context, on_event, lease)
             await run.execute(prompt, resolutions)
+        except StoreError:
+            # The store failed or hangs: asking it again would only wait for another
+            # deadline. The lease lapses (or, in this process, is free at once).
+            lease.release(error=None, store=False)
+            self._kept.forget(thread_id)
+            raise
         finally:
-            lease.release(error=thread.error if thread is not None else None)
+            if not lease.released:
+                lease.release(error=thread.error if thread is not None else None)
+                if thread is not None:
+                    with contextlib.suppress(Exception):  # a failing store fails the next load
+                        self._kept.keep(thread)
             if thread is not None:
                 thread.lease = None  # this run freed it (or lost it, when it stopped for that)
-                with contextlib.suppress(Exception):  # a failing store fails the next load
-                    self._kept.keep(thread)
         # The result's thread is a snapshot: the kept one goes on with the next run.
         result = RunResult(thread.status, _snapshot(thread), run.new_messages, thread.error)
         if result.status == "error":

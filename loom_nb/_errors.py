@@ -57,6 +57,11 @@ class StoreError(LoomError):
     """
 
 
+class StoreTimeout(StoreError):
+    """A store's server did not answer within the store's deadline (``timeout``); the message
+    says what may and may not have been saved."""
+
+
 class RunError(LoomError):
     """A run failed. What completed before the failure is saved in the thread."""
 

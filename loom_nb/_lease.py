@@ -162,17 +162,23 @@ class ThreadLease:
             self.lost = lease.holder != self.holder
             self._renewed_at = time.time()
 
-    def release(self, *, error: str | None) -> None:
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self, *, error: str | None, store: bool = True) -> None:
         """Free the thread and record how the run ended (a store failure is not raised: the
-        lease then lapses on its own)."""
+        lease then lapses on its own). ``store=False``: the store is failing, so it is not
+        asked; this process sees the lease as free at once, others once it lapses."""
         with self._lock:  # after this, no renewal can take the thread again
             self._released = True
         _keeper.discard(self)
         try:
-            with contextlib.suppress(Exception):
-                self.store.release_lease(
-                    self.thread_id, self.holder, error=error, user_id=self.user_id
-                )
+            if store:
+                with contextlib.suppress(Exception):
+                    self.store.release_lease(
+                        self.thread_id, self.holder, error=error, user_id=self.user_id
+                    )
         finally:
             with _held_lock:
                 _held.pop(self.holder, None)

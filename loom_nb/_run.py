@@ -25,7 +25,13 @@ from typing import Any
 
 from loom_nb import _loop_thread
 from loom_nb._context import RunContext
-from loom_nb._errors import CallAlreadyDecided, RunError, StepLimitExceeded, UserError
+from loom_nb._errors import (
+    CallAlreadyDecided,
+    RunError,
+    StepLimitExceeded,
+    StoreError,
+    UserError,
+)
 from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEvent
 from loom_nb._lease import ThreadLease
 from loom_nb._messages import (
@@ -133,7 +139,15 @@ class Run:
             self.failure = exc
         except UserError:
             raise
-        except Exception as exc:  # a bug or a store failure: record it, then raise as is
+        except StoreError as exc:  # the store cannot record it; say what is kept
+            n = len(self.new_messages)
+            kept = (
+                f"the {n} message{'s' if n != 1 else ''} this run completed before that are saved"
+                if n
+                else "this run had completed no message before that"
+            )
+            raise type(exc)(f"{exc}. Thread {self.thread.id}: {kept}") from None
+        except Exception as exc:  # a bug: record it, then raise as is
             self.thread.error = f"{type(exc).__name__}: {exc}"
             raise
 
@@ -314,7 +328,12 @@ class Run:
         guard: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if token is not None and claimed:
             label = ", ".join(sorted({p.tool for p in claimed}))
-            guard = token.protect(label, self.deps.interrupt_wait, self._giving_up(gave_up))
+            guard = token.protect(
+                label,
+                self.deps.interrupt_wait,
+                self._giving_up(gave_up),
+                running=lambda: not all(t.done() for t in tasks.values()),
+            )
         with guard:
             try:
                 while calls:
@@ -325,7 +344,17 @@ class Run:
                     batch = _leading(calls, ready)
                     self._may_write()
                     message = Message("tool", [ready[p.call_id] for p in batch])
-                    self._move(batch, "done", {"running", "approved", "rejected"}, message=message)
+                    try:
+                        self._move(
+                            batch, "done", {"running", "approved", "rejected"}, message=message
+                        )
+                    except StoreError as exc:
+                        ran = ", ".join(p.tool for p in batch if p.call_id in tasks)
+                        if not ran:
+                            raise
+                        raise type(exc)(
+                            f"{ran} ran; its result could not be saved: {exc}"
+                        ) from None
                     await self.emit(MessageAdded(message, self.thread.id))
                     calls = calls[len(batch) :]
             except asyncio.CancelledError:

@@ -8,6 +8,8 @@
   connection the server closed while idle is replaced before use (see ``_connections``); a
   read that still meets a dead one runs again; a write that fails raises
   :class:`~loom_nb.StoreError` naming the server and saying whether anything was saved.
+- Every operation has a deadline (``timeout``): a server that stops answering ends the call
+  with :class:`~loom_nb.StoreTimeout` when it is up, never later.
 - Scoping: ``user_id`` is matched exactly; with a user, the statement runs in a transaction
   that sets ``loom.user_id`` (local to it), which the optional row level security policies
   read (see ``_sql``).
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import builtins
 import re
+import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
 
-from loom_nb._errors import StoreError, UserError
+from loom_nb._errors import StoreError, StoreTimeout, UserError
 from loom_nb._message_rows import (
     lease_of,
     message_row,
@@ -41,11 +44,13 @@ from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread
 from loom_nb._store import Store, ThreadVersion, check_update
 from loom_nb.postgres import _schema as schema
 from loom_nb.postgres._connections import (
+    TIMEOUT_SECONDS,
     GivenConnection,
     GivenPool,
     OwnedConnection,
     PostgresStoreError,
     Unreachable,
+    deadlines,
 )
 from loom_nb.postgres._queries import Queries
 
@@ -68,7 +73,15 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         connection: Any = None,
         pool: Any = None,
         schema: str = "loom",
+        timeout: float = TIMEOUT_SECONDS,
     ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise UserError(
+                f"postgres_store(timeout=...) is the seconds one store call may take (default "
+                f"{TIMEOUT_SECONDS:g}), more than 0; got {timeout!r}"
+            )
+        #: Seconds one operation may take before it fails with StoreTimeout.
+        self.timeout = float(timeout)
         given = [name for name, v in (("connection", connection), ("pool", pool)) if v is not None]
         if len(given) > 1 or (given and dsn is not None):
             raise UserError(
@@ -91,7 +104,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         elif pool is not None:
             self._source = GivenPool(pool)
         else:
-            self._source = OwnedConnection(dsn or "")
+            self._source = OwnedConnection(dsn or "", self.timeout)
         try:
             self._open()
         except BaseException:
@@ -163,7 +176,12 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             if message is not None:
                 self._append_row(conn, thread_id, message.created_at, message)
 
-        self._run(write, user_id=user_id, write=True, doing=f"deciding calls of {thread_id}")
+        doing = (
+            f"saving the results of calls {', '.join(call_ids)} of {thread_id}"
+            if message is not None
+            else f"deciding calls of {thread_id}"
+        )
+        self._run(write, user_id=user_id, write=True, doing=doing)
 
     def acquire_lease(
         self,
@@ -375,8 +393,9 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                 f"the PostgreSQL store {self.describe()} is closed; open it again with "
                 "postgres_store()"
             )
+        deadline = time.monotonic() + self.timeout
         try:
-            return self._attempts(fn, user_id, write, doing, single, opening, snapshot)
+            return self._attempts(fn, user_id, write, doing, single, opening, snapshot, deadline)
         except Unreachable as exc:  # no connection: nothing of this call reached the server
             outcome = "nothing was saved" if write else "nothing was changed"
             raise StoreError(f"{exc} ({doing}: {outcome})") from None
@@ -390,10 +409,12 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         single: bool,
         opening: bool,
         snapshot: bool,
+        deadline: float,
     ) -> T:
         for attempt in (1, 2):
-            with self._source.borrow() as conn:
+            with self._source.borrow(deadline - time.monotonic()) as conn:
                 sent = False  # whether the server may have run a write of this call
+                watch = deadlines.arm(conn, deadline - time.monotonic())
                 try:
                     if single and user_id is None and conn.autocommit:
                         sent = True
@@ -407,7 +428,12 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                         return fn(conn)
                 except psycopg.OperationalError as exc:
                     self._source.discard()
-                    if attempt == 1 and (not sent or not write):
+                    if watch.fired or (
+                        isinstance(exc, psycopg.errors.QueryCanceled)
+                        and "statement timeout" in str(exc)
+                    ):
+                        raise self._timed_out(doing, write, sent, watch.fired) from None
+                    if attempt == 1 and (not sent or not write) and time.monotonic() < deadline:
                         continue
                     raise self._failed(exc, doing, write) from None
                 except psycopg.errors.InsufficientPrivilege as exc:
@@ -417,7 +443,25 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                         f"the PostgreSQL server {self._source.where} failed {doing}: "
                         f"{_first_line(exc)}"
                     ) from exc
+                finally:
+                    watch.disarm()
         raise AssertionError("unreachable")
+
+    def _timed_out(self, doing: str, write: bool, sent: bool, cut: bool) -> StoreTimeout:
+        if not write:
+            outcome = "nothing was changed"
+        elif not sent:
+            outcome = "nothing was saved by this call (its transaction never began)"
+        elif cut:
+            outcome = "it may or may not have been saved (the server never answered)"
+        else:
+            outcome = "nothing was saved by this call (the server cancelled it)"
+        return StoreTimeout(
+            f"the PostgreSQL server {self._source.where} did not answer within "
+            f"{self.timeout:g} s while {doing} (a silent network: a VPN, NAT, proxy or pooler, "
+            f"or a stuck server); {outcome}. The next call reconnects; raise "
+            "postgres_store(..., timeout=...) if the server is only slow"
+        )
 
     def _append_row(
         self, conn: psycopg.Connection[Any], thread_id: str, updated: datetime, message: Message
@@ -478,6 +522,7 @@ def postgres_store(
     connection: Any = None,
     pool: Any = None,
     schema: str = "loom",
+    timeout: float = TIMEOUT_SECONDS,
 ) -> PostgresStore:
     """Threads in PostgreSQL (a Supabase project's own database included).
 
@@ -486,8 +531,11 @@ def postgres_store(
     ``psycopg_pool.ConnectionPool`` as ``pool=``: the store uses them and leaves them open.
     Tables live in ``schema`` (created and migrated on open). A wrong password, a missing
     database or missing privileges raise :class:`PostgresStoreError` here, saying the fix.
+    ``timeout``: seconds one store operation may take; a server that stops answering ends it
+    with :class:`~loom_nb.StoreTimeout` then (TCP keepalives and ``tcp_user_timeout`` are set
+    too, unless the connection string sets them).
     """
-    return PostgresStore(dsn, connection=connection, pool=pool, schema=schema)
+    return PostgresStore(dsn, connection=connection, pool=pool, schema=schema, timeout=timeout)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
