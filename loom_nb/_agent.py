@@ -29,6 +29,7 @@ from loom_nb._errors import (
     ThreadBusy,
     ThreadNotFound,
     UserError,
+    way_on,
 )
 from loom_nb._events import EventHandler
 from loom_nb._kept_threads import KeptThreads
@@ -192,7 +193,9 @@ class Agent:
         the digest of the card that was shown. A call whose outcome is unknown (its process
         stopped while it ran) takes "happened", "retry" or "failed". Each decision is saved
         at once; a call decided elsewhere first raises :class:`CallAlreadyDecided`, and the
-        run then waits for nothing from this call. ``{}`` goes on with what was decided.
+        run then waits for nothing from this call. ``{}`` goes on with what was decided; so
+        does deciding a call again as it was decided (approved or rejected, but its kernel
+        stopped before it ran).
         """
         user_id = self._user_id(context)
         thread = self._load_for_run(thread_id, user_id)
@@ -209,7 +212,9 @@ class Agent:
             if isinstance(value, str):
                 resolutions[call_id] = _resolution(by_id[call_id], value)
             else:
-                approvals[call_id] = _approval(by_id[call_id], value)
+                decided = _approval(by_id[call_id], value)
+                if decided is not None:  # None: decided so already, it goes on as it is
+                    approvals[call_id] = decided
         if not by_id:
             raise UserError(f"thread {thread_id} has no call waiting for approval")
         for approve in (True, False):
@@ -415,29 +420,41 @@ def _refuse_waiting(thread: Thread) -> None:
             "kernel stopped while it ran, so the write may have happened. Check, then choose: "
             f"agent.resume(thread_id, {{{p.call_id!r}: 'happened' | 'retry' | 'failed'}})"
         )
-    if thread.pending:
+    waiting = [p for p in thread.pending if p.state == "pending"]
+    if waiting:
         raise UserError(
             f"thread {thread.id} waits for approval of "
-            f"{', '.join(p.tool for p in thread.pending)}: approve or reject first with "
+            f"{', '.join(p.tool for p in waiting)}: approve or reject first with "
             "agent.resume(thread_id, {call_id: True/False})"
+        )
+    if thread.pending:  # decided, not run: the run that had them stopped first
+        p = thread.pending[0]
+        raise UserError(
+            f"thread {thread.id}: {p.tool} (call {p.call_id}) was {p.state}; "
+            + way_on(p.call_id, p.state)
+            + ", then send the message"
         )
 
 
-def _approval(p: PendingApproval, value: bool | Decision) -> bool:
+def _approval(p: PendingApproval, value: bool | Decision) -> bool | None:
+    """The decision to save for ``p``; None when ``p`` was decided so already and is waiting
+    to run (its kernel stopped first): the run then goes on with it."""
     decision = value if isinstance(value, Decision) else Decision(bool(value))
     if p.state == "unknown":
         raise UserError(
             f"the outcome of call {p.call_id} ({p.tool}) is unknown: its kernel stopped while "
-            "it ran, so it may have written. Approve / Reject no longer apply; choose "
-            "'happened', 'retry' or 'failed'"
+            "it ran, so it may have written. Approve / Reject no longer apply; "
+            + way_on(p.call_id, p.state)
         )
-    if p.state != "pending":
-        raise CallAlreadyDecided(p.call_id, p.state)
     if decision.digest is not None and decision.digest != p.digest:
         raise UserError(
             f"the arguments of call {p.call_id!r} are not the ones that were shown; "
             "nothing was run. Review the call again before deciding"
         )
+    if p.state in ("approved", "rejected") and (p.state == "approved") == decision.approve:
+        return None
+    if p.state != "pending":
+        raise CallAlreadyDecided(p.call_id, p.state)
     return decision.approve
 
 

@@ -77,8 +77,12 @@ def format_pending(p: PendingApproval, rows: int) -> str:
         )
     elif p.state == "pending":
         lines.append(f"  approve: %loom approve {p.call_id}   reject: %loom reject {p.call_id}")
-    elif p.state != "running":
-        lines.append(f"  {p.state}; waits for the other calls of this turn")
+    elif p.state != "running":  # decided; runs with the others, or its kernel stopped first
+        word = "approve" if p.state == "approved" else "reject"
+        lines.append(
+            f"  {p.state}, not run yet: once no other call of this turn waits, "
+            f"%loom {word} {p.call_id} goes on"
+        )
     return "\n".join(lines)
 
 

@@ -339,6 +339,9 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 thread_id=self.thread_id or "",
                 rows=self.rows,
                 decide=self._decide if self.resumer is not None else None,
+                others_waiting=any(
+                    q.state in ("pending", "unknown") for q in pending if q.call_id != p.call_id
+                ),
             )
             self.cards.append(card)
             self._placed.append((len(self._messages), card))

@@ -200,7 +200,9 @@ def connect(
     for key, value in connect_defaults(timeout).items():
         params.setdefault(key, value)
     if within is not None:
-        params["connect_timeout"] = str(min(int(params["connect_timeout"]), max(2, int(within))))
+        params["connect_timeout"] = str(
+            min(int(str(params["connect_timeout"])), max(2, int(within)))
+        )
     try:
         conn = psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True)
     except psycopg.OperationalError as exc:
