@@ -125,14 +125,14 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         """What the card offers now: "approve", "reject", "continue", or the choices for an
         unknown outcome ("happened", "retry", "failed"); [] once decided, or while the call
         runs in another kernel."""
-        buttons: dict[str, widgets.Button | None] = {
-            "approve": self.approve_button,
-            "reject": self.reject_button,
-            "continue": self.continue_button,
-            **self.choice_buttons,
-        }
+        buttons: list[tuple[str, Any]] = [
+            ("approve", self.approve_button),
+            ("reject", self.reject_button),
+            ("continue", self.continue_button),
+            *self.choice_buttons.items(),
+        ]
         shown = self.children[2].children
-        return [name for name, b in buttons.items() if b in shown and not b.disabled]
+        return [name for name, b in buttons if b is not None and b in shown and not b.disabled]
 
     def approve(self) -> concurrent.futures.Future[Any] | None:
         """Approve this call (like a click). Returns the resume's future, or None when the
