@@ -12,9 +12,11 @@ of any number of kernels deciding one call exactly one wins; the others get
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ from loom_nb._events import EventHandler
 from loom_nb._kept_threads import KeptThreads
 from loom_nb._lease import ThreadLease, settle
 from loom_nb._messages import (
+    NEWER,
     Message,
     PendingApproval,
     Resolution,
@@ -123,6 +126,10 @@ DecisionLike = bool | Decision | Resolution
 
 _RESOLUTIONS = ("happened", "retry", "failed")
 
+#: How long a decision waits for a run of the thread in another kernel that may be taking the
+#: same calls (it then says they were decided there) before it gives up with ThreadBusy.
+DECIDE_WAIT_SECONDS = 2.0
+
 
 class Agent:
     """An agent: a model, instructions, tools, and a store. Build one with :func:`define_agent`."""
@@ -199,6 +206,7 @@ class Agent:
         """
         user_id = self._user_id(context)
         thread = self._load_for_run(thread_id, user_id)
+        _refuse_newer(thread)
         by_id = {p.call_id: p for p in thread.pending}
         approvals: dict[str, bool] = {}
         resolutions: dict[str, Resolution] = {}
@@ -217,32 +225,86 @@ class Agent:
                     approvals[call_id] = decided
         if not by_id:
             raise UserError(f"thread {thread_id} has no call waiting for approval")
-        for approve in (True, False):
-            ids = [c for c, a in approvals.items() if a is approve]
-            if ids:
-                state: Any = "approved" if approve else "rejected"
-                try:
-                    self.store.update_calls(
-                        thread.id, ids, state, expect={"pending"}, user_id=thread.user_id
-                    )
-                except StoreError as exc:
-                    raise type(exc)(
-                        f"{exc}. Nothing ran; reload thread {thread.id} to see whether the "
-                        "decision was saved, and decide again if not"
-                    ) from None
-        if not resolutions:
+        lease = await self._take_to_decide(thread_id, user_id, approvals) if approvals else None
+        if lease is not None:
+            try:
+                goes_on = self._decide(thread_id, user_id, approvals, bool(resolutions), lease)
+            except BaseException:
+                lease.release(error=None)
+                raise
+            if not goes_on:
+                lease.release(error=None)
+                thread = self._load_for_run(thread_id, user_id)
+                return RunResult(thread.status, _snapshot(thread))  # the others still wait
+        elif not resolutions:
             thread = self._load_for_run(thread_id, user_id)  # kept: the run starts from it
             if any(p.state == "pending" for p in thread.pending):
                 return RunResult(thread.status, _snapshot(thread))  # the others still wait
-        try:
-            return await self._drive(thread.id, context, on_event, resolutions=resolutions)
-        except ThreadBusy as exc:
-            if not approvals:
-                raise
-            raise ThreadBusy(
-                f"{exc}. Your decision is saved; go on after that run with "
-                "agent.resume(thread_id, {})"
-            ) from None
+        return await self._drive(thread_id, context, on_event, resolutions=resolutions, lease=lease)
+
+    async def _take_to_decide(
+        self, thread_id: str, user_id: str | None, approvals: Mapping[str, bool]
+    ) -> ThreadLease:
+        """The thread's lease, taken before deciding: a decision and the claim of the call it
+        approves are then one transaction, so no kill leaves a call decided and unclaimed.
+        While another run holds the thread, wait briefly: a run that just took these calls
+        shows them decided (CallAlreadyDecided); after that, ThreadBusy, nothing decided."""
+        deadline = time.monotonic() + DECIDE_WAIT_SECONDS
+        while True:
+            try:
+                return await ThreadLease.acquire(self.store, thread_id, user_id)
+            except ThreadBusy as busy:
+                now = self._load(thread_id, user_id)
+                states = {p.call_id: p.state for p in now.pending}
+                for call_id in approvals:
+                    if states.get(call_id, "done") != "pending":
+                        raise CallAlreadyDecided(call_id, states.get(call_id, "done")) from None
+                if time.monotonic() > deadline:
+                    raise ThreadBusy(
+                        f"{busy}. Nothing was decided: decide again once that run ends (reload "
+                        "the thread for a fresh card: %loom show THREAD_ID)"
+                    ) from None
+                await asyncio.sleep(0.05)
+
+    def _decide(
+        self,
+        thread_id: str,
+        user_id: str | None,
+        approvals: Mapping[str, bool],
+        resolving: bool,
+        lease: ThreadLease,
+    ) -> bool:
+        """Save the decisions under the thread's lease: when no other call waits, approved
+        calls are claimed by this run in the same transaction (pending -> running). False when
+        another call still waits for the user."""
+        thread = self._load_for_run(thread_id, user_id)
+        others = [p for p in thread.pending if p.state == "pending" and p.call_id not in approvals]
+        tool_of = {p.call_id: p.tool for p in thread.pending}
+        claim = not others and not resolving
+        for state in ("running", "approved", "rejected"):
+            ids = [
+                c
+                for c, yes in approvals.items()
+                if (state == "rejected") is (not yes)
+                and (state == "running") is (yes and claim and tool_of.get(c) in self.tools)
+            ]
+            if not ids:
+                continue
+            try:
+                self.store.update_calls(
+                    thread_id,
+                    ids,
+                    state,  # type: ignore[arg-type]
+                    expect={"pending"},
+                    holder=lease.holder if state == "running" else None,
+                    user_id=user_id,
+                )
+            except StoreError as exc:
+                raise type(exc)(
+                    f"{exc}. Nothing ran; reload thread {thread_id} to see whether the "
+                    "decision was saved, and decide again if not"
+                ) from None
+        return not others
 
     def run_sync(
         self,
@@ -370,8 +432,10 @@ class Agent:
         *,
         prompt: str | None = None,
         resolutions: Mapping[str, Resolution] | None = None,
+        lease: ThreadLease | None = None,
     ) -> RunResult:
-        lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
+        if lease is None:
+            lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
         thread: Thread | None = None
         try:
             # again, now that no other run can change it
@@ -410,8 +474,21 @@ def _snapshot(thread: Thread) -> Thread:
     )
 
 
+def _refuse_newer(thread: Thread) -> None:
+    """A call a newer loom_nb left in a state this version does not know: only that version
+    can move it on (and this one never changes it)."""
+    newer = [p for p in thread.pending if p.newer]
+    if newer:
+        p = newer[0]
+        raise UserError(
+            f"thread {thread.id}: call {p.call_id} ({p.tool}) is {p.state!r}, a state {NEWER}; "
+            "this version leaves the thread as it is"
+        )
+
+
 def _refuse_waiting(thread: Thread) -> None:
     """A new prompt waits until every call of the thread is settled."""
+    _refuse_newer(thread)
     unknown = [p for p in thread.pending if p.state == "unknown"]
     if unknown:
         p = unknown[0]

@@ -296,7 +296,7 @@ class Run:
             await self.emit(MessageAdded(message, self.thread.id))
         again = [by_id[c] for c, choice in resolutions.items() if choice == "retry"]
         self._move(again, "approved", {"unknown"})  # the user chose to run it again
-        if any(p.state in ("pending", "unknown") for p in self.thread.pending):
+        if any(p.state in ("pending", "unknown") or p.newer for p in self.thread.pending):
             return False  # their cards are shown already; the result lists them
         await self._run_decided()
         await self._close_dangling_calls()
@@ -308,8 +308,12 @@ class Run:
         running ones, save what finished, and record the rest as unknown."""
         calls = list(self.thread.pending)
         tools = self.deps.tools
-        claimed = [p for p in calls if p.state == "approved" and p.tool in tools]
-        self._move(claimed, "running", {"approved"})
+        # Claimed here, or already with the decision (under this run's lease: one transaction).
+        mine = {p.call_id for p in calls if p.state == "running" and p.holder == self.lease.holder}
+        claiming = [p for p in calls if p.state == "approved" and p.tool in tools]
+        self._move(claiming, "running", {"approved"})
+        mine.update(p.call_id for p in claiming)
+        claimed = [p for p in calls if p.call_id in mine]
         tasks = {
             p.call_id: asyncio.ensure_future(
                 invoke(_call(p), tools[p.tool], self.ctx, "approved", p.preview)

@@ -17,7 +17,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb._messages import PendingApproval, Resolution
+from loom_nb._messages import NEWER, PendingApproval, Resolution
 from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
 
 #: Called with (card, True / False, or a Resolution); starts the resume, returns its future.
@@ -85,6 +85,9 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         elif pending.state == "running":  # another live kernel runs it now
             self.header.value = self._header("is running in another kernel")
             shown = []
+        elif pending.newer:  # kept as it is; only that version moves it on
+            self.header.value = self._header(f"is {esc(pending.state)}: {esc(NEWER)}")
+            shown = []
         #: Decided, not run, nothing else waits (its kernel stopped first): Continue runs it.
         self.continue_button: widgets.Button | None = None
         stranded = pending.state in ("approved", "rejected") and not others_waiting
@@ -120,6 +123,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         elif pending.state == "running":
             self._disable()
             self.decision_label.value = "reload the thread when that run ends (%loom show ID)"
+        elif pending.newer:
+            self._disable()
 
     def offers(self) -> list[str]:
         """What the card offers now: "approve", "reject", "continue", or the choices for an

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
+from loom_nb._messages import NEWER, Message, PendingApproval, Resolution, Thread, ToolResult, Usage
 from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
@@ -48,6 +48,8 @@ def format_pending(p: PendingApproval, rows: int) -> str:
         ]
     elif p.state == "running":
         lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]
+    elif p.newer:
+        return f"? {p.tool} is {p.state!r} (call {p.call_id}): {NEWER}"
     else:
         lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
     # what it was asked to write; for an unknown outcome, the exact arguments it ran with
@@ -167,6 +169,8 @@ class TextView:
         """Nothing to do: printed cards have no buttons to take away."""
 
     def _message(self, m: Message) -> None:
+        if m.newer_parts:
+            self._write(f"  ({len(m.newer_parts)} part(s) {NEWER})\n")
         if m.role == "user":
             self._write(f"you: {m.text}\n")
         elif m.role == "assistant":

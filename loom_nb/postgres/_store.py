@@ -196,12 +196,16 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         params.update(holder=holder, replacing=replacing, us=round(seconds * 1_000_000))
 
         def write(conn: psycopg.Connection[Any]) -> Lease:
-            conn.execute(self._q.take + where, params)  # re-checked on a concurrent update
-            found = conn.execute(self._q.lease + where, params).fetchone()
-            lease = None if found is None else lease_of(found[0], found[1])
-            if lease is None:
-                raise KeyError(f"a thread that was never saved: {thread_id}")
-            return lease
+            while True:
+                conn.execute(self._q.take + where, params)  # re-checked on a concurrent update
+                found = conn.execute(self._q.lease + where, params).fetchone()
+                if found is None:
+                    raise KeyError(f"a thread that was never saved: {thread_id}")
+                lease = lease_of(found[0], found[1])
+                if lease is not None:
+                    return lease
+                # its holder freed it between the two statements (each sees the latest
+                # commit): take it again
 
         return self._run(write, user_id=user_id, write=True, doing=f"taking thread {thread_id}")
 

@@ -43,8 +43,8 @@ def killing_update(thread_id, call_ids, state, **kw):
     if state == "done" and step == "tool returned":
         die()  # the tool returned; its result is not saved yet
     update_calls(thread_id, call_ids, state, **kw)
-    if (state, step) in (("approved", "decision saved"), ("rejected", "decision saved"),
-                         ("running", "claimed"), ("done", "result saved")):
+    if (state, step) in (("rejected", "decision saved"), ("running", "decided and claimed"),
+                         ("done", "result saved")):
         die()
 
 def killing_lease(*args, **kw):
@@ -61,8 +61,10 @@ print("not killed")
 """
 )
 
-APPROVED = ["decision saved", "lease taken", "claimed", "tool returned", "result saved"]
-REJECTED = ["decision saved", "lease taken", "result saved"]
+# The order of the steps: the lease first, then the decision (an approval with its claim, in
+# one transaction), the tool, its result with "done".
+APPROVED = ["lease taken", "decided and claimed", "tool returned", "result saved"]
+REJECTED = ["lease taken", "decision saved", "result saved"]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -156,7 +158,10 @@ def test_a_kill_at_any_step_after_approve_leaves_a_way_on_and_runs_nothing_twice
     print(f"{kind}: effects {dict(effects)}")
     for i, (decision, _) in enumerate(trials):
         assert effects[f"effect k{i}"] == (1 if decision == "approve" else 0)  # never twice
-    states = {step: state for decision, step, state, _ in report if decision == "approve"}
-    assert states["decision saved"] == "approved" and states["lease taken"] == "approved"
-    assert states["claimed"] == "unknown" and states["tool returned"] == "unknown"
-    assert states["result saved"] == "done"
+    states = {(d, step): state for d, step, state, _ in report}
+    assert states["approve", "lease taken"] == "pending"  # nothing decided yet: Approve again
+    assert states["approve", "decided and claimed"] == "unknown"  # never approved, unclaimed
+    assert states["approve", "tool returned"] == "unknown"
+    assert states["reject", "lease taken"] == "pending"
+    assert states["reject", "decision saved"] == "rejected"  # Continue
+    assert states["approve", "result saved"] == states["reject", "result saved"] == "done"
