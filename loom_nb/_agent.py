@@ -5,9 +5,9 @@ A run ends in one of three states and never waits for a person: ``complete``,
 ``error`` (raised as :class:`RunError` by ``run``; what completed stays saved).
 
 Every run holds its thread's lease (``_lease``): one run per thread at a time, across kernels.
-A decision is saved by compare-and-set before the run that carries it out takes the lease, so
-of any number of kernels deciding one call exactly one wins; the others get
-:class:`CallAlreadyDecided`.
+A decision is saved by compare-and-set under the lease of the run that carries it out (an
+approval and its claim in one transaction), so of any number of kernels deciding one call
+exactly one wins; the others get :class:`CallAlreadyDecided`.
 """
 
 from __future__ import annotations
