@@ -142,7 +142,8 @@ class Run:
         except StoreError as exc:  # the store cannot record it; say what is kept
             n = len(self.new_messages)
             kept = (
-                f"the {n} message{'s' if n != 1 else ''} this run completed before that are saved"
+                f"the {n} message{'s' if n != 1 else ''} this run completed before that "
+                + ("are saved" if n != 1 else "is saved")
                 if n
                 else "this run had completed no message before that"
             )
