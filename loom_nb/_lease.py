@@ -23,15 +23,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from loom_nb import _loop_thread
 from loom_nb._errors import ThreadBusy
 from loom_nb._messages import Lease, Thread
-from loom_nb._store import Store
+from loom_nb._store import LEASE_SECONDS, Store
 
-#: A lease lapses this long after its last renewal (a holder on another host that died).
-LEASE_SECONDS = 30.0
+__all__ = ["LEASE_SECONDS", "ThreadLease", "holder_gone", "settle", "where"]
 #: How often a running run renews its lease.
 RENEW_SECONDS = 5.0
 #: How long a run waits for an interrupted run of this process on the same thread to end.
@@ -93,15 +91,14 @@ def where(holder: str) -> str:
 
 def settle(thread: Thread) -> Thread:
     """Show calls left ``running`` by a run that is gone as ``unknown`` (in ``thread`` only;
-    the run that takes the thread over saves it)."""
+    the run that takes the thread over saves it). Gone means: the thread is free or another
+    run holds it, the store found the lease lapsed by its own clock, or its holder is a
+    process of this machine that ended. This kernel's clock is never compared with the
+    store's, so a kernel whose clock is off never sees a live write as unknown."""
     lease = thread.lease
-    now = datetime.now(timezone.utc)
     for p in thread.pending:
         if p.state == "running" and (
-            lease is None
-            or lease.holder != p.holder
-            or lease.expires_at <= now
-            or holder_gone(lease)
+            lease is None or lease.holder != p.holder or lease.lapsed or holder_gone(lease)
         ):
             p.state = "unknown"
     return thread

@@ -425,6 +425,9 @@ class Lease:
 
     holder: str
     expires_at: datetime
+    #: True when the store, by its own clock, found the lease lapsed (its holder stopped
+    #: renewing it) as it loaded the thread: only then is a call it runs shown as unknown.
+    lapsed: bool = field(default=False, compare=False)
 
 
 @dataclass

@@ -234,7 +234,10 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         found = self._run(
             read, user_id=user_id, write=False, doing=f"reading thread {thread_id}", snapshot=True
         )
-        return None if found is None else row_thread(*found)
+        if found is None:
+            return None
+        record, messages = found
+        return row_thread(record, messages, lapsed=bool(record[12]))
 
     def list(
         self,

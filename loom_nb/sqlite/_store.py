@@ -25,7 +25,7 @@ from loom_nb._message_rows import (
     thread_row,
 )
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
-from loom_nb._store import Store, ThreadVersion
+from loom_nb._store import LEASE_SECONDS, Store, ThreadVersion
 from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
 from loom_nb.sqlite import _steps as steps
@@ -69,6 +69,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         self._lock = threading.RLock()
         self._closed = False
         self._indexed = False
+        self._watch = Watch()
         if database is not None:
             if not isinstance(database, sqlite3.Connection):
                 raise UserError(
@@ -174,7 +175,9 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         user_id: str | None = None,
     ) -> Lease:
         return self._write(
-            lambda conn: steps.take_lease(conn, (thread_id, user_id), holder, seconds, replacing),
+            lambda conn: steps.take_lease(
+                conn, (thread_id, user_id), holder, seconds, replacing, self._watch.lapsed
+            ),
             f"taking thread {thread_id}",
         )
 
@@ -189,7 +192,8 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
             record = conn.execute(
-                f"SELECT {THREAD_COLUMNS} FROM loom_threads WHERE id = ? AND user_id IS ?",
+                f"SELECT {THREAD_COLUMNS}, lease_us FROM loom_threads "
+                "WHERE id = ? AND user_id IS ?",
                 (thread_id, user_id),
             ).fetchone()
             if record is None:
@@ -201,7 +205,11 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             return record, rows
 
         found = self._read(read)
-        return None if found is None else row_thread(*found)
+        if found is None:
+            return None
+        record, messages = found
+        lapsed = record[10] is not None and self._watch.lapsed(record[10], record[11], record[12])
+        return row_thread(record, messages, lapsed=lapsed)
 
     def list(
         self,
@@ -383,6 +391,28 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 return _retry(attempt, self.path)
             except sqlite3.DatabaseError as exc:
                 raise _translate(exc, self.path, doing) from exc
+
+
+class Watch:
+    """The SQLite store's clock for leases. Kernels that share a file may run on machines
+    whose clocks disagree, so no kernel compares its clock with a time another wrote: a
+    lease is lapsed when this store has watched it stay unrenewed (the same holder and the
+    same ``until`` mark, which every renewal changes) for the lease's length, by this
+    process's monotonic clock. A take-over is then a compare-and-set on that mark, so a
+    renewal that lands meanwhile keeps the lease with its holder."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()
+
+    def lapsed(self, holder: str, until: int, length_us: int | None) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            first = self._seen.setdefault((holder, until), now)
+            if len(self._seen) > 10_000:  # forget marks long renewed past
+                self._seen = {k: v for k, v in self._seen.items() if now - v < 3600}
+        seconds = LEASE_SECONDS if length_us is None else length_us / 1_000_000
+        return now - first >= seconds
 
 
 def sqlite_store(

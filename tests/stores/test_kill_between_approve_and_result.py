@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import ReplayModel, Reply, define_agent, tool
+from loom_nb import ReplayModel, Reply, Store, define_agent, tool
 from tests.stores._processes import OPEN_STORE
 
 pytestmark = pytest.mark.slow
@@ -61,8 +61,21 @@ print("not killed")
 """
 )
 
+
 # The order of the steps: the lease first, then the decision (an approval with its claim, in
 # one transaction), the tool, its result with "done".
+def open_target(target: str) -> Store:
+    """The store a child opens from its first argument (see ``OPEN_STORE``)."""
+    if target.startswith("postgresql"):
+        from loom_nb.postgres import postgres_store
+
+        dsn, schema = target.split("#")
+        return postgres_store(dsn, schema=schema)
+    from loom_nb.sqlite import sqlite_store
+
+    return sqlite_store(target)
+
+
 APPROVED = ["lease taken", "decided and claimed", "tool returned", "result saved"]
 REJECTED = ["lease taken", "decision saved", "result saved"]
 
@@ -81,14 +94,7 @@ def test_a_kill_at_any_step_after_approve_leaves_a_way_on_and_runs_nothing_twice
     side = tmp_path / "side.log"
 
     def open_store():
-        if kind == "postgres":
-            from loom_nb.postgres import postgres_store
-
-            dsn, schema = target.split("#")
-            return postgres_store(dsn, schema=schema)
-        from loom_nb.sqlite import sqlite_store
-
-        return sqlite_store(target)
+        return open_target(target)
 
     @tool(needs_approval=True)
     def write_ticket(key: str) -> str:
