@@ -83,6 +83,11 @@ class StoreError(LoomError):
     """
 
 
+class StoreUnreachable(StoreError):
+    """A store's server could not be reached or went away during the call (a restart, an
+    outage); the next call reconnects once it is back."""
+
+
 class StoreTimeout(StoreError):
     """A store's server did not answer within the store's deadline (``timeout``); the message
     says what may and may not have been saved."""

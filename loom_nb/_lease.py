@@ -137,6 +137,8 @@ class ThreadLease:
 
     def check(self) -> None:
         """Raise :class:`ThreadBusy` if another run took the thread from this one."""
+        if not self.lost and time.time() - self._renewed_at > LEASE_SECONDS:
+            self.renew()  # woken from a pause before the keeper: ask the store now
         if self.lost:
             raise ThreadBusy(
                 f"another run took thread {self.thread_id} over while this one was paused (its "
@@ -151,8 +153,12 @@ class ThreadLease:
             if self.lost or self._released:
                 return
             if time.time() - self._renewed_at > LEASE_SECONDS:
-                self.lost = True
-                return
+                # Paused past the lease (a laptop lid, a stopped VM): it is still this run's
+                # only if the store still names it (then no other run had the thread since).
+                thread = self.store.load(self.thread_id, user_id=self.user_id)
+                if thread is None or thread.lease is None or thread.lease.holder != self.holder:
+                    self.lost = True
+                    return
             lease = self.store.acquire_lease(
                 self.thread_id, self.holder, LEASE_SECONDS, user_id=self.user_id
             )

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from loom_nb._errors import StoreError, StoreTimeout, UserError
+from loom_nb._errors import StoreError, StoreTimeout, StoreUnreachable, UserError
 from loom_nb._message_rows import (
     lease_of,
     message_row,
@@ -405,7 +405,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             return self._attempts(fn, user_id, write, doing, single, opening, snapshot, deadline)
         except Unreachable as exc:  # no connection: nothing of this call reached the server
             outcome = "nothing was saved" if write else "nothing was changed"
-            raise StoreError(f"{exc} ({doing}: {outcome})") from None
+            raise StoreUnreachable(f"{exc} ({doing}: {outcome})") from None
 
     def _attempts(
         self,
@@ -489,14 +489,14 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         if conn.execute(self._q.append, params).fetchone() is None:
             raise KeyError(f"append to a thread that was never saved: {thread_id}")
 
-    def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreError:
+    def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreUnreachable:
         if not write:
             outcome = "nothing was changed"
         elif exc.sqlstate is not None:  # the server answered with the error: it rolled back
             outcome = "nothing was saved by this call"
         else:  # the connection broke before any answer, perhaps during the commit
             outcome = "the connection broke before the server answered, so it may have been saved"
-        return StoreError(
+        return StoreUnreachable(
             f"the PostgreSQL server {self._source.where} went away while {doing} "
             f"({_first_line(exc)}); {outcome}. The next call reconnects once the server is back"
         )
