@@ -64,7 +64,10 @@ INTERRUPTED = "The run was interrupted; what completed is saved."
 #: How long a run tries again to save a write's result while its store is away (a restart).
 RESULT_RETRY_SECONDS = 30.0
 RESULT_RETRY_PAUSE = 1.0
-_LOST = "The kernel stopped while this call ran, before its result was saved. The user checked: "
+_LOST = (
+    "The run stopped while this call ran (its kernel stopped, was interrupted or lost its "
+    "store), before its result was saved. The user checked: "
+)
 HAPPENED = _LOST + "it took effect. Its output was lost."
 FAILED = _LOST + "it did not take effect. Treat it as failed; ask the user before trying again."
 

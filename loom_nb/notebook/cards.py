@@ -31,7 +31,8 @@ CHOICES: dict[Resolution, tuple[str, str]] = {
 }
 
 UNKNOWN_NOTE = (
-    "The kernel stopped while this call was running, before its result was saved: the write "
+    "Its run stopped while this call was running (the kernel stopped, or was interrupted, or "
+    "lost its store), before its result was saved: the write "
     "<b>may have happened</b>. Check where it writes, then choose. Nothing runs until you do."
 )
 

@@ -43,8 +43,9 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     """A call waiting for a decision, what it would write (or ran with), and how to decide."""
     if p.state == "unknown":
         lines = [
-            f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). The kernel "
-            "stopped while it ran, before its result was saved. Check where it writes."
+            f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). Its run "
+            "stopped while it ran (the kernel stopped, or was interrupted, or lost its store), "
+            "before its result was saved. Check where it writes."
         ]
     elif p.state == "running":
         lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]

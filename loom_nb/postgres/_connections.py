@@ -246,6 +246,17 @@ def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> Con
             f"create it (CREATE DATABASE {dbname}) or name an existing database at the end "
             "of the connection string"
         )
+    elif any(
+        said in lowered
+        for said in (
+            "starting up",
+            "shutting down",
+            "in recovery",
+            "terminating connection",
+            "closed the connection unexpectedly",
+        )
+    ):
+        fix = "the server is restarting (the connection string is fine); try again in a moment"
     elif "connection refused" in lowered or "no such file or directory" in lowered:
         fix = "start the server, or check the host and port in the connection string"
     elif "could not translate host name" in lowered or "name or service not known" in lowered:

@@ -242,3 +242,21 @@ def test_a_silent_server_ends_the_run_in_time_and_another_kernel_goes_on(
     assert effects["effect k1"] == 1  # ran once: before the silence, or by the next kernel
     if what == "write":
         assert states.get(call_id) in ("unknown", None)  # never pending or approved again
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "connection failed: FATAL:  the database system is starting up",
+        "connection failed: FATAL:  the database system is shutting down",
+        "server closed the connection unexpectedly",
+    ],
+)
+def test_a_server_restarting_is_not_blamed_on_the_connection_string(said: str):
+    import psycopg
+
+    from loom_nb.postgres._connections import _connect_error
+
+    error = _connect_error(psycopg.OperationalError(said), {"host": "db", "user": "app"})
+    assert "the server is restarting" in str(error)
+    assert "check the connection string" not in str(error)
