@@ -38,6 +38,7 @@ from loom_nb._kept_threads import KeptThreads
 from loom_nb._lease import ThreadLease, settle
 from loom_nb._messages import (
     NEWER,
+    CallState,
     Message,
     PendingApproval,
     Resolution,
@@ -281,20 +282,18 @@ class Agent:
         others = [p for p in thread.pending if p.state == "pending" and p.call_id not in approvals]
         tool_of = {p.call_id: p.tool for p in thread.pending}
         claim = not others and not resolving
-        for state in ("running", "approved", "rejected"):
-            ids = [
-                c
-                for c, yes in approvals.items()
-                if (state == "rejected") is (not yes)
-                and (state == "running") is (yes and claim and tool_of.get(c) in self.tools)
-            ]
-            if not ids:
-                continue
+        moves: dict[CallState, list[str]] = {}
+        for call_id, yes in approvals.items():
+            runs = yes and claim and tool_of.get(call_id) in self.tools
+            moves.setdefault("running" if runs else "approved" if yes else "rejected", []).append(
+                call_id
+            )
+        for state, ids in moves.items():
             try:
                 self.store.update_calls(
                     thread_id,
                     ids,
-                    state,  # type: ignore[arg-type]
+                    state,
                     expect={"pending"},
                     holder=lease.holder if state == "running" else None,
                     user_id=user_id,

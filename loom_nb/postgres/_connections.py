@@ -387,11 +387,11 @@ class GivenPool:
 
     @contextlib.contextmanager
     def borrow(self, wait: float = TIMEOUT_SECONDS) -> Iterator[psycopg.Connection[Any]]:
-        conn = self._get()
+        conn = self._get(wait)
         if not alive(conn):
             conn.close()  # the pool drops a closed connection when it comes back
             self._pool.putconn(conn)
-            conn = self._get()
+            conn = self._get(wait)
         self._local.conn = conn
         try:
             yield conn
@@ -399,9 +399,9 @@ class GivenPool:
             self._local.conn = None
             self._pool.putconn(conn)
 
-    def _get(self) -> psycopg.Connection[Any]:
-        try:
-            conn: psycopg.Connection[Any] = self._pool.getconn()
+    def _get(self, wait: float = TIMEOUT_SECONDS) -> psycopg.Connection[Any]:
+        try:  # no longer than the call's deadline: a pool whose connections all hang
+            conn: psycopg.Connection[Any] = self._pool.getconn(timeout=max(wait, 0.1))
         except psycopg.Error as exc:  # psycopg_pool.PoolTimeout is one
             raise Unreachable(f"the connection pool gave no connection: {exc}") from None
         return conn
