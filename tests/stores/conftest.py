@@ -188,3 +188,13 @@ def store(backend: Backend) -> Iterator[Store]:
     opened = backend.open()
     yield opened
     opened.close()
+
+
+@pytest.fixture(params=["sqlite", _POSTGRES])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What a child process opens (``tests.stores._processes.OPEN_STORE``): a SQLite path,
+    or ``DSN#SCHEMA`` for PostgreSQL."""
+    if request.param == "postgres":
+        database = request.getfixturevalue("loom_database")
+        return f"{database.dsn()}#{request.getfixturevalue('postgres_schema')}"
+    return str(tmp_path / "loom.db")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import ReplayModel, Reply, Store, define_agent, tool
-from tests.stores._processes import OPEN_STORE
+from loom_nb import ReplayModel, Reply, define_agent, tool
+from tests.stores._processes import OPEN_STORE, open_target
 
 pytestmark = pytest.mark.slow
 
@@ -64,37 +64,17 @@ print("not killed")
 
 # The order of the steps: the lease first, then the decision (an approval with its claim, in
 # one transaction), the tool, its result with "done".
-def open_target(target: str) -> Store:
-    """The store a child opens from its first argument (see ``OPEN_STORE``)."""
-    if target.startswith("postgresql"):
-        from loom_nb.postgres import postgres_store
-
-        dsn, schema = target.split("#")
-        return postgres_store(dsn, schema=schema)
-    from loom_nb.sqlite import sqlite_store
-
-    return sqlite_store(target)
-
-
 APPROVED = ["lease taken", "decided and claimed", "tool returned", "result saved"]
 REJECTED = ["lease taken", "decision saved", "result saved"]
 
 
-@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_kill_at_any_step_after_approve_leaves_a_way_on_and_runs_nothing_twice(
-    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+    tmp_path: Path, target: str
 ):
     from loom_nb.notebook.cards import ApprovalCard
 
-    if kind == "postgres":
-        database = request.getfixturevalue("loom_database")
-        target = f"{database.dsn()}#{request.getfixturevalue('postgres_schema')}"
-    else:
-        target = str(tmp_path / "loom.db")
+    kind = "postgres" if target.startswith("postgresql") else "sqlite"
     side = tmp_path / "side.log"
-
-    def open_store():
-        return open_target(target)
 
     @tool(needs_approval=True)
     def write_ticket(key: str) -> str:
@@ -104,7 +84,7 @@ def test_a_kill_at_any_step_after_approve_leaves_a_way_on_and_runs_nothing_twice
         return "filed " + key
 
     trials = [("approve", s) for s in APPROVED] + [("reject", s) for s in REJECTED]
-    store = open_store()
+    store = open_target(target)
     replies = [Reply("", [("write_ticket", {"key": f"k{i}"})]) for i in range(len(trials))]
     agent = define_agent(
         name="support",

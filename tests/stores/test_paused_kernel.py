@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import ReplayModel, Reply, define_agent, tool
-from tests.stores._processes import OPEN_STORE
-from tests.stores.test_kill_between_approve_and_result import open_target
+from loom_nb import ReplayModel, define_agent
+from tests.stores._processes import OPEN_STORE, open_target, waiting_call
 
 pytestmark = pytest.mark.slow
 
@@ -53,32 +52,6 @@ except LoomError as exc:
 )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        database = request.getfixturevalue("loom_database")
-        return f"{database.dsn()}#{request.getfixturevalue('postgres_schema')}"
-    return str(tmp_path / "loom.db")
-
-
-def waiting(target: str) -> tuple[str, str]:
-    @tool(needs_approval=True)
-    def write_ticket(key: str) -> str:
-        "File a ticket (the write)."
-        raise AssertionError("never run here")
-
-    store = open_target(target)
-    agent = define_agent(
-        name="support",
-        model=ReplayModel([Reply("", [("write_ticket", {"key": "k1"})])]),
-        tools=[write_ticket],
-        store=store,
-    )
-    first = agent.run_sync("file it")
-    store.close()
-    return first.thread_id, first.pending[0].call_id
-
-
 def start(target: str, side: Path, thread_id: str, call_id: str) -> subprocess.Popen[str]:
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_KERNEL), target, str(side), thread_id, call_id],
@@ -100,7 +73,7 @@ def ended(child: subprocess.Popen[str]) -> list[str]:
 
 def test_a_kernel_paused_past_its_lease_saves_the_result_when_it_wakes(target: str, tmp_path: Path):
     side = tmp_path / "side.log"
-    thread_id, call_id = waiting(target)
+    thread_id, call_id = waiting_call(target)
     child = start(target, side, thread_id, call_id)
     child.send_signal(signal.SIGSTOP)
     time.sleep(5)  # past the 2 s lease; no other kernel comes
@@ -118,7 +91,7 @@ def test_a_kernel_paused_past_its_lease_saves_the_result_when_it_wakes(target: s
 
 def test_a_paused_kernel_whose_call_was_taken_over_says_the_write_ran(target: str, tmp_path: Path):
     side = tmp_path / "side.log"
-    thread_id, call_id = waiting(target)
+    thread_id, call_id = waiting_call(target)
     child = start(target, side, thread_id, call_id)
     child.send_signal(signal.SIGSTOP)
     store = open_target(target)
@@ -144,7 +117,7 @@ def test_a_result_is_saved_once_the_server_is_back(
 ):
     target = f"{loom_database.dsn()}#{postgres_schema}"
     side = tmp_path / "side.log"
-    thread_id, call_id = waiting(target)
+    thread_id, call_id = waiting_call(target)
     child = start(target, side, thread_id, call_id)
     server = loom_database.server
     server.halt()  # the write returns while the server is down

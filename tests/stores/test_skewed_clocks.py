@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import ReplayModel, Reply, define_agent, tool
+from loom_nb import ReplayModel, define_agent
 from loom_nb._lease import LEASE_SECONDS, RENEW_SECONDS
 from tests.conftest import require
-from tests.stores._processes import OPEN_STORE
+from tests.stores._processes import OPEN_STORE, open_target, waiting_call
 
 pytestmark = pytest.mark.slow
 
@@ -92,38 +92,10 @@ def kernel(target: str, host: str, skew: str, *args: str) -> subprocess.Popen[st
     )
 
 
-def waiting(target: str, side: Path) -> tuple[str, str]:
-    from tests.stores.test_kill_between_approve_and_result import open_target
-
-    @tool(needs_approval=True)
-    def write_ticket(key: str) -> str:
-        "File a ticket (the write)."
-        raise AssertionError("never run here")
-
-    store = open_target(target)
-    agent = define_agent(
-        name="support",
-        model=ReplayModel([Reply("", [("write_ticket", {"key": "k1"})])]),
-        tools=[write_ticket],
-        store=store,
-    )
-    first = agent.run_sync("file it")
-    store.close()
-    return first.thread_id, first.pending[0].call_id
-
-
 def line(child: subprocess.Popen[str], expected: str) -> None:
     assert child.stdout is not None
     got = child.stdout.readline()
     assert got.strip() == expected, (got, child.stderr.read() if child.stderr else "")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        database = request.getfixturevalue("loom_database")
-        return f"{database.dsn()}#{request.getfixturevalue('postgres_schema')}"
-    return str(tmp_path / "loom.db")
 
 
 @pytest.mark.parametrize(("writer", "watcher"), [("-45s", "+45s"), ("+45s", "-45s")])
@@ -131,7 +103,7 @@ def test_a_live_write_is_never_unknown_nor_run_again_by_a_kernel_with_another_cl
     target: str, tmp_path: Path, writer: str, watcher: str
 ):
     side = tmp_path / "side.log"
-    thread_id, call_id = waiting(target, side)
+    thread_id, call_id = waiting_call(target)
     first = kernel(target, "host-a", writer, str(side), thread_id, call_id, "writer")
     line(first, "writing")
     other = kernel(target, "host-b", watcher, str(side), thread_id, call_id, "watcher", "16")
@@ -148,10 +120,8 @@ def test_a_live_write_is_never_unknown_nor_run_again_by_a_kernel_with_another_cl
 
 
 def test_a_kernel_behind_takes_a_dead_kernels_call_over_within_a_lease(target: str, tmp_path: Path):
-    from tests.stores.test_kill_between_approve_and_result import open_target
-
     side = tmp_path / "side.log"
-    thread_id, call_id = waiting(target, side)
+    thread_id, call_id = waiting_call(target)
     first = kernel(target, "host-a", "+45s", str(side), thread_id, call_id, "writer")
     line(first, "writing")
     store = open_target(target)  # the kernel behind: its store, polled as its card reloads
