@@ -591,7 +591,7 @@ def define_agent(
     if (
         isinstance(interrupt_wait, bool)
         or not isinstance(interrupt_wait, int | float)
-        or (interrupt_wait < 0)
+        or not 0 <= interrupt_wait < float("inf")  # NaN too
     ):
         raise UserError(
             f"define_agent(interrupt_wait=...) is in seconds, 0 or more; got {interrupt_wait!r}"

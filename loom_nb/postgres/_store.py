@@ -75,7 +75,11 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         schema: str = "loom",
         timeout: float = TIMEOUT_SECONDS,
     ) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")  # NaN too
+        ):
             raise UserError(
                 f"postgres_store(timeout=...) is the seconds one store call may take (default "
                 f"{TIMEOUT_SECONDS:g}), more than 0; got {timeout!r}"

@@ -260,3 +260,9 @@ def test_a_server_restarting_is_not_blamed_on_the_connection_string(said: str):
     error = _connect_error(psycopg.OperationalError(said), {"host": "db", "user": "app"})
     assert "the server is restarting" in str(error)
     assert "check the connection string" not in str(error)
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0, -1, True, "5"])
+def test_the_timeout_is_a_positive_finite_number(timeout: object):
+    with pytest.raises(UserError, match=r"postgres_store\(timeout=\.\.\.\) is the seconds"):
+        postgres_store("postgresql://nobody@127.0.0.1:1/none", timeout=timeout)  # type: ignore[arg-type]
