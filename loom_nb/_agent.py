@@ -5,16 +5,18 @@ A run ends in one of three states and never waits for a person: ``complete``,
 ``error`` (raised as :class:`RunError` by ``run``; what completed stays saved).
 
 Every run holds its thread's lease (``_lease``): one run per thread at a time, across kernels.
-A decision is saved by compare-and-set before the run that carries it out takes the lease, so
-of any number of kernels deciding one call exactly one wins; the others get
-:class:`CallAlreadyDecided`.
+A decision is saved by compare-and-set under the lease of the run that carries it out (an
+approval and its claim in one transaction), so of any number of kernels deciding one call
+exactly one wins; the others get :class:`CallAlreadyDecided`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +24,21 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
 from loom_nb._codec import is_dataframe
-from loom_nb._errors import CallAlreadyDecided, RunError, ThreadBusy, ThreadNotFound, UserError
+from loom_nb._errors import (
+    CallAlreadyDecided,
+    RunError,
+    StoreError,
+    ThreadBusy,
+    ThreadNotFound,
+    UserError,
+    way_on,
+)
 from loom_nb._events import EventHandler
 from loom_nb._kept_threads import KeptThreads
 from loom_nb._lease import ThreadLease, settle
 from loom_nb._messages import (
+    NEWER,
+    CallState,
     Message,
     PendingApproval,
     Resolution,
@@ -115,6 +127,10 @@ DecisionLike = bool | Decision | Resolution
 
 _RESOLUTIONS = ("happened", "retry", "failed")
 
+#: How long a decision waits for a run of the thread in another kernel that may be taking the
+#: same calls (it then says they were decided there) before it gives up with ThreadBusy.
+DECIDE_WAIT_SECONDS = 2.0
+
 
 class Agent:
     """An agent: a model, instructions, tools, and a store. Build one with :func:`define_agent`."""
@@ -185,10 +201,13 @@ class Agent:
         the digest of the card that was shown. A call whose outcome is unknown (its process
         stopped while it ran) takes "happened", "retry" or "failed". Each decision is saved
         at once; a call decided elsewhere first raises :class:`CallAlreadyDecided`, and the
-        run then waits for nothing from this call. ``{}`` goes on with what was decided.
+        run then waits for nothing from this call. ``{}`` goes on with what was decided; so
+        does deciding a call again as it was decided (approved or rejected, but its kernel
+        stopped before it ran).
         """
         user_id = self._user_id(context)
         thread = self._load_for_run(thread_id, user_id)
+        _refuse_newer(thread)
         by_id = {p.call_id: p for p in thread.pending}
         approvals: dict[str, bool] = {}
         resolutions: dict[str, Resolution] = {}
@@ -202,29 +221,89 @@ class Agent:
             if isinstance(value, str):
                 resolutions[call_id] = _resolution(by_id[call_id], value)
             else:
-                approvals[call_id] = _approval(by_id[call_id], value)
+                decided = _approval(by_id[call_id], value)
+                if decided is not None:  # None: decided so already, it goes on as it is
+                    approvals[call_id] = decided
         if not by_id:
             raise UserError(f"thread {thread_id} has no call waiting for approval")
-        for approve in (True, False):
-            ids = [c for c, a in approvals.items() if a is approve]
-            if ids:
-                state: Any = "approved" if approve else "rejected"
-                self.store.update_calls(
-                    thread.id, ids, state, expect={"pending"}, user_id=thread.user_id
-                )
-        if not resolutions:
+        lease = await self._take_to_decide(thread_id, user_id, approvals) if approvals else None
+        if lease is not None:
+            try:
+                goes_on = self._decide(thread_id, user_id, approvals, bool(resolutions), lease)
+            except BaseException:
+                lease.release(error=None)
+                raise
+            if not goes_on:
+                lease.release(error=None)
+                thread = self._load_for_run(thread_id, user_id)
+                return RunResult(thread.status, _snapshot(thread))  # the others still wait
+        elif not resolutions:
             thread = self._load_for_run(thread_id, user_id)  # kept: the run starts from it
             if any(p.state == "pending" for p in thread.pending):
                 return RunResult(thread.status, _snapshot(thread))  # the others still wait
-        try:
-            return await self._drive(thread.id, context, on_event, resolutions=resolutions)
-        except ThreadBusy as exc:
-            if not approvals:
-                raise
-            raise ThreadBusy(
-                f"{exc}. Your decision is saved; go on after that run with "
-                "agent.resume(thread_id, {})"
-            ) from None
+        return await self._drive(thread_id, context, on_event, resolutions=resolutions, lease=lease)
+
+    async def _take_to_decide(
+        self, thread_id: str, user_id: str | None, approvals: Mapping[str, bool]
+    ) -> ThreadLease:
+        """The thread's lease, taken before deciding: a decision and the claim of the call it
+        approves are then one transaction, so no kill leaves a call decided and unclaimed.
+        While another run holds the thread, wait briefly: a run that just took these calls
+        shows them decided (CallAlreadyDecided); after that, ThreadBusy, nothing decided."""
+        deadline = time.monotonic() + DECIDE_WAIT_SECONDS
+        while True:
+            try:
+                return await ThreadLease.acquire(self.store, thread_id, user_id)
+            except ThreadBusy as busy:
+                now = self._load(thread_id, user_id)
+                states = {p.call_id: p.state for p in now.pending}
+                for call_id in approvals:
+                    if states.get(call_id, "done") != "pending":
+                        raise CallAlreadyDecided(call_id, states.get(call_id, "done")) from None
+                if time.monotonic() > deadline:
+                    raise ThreadBusy(
+                        f"{busy}. Nothing was decided: decide again once that run ends (reload "
+                        "the thread for a fresh card: %loom show THREAD_ID)"
+                    ) from None
+                await asyncio.sleep(0.05)
+
+    def _decide(
+        self,
+        thread_id: str,
+        user_id: str | None,
+        approvals: Mapping[str, bool],
+        resolving: bool,
+        lease: ThreadLease,
+    ) -> bool:
+        """Save the decisions under the thread's lease: when no other call waits, approved
+        calls are claimed by this run in the same transaction (pending -> running). False when
+        another call still waits for the user."""
+        thread = self._load_for_run(thread_id, user_id)
+        others = [p for p in thread.pending if p.state == "pending" and p.call_id not in approvals]
+        tool_of = {p.call_id: p.tool for p in thread.pending}
+        claim = not others and not resolving
+        moves: dict[CallState, list[str]] = {}
+        for call_id, yes in approvals.items():
+            runs = yes and claim and tool_of.get(call_id) in self.tools
+            moves.setdefault("running" if runs else "approved" if yes else "rejected", []).append(
+                call_id
+            )
+        for state, ids in moves.items():
+            try:
+                self.store.update_calls(
+                    thread_id,
+                    ids,
+                    state,
+                    expect={"pending"},
+                    holder=lease.holder if state == "running" else None,
+                    user_id=user_id,
+                )
+            except StoreError as exc:
+                raise type(exc)(
+                    f"{exc}. Nothing ran; reload thread {thread_id} to see whether the "
+                    "decision was saved, and decide again if not"
+                ) from None
+        return not others
 
     def run_sync(
         self,
@@ -352,8 +431,10 @@ class Agent:
         *,
         prompt: str | None = None,
         resolutions: Mapping[str, Resolution] | None = None,
+        lease: ThreadLease | None = None,
     ) -> RunResult:
-        lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
+        if lease is None:
+            lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
         thread: Thread | None = None
         try:
             # again, now that no other run can change it
@@ -362,12 +443,20 @@ class Agent:
                 _refuse_waiting(thread)
             run = Run(self._run_deps(), thread, context, on_event, lease)
             await run.execute(prompt, resolutions)
+        except StoreError:
+            # The store failed or hangs: asking it again would only wait for another
+            # deadline. The lease lapses (or, in this process, is free at once).
+            lease.release(error=None, store=False)
+            self._kept.forget(thread_id)
+            raise
         finally:
-            lease.release(error=thread.error if thread is not None else None)
+            if not lease.released:
+                lease.release(error=thread.error if thread is not None else None)
+                if thread is not None:
+                    with contextlib.suppress(Exception):  # a failing store fails the next load
+                        self._kept.keep(thread)
             if thread is not None:
                 thread.lease = None  # this run freed it (or lost it, when it stopped for that)
-                with contextlib.suppress(Exception):  # a failing store fails the next load
-                    self._kept.keep(thread)
         # The result's thread is a snapshot: the kept one goes on with the next run.
         result = RunResult(thread.status, _snapshot(thread), run.new_messages, thread.error)
         if result.status == "error":
@@ -384,8 +473,21 @@ def _snapshot(thread: Thread) -> Thread:
     )
 
 
+def _refuse_newer(thread: Thread) -> None:
+    """A call a newer loom_nb left in a state this version does not know: only that version
+    can move it on (and this one never changes it)."""
+    newer = [p for p in thread.pending if p.newer]
+    if newer:
+        p = newer[0]
+        raise UserError(
+            f"thread {thread.id}: call {p.call_id} ({p.tool}) is {p.state!r}, a state {NEWER}; "
+            "this version leaves the thread as it is"
+        )
+
+
 def _refuse_waiting(thread: Thread) -> None:
     """A new prompt waits until every call of the thread is settled."""
+    _refuse_newer(thread)
     unknown = [p for p in thread.pending if p.state == "unknown"]
     if unknown:
         p = unknown[0]
@@ -394,29 +496,41 @@ def _refuse_waiting(thread: Thread) -> None:
             "kernel stopped while it ran, so the write may have happened. Check, then choose: "
             f"agent.resume(thread_id, {{{p.call_id!r}: 'happened' | 'retry' | 'failed'}})"
         )
-    if thread.pending:
+    waiting = [p for p in thread.pending if p.state == "pending"]
+    if waiting:
         raise UserError(
             f"thread {thread.id} waits for approval of "
-            f"{', '.join(p.tool for p in thread.pending)}: approve or reject first with "
+            f"{', '.join(p.tool for p in waiting)}: approve or reject first with "
             "agent.resume(thread_id, {call_id: True/False})"
+        )
+    if thread.pending:  # decided, not run: the run that had them stopped first
+        p = thread.pending[0]
+        raise UserError(
+            f"thread {thread.id}: {p.tool} (call {p.call_id}) was {p.state}; "
+            + way_on(p.call_id, p.state)
+            + ", then send the message"
         )
 
 
-def _approval(p: PendingApproval, value: bool | Decision) -> bool:
+def _approval(p: PendingApproval, value: bool | Decision) -> bool | None:
+    """The decision to save for ``p``; None when ``p`` was decided so already and is waiting
+    to run (its kernel stopped first): the run then goes on with it."""
     decision = value if isinstance(value, Decision) else Decision(bool(value))
     if p.state == "unknown":
         raise UserError(
             f"the outcome of call {p.call_id} ({p.tool}) is unknown: its kernel stopped while "
-            "it ran, so it may have written. Approve / Reject no longer apply; choose "
-            "'happened', 'retry' or 'failed'"
+            "it ran, so it may have written. Approve / Reject no longer apply; "
+            + way_on(p.call_id, p.state)
         )
-    if p.state != "pending":
-        raise CallAlreadyDecided(p.call_id, p.state)
     if decision.digest is not None and decision.digest != p.digest:
         raise UserError(
             f"the arguments of call {p.call_id!r} are not the ones that were shown; "
             "nothing was run. Review the call again before deciding"
         )
+    if p.state in ("approved", "rejected") and (p.state == "approved") == decision.approve:
+        return None
+    if p.state != "pending":
+        raise CallAlreadyDecided(p.call_id, p.state)
     return decision.approve
 
 
@@ -477,7 +591,7 @@ def define_agent(
     if (
         isinstance(interrupt_wait, bool)
         or not isinstance(interrupt_wait, int | float)
-        or (interrupt_wait < 0)
+        or not 0 <= interrupt_wait < float("inf")  # NaN too
     ):
         raise UserError(
             f"define_agent(interrupt_wait=...) is in seconds, 0 or more; got {interrupt_wait!r}"

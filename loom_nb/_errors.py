@@ -32,11 +32,37 @@ class CallAlreadyDecided(UserError):
     def __init__(self, call_id: str, state: str) -> None:
         super().__init__(
             f"call {call_id} was already decided in another kernel; reload the thread to see "
-            f"where it is (it is {state} now)"
+            f"where it is (it is {state} now): " + way_on(call_id, state)
         )
         self.call_id = call_id
         #: Its state as the store has it ("done" once its result is saved).
         self.state = state
+
+
+def way_on(call_id: str, state: str) -> str:
+    """What moves a call in ``state`` on: the card's button, the ``%loom`` command and the
+    API call, for every message that refuses something because of it."""
+    if state in ("approved", "rejected"):
+        yes = state == "approved"
+        return (
+            f"it has not run yet (its kernel stopped first): go on with the card's Continue "
+            f"button, %loom {'approve' if yes else 'reject'} {call_id}, or "
+            f"agent.resume(thread_id, {{{call_id!r}: {yes}}})"
+        )
+    if state == "unknown":
+        return (
+            "its outcome is unknown (its kernel stopped while it ran): choose on its card, with "
+            f"%loom resolve {call_id} happened|retry|failed, or agent.resume(thread_id, "
+            f"{{{call_id!r}: 'happened' | 'retry' | 'failed'}})"
+        )
+    if state == "running":
+        return (
+            "a run in another kernel is running it: reload the thread when that run ends "
+            "(%loom show THREAD_ID, or agent.thread(thread_id))"
+        )
+    if state == "pending":
+        return f"decide it on its card, with %loom approve|reject {call_id}, or agent.resume"
+    return "its result is saved: see it with %loom show THREAD_ID or agent.thread(thread_id)"
 
 
 class MissingExtra(UserError, ImportError):
@@ -55,6 +81,16 @@ class StoreError(LoomError):
     The message names the server. A write that raised this wrote nothing, or (when the server
     failed during the commit itself) says that it may have been saved.
     """
+
+
+class StoreUnreachable(StoreError):
+    """A store's server could not be reached or went away during the call (a restart, an
+    outage); the next call reconnects once it is back."""
+
+
+class StoreTimeout(StoreError):
+    """A store's server did not answer within the store's deadline (``timeout``); the message
+    says what may and may not have been saved."""
 
 
 class RunError(LoomError):

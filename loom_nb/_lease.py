@@ -23,15 +23,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from loom_nb import _loop_thread
 from loom_nb._errors import ThreadBusy
 from loom_nb._messages import Lease, Thread
-from loom_nb._store import Store
+from loom_nb._store import LEASE_SECONDS, Store
 
-#: A lease lapses this long after its last renewal (a holder on another host that died).
-LEASE_SECONDS = 30.0
+__all__ = ["LEASE_SECONDS", "ThreadLease", "holder_gone", "settle", "where"]
 #: How often a running run renews its lease.
 RENEW_SECONDS = 5.0
 #: How long a run waits for an interrupted run of this process on the same thread to end.
@@ -93,15 +91,14 @@ def where(holder: str) -> str:
 
 def settle(thread: Thread) -> Thread:
     """Show calls left ``running`` by a run that is gone as ``unknown`` (in ``thread`` only;
-    the run that takes the thread over saves it)."""
+    the run that takes the thread over saves it). Gone means: the thread is free or another
+    run holds it, the store found the lease lapsed by its own clock, or its holder is a
+    process of this machine that ended. This kernel's clock is never compared with the
+    store's, so a kernel whose clock is off never sees a live write as unknown."""
     lease = thread.lease
-    now = datetime.now(timezone.utc)
     for p in thread.pending:
         if p.state == "running" and (
-            lease is None
-            or lease.holder != p.holder
-            or lease.expires_at <= now
-            or holder_gone(lease)
+            lease is None or lease.holder != p.holder or lease.lapsed or holder_gone(lease)
         ):
             p.state = "unknown"
     return thread
@@ -140,6 +137,8 @@ class ThreadLease:
 
     def check(self) -> None:
         """Raise :class:`ThreadBusy` if another run took the thread from this one."""
+        if not self.lost and time.time() - self._renewed_at > LEASE_SECONDS:
+            self.renew()  # woken from a pause before the keeper: ask the store now
         if self.lost:
             raise ThreadBusy(
                 f"another run took thread {self.thread_id} over while this one was paused (its "
@@ -154,25 +153,35 @@ class ThreadLease:
             if self.lost or self._released:
                 return
             if time.time() - self._renewed_at > LEASE_SECONDS:
-                self.lost = True
-                return
+                # Paused past the lease (a laptop lid, a stopped VM): it is still this run's
+                # only if the store still names it (then no other run had the thread since).
+                thread = self.store.load(self.thread_id, user_id=self.user_id)
+                if thread is None or thread.lease is None or thread.lease.holder != self.holder:
+                    self.lost = True
+                    return
             lease = self.store.acquire_lease(
                 self.thread_id, self.holder, LEASE_SECONDS, user_id=self.user_id
             )
             self.lost = lease.holder != self.holder
             self._renewed_at = time.time()
 
-    def release(self, *, error: str | None) -> None:
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self, *, error: str | None, store: bool = True) -> None:
         """Free the thread and record how the run ended (a store failure is not raised: the
-        lease then lapses on its own)."""
+        lease then lapses on its own). ``store=False``: the store is failing, so it is not
+        asked; this process sees the lease as free at once, others once it lapses."""
         with self._lock:  # after this, no renewal can take the thread again
             self._released = True
         _keeper.discard(self)
         try:
-            with contextlib.suppress(Exception):
-                self.store.release_lease(
-                    self.thread_id, self.holder, error=error, user_id=self.user_id
-                )
+            if store:
+                with contextlib.suppress(Exception):
+                    self.store.release_lease(
+                        self.thread_id, self.holder, error=error, user_id=self.user_id
+                    )
         finally:
             with _held_lock:
                 _held.pop(self.holder, None)

@@ -33,6 +33,9 @@ T = TypeVar("T")
 #: How long Ctrl-C waits for an interrupted run to record what completed (unless an approved
 #: write is running: then the agent's ``interrupt_wait``).
 CLEANUP_SECONDS = 0.5
+#: How long Ctrl-C lets a give-up record "unknown" in the store (a hung store is not waited for:
+#: the lease then lapses and the next run records it).
+GIVE_UP_SECONDS = 0.2
 #: The watchdog names user code that holds the loop longer than this.
 BLOCKED_SECONDS = 1.0
 
@@ -70,6 +73,9 @@ class _Write:
     #: Records the write's outcome as unknown; called from the main thread when the loop
     #: cannot do it in time.
     give_up: Callable[[], None]
+    #: Whether the write itself still runs (once it returned, only saving its result is
+    #: left, which the store's own deadline bounds: Ctrl-C does not wait for that).
+    running: Callable[[], bool]
 
 
 class Interrupt:
@@ -86,10 +92,16 @@ class Interrupt:
             return list(self._writes.values())
 
     @contextlib.contextmanager
-    def protect(self, label: str, seconds: float, give_up: Callable[[], None]) -> Iterator[None]:
+    def protect(
+        self,
+        label: str,
+        seconds: float,
+        give_up: Callable[[], None],
+        running: Callable[[], bool] = lambda: True,
+    ) -> Iterator[None]:
         key = id(object())
         with self._lock:
-            self._writes[key] = _Write(label, seconds, give_up)
+            self._writes[key] = _Write(label, seconds, give_up, running)
         try:
             yield
         finally:
@@ -174,14 +186,42 @@ def _wait_after_interrupt(
         flush=True,
     )
     try:
-        done = finished.wait(seconds + CLEANUP_SECONDS)
+        done = _wait_for_writes(token, finished, seconds)
     except KeyboardInterrupt:
         done = False
         cancel_again()
     if not done:  # the loop is blocked or the write runs on: record the outcome from here
-        for write in token.writes():
+        _give_up(token.writes())
+
+
+def _wait_for_writes(token: Interrupt, finished: threading.Event, seconds: float) -> bool:
+    """Wait until the run ended, up to ``seconds`` while a write still runs, then at most
+    CLEANUP_SECONDS more (a store that hangs saving a result is not waited for)."""
+    end = time.monotonic() + seconds
+    returned_at: float | None = None
+    while not finished.wait(0.05):
+        now = time.monotonic()
+        if returned_at is None and not any(w.running() for w in token.writes()):
+            returned_at = now
+        if now > end + CLEANUP_SECONDS or (
+            returned_at is not None and now > returned_at + CLEANUP_SECONDS
+        ):
+            return False
+    return True
+
+
+def _give_up(writes: list[_Write]) -> None:
+    """Record the writes' outcome as unknown, from a thread of its own: if the store hangs,
+    Ctrl-C still returns (the run's lease then lapses and the next run records it)."""
+
+    def give_up_all() -> None:
+        for write in writes:
             with contextlib.suppress(Exception):
                 write.give_up()
+
+    worker = threading.Thread(target=give_up_all, name="loom-nb-give-up", daemon=True)
+    worker.start()
+    worker.join(GIVE_UP_SECONDS)
 
 
 # ---- user code off the loop ---------------------------------------------------------------------

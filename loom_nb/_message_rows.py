@@ -174,8 +174,11 @@ def thread_row(thread: Thread) -> tuple[Any, ...]:
     )
 
 
-def row_thread(record: Sequence[Any], messages: Iterable[tuple[str, str | None]]) -> Thread:
-    """A thread from its row (:data:`THREAD_COLUMNS`) and its messages' ``(json, data)``."""
+def row_thread(
+    record: Sequence[Any], messages: Iterable[tuple[str, str | None]], *, lapsed: bool = False
+) -> Thread:
+    """A thread from its row (:data:`THREAD_COLUMNS`) and its messages' ``(json, data)``;
+    ``lapsed``: the store found its lease lapsed, by its clock."""
     thread = Thread.from_dict(
         {
             "id": record[0],
@@ -189,7 +192,7 @@ def row_thread(record: Sequence[Any], messages: Iterable[tuple[str, str | None]]
         },
         messages=[row_message(text, data) for text, data in messages],
     )
-    thread.lease = lease_of(record[10], record[11])
+    thread.lease = lease_of(record[10], record[11], lapsed=lapsed)
     return thread
 
 
@@ -228,8 +231,8 @@ def moved_pending(
     return json.dumps(out, ensure_ascii=False, separators=(",", ":")), len(out)
 
 
-def lease_of(holder: str | None, until_us: int | None) -> Lease | None:
+def lease_of(holder: str | None, until_us: int | None, *, lapsed: bool = False) -> Lease | None:
     """The lease a thread's row keeps in two columns (microseconds since the epoch), if any."""
     if holder is None or until_us is None:
         return None
-    return Lease(holder, datetime.fromtimestamp(until_us / 1_000_000, timezone.utc))
+    return Lease(holder, datetime.fromtimestamp(until_us / 1_000_000, timezone.utc), lapsed)

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, get_args, overload
 
 from loom_nb import _codec
 
@@ -134,7 +134,22 @@ class ToolResult:
         return _codec.frame_head(self.data, rows)
 
 
-Part = TextPart | ToolCall | ToolResult
+@dataclass
+class NewerPart:
+    """A part of a kind a newer loom_nb wrote: kept exactly as stored (``data``), shown as
+    :data:`NEWER`, never sent to the model."""
+
+    data: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.data.get("kind"))
+
+
+#: How a part or a call state of a newer loom_nb is shown.
+NEWER = "from a newer loom_nb: upgrade to see this (pip install -U loom-nb)"
+
+Part = TextPart | ToolCall | ToolResult | NewerPart
 
 
 @dataclass
@@ -185,6 +200,11 @@ class Message:
         """The tool results this message carries."""
         return [p for p in self.parts if isinstance(p, ToolResult)]
 
+    @property
+    def newer_parts(self) -> list[NewerPart]:
+        """Parts a newer loom_nb wrote, which this version keeps but cannot show."""
+        return [p for p in self.parts if isinstance(p, NewerPart)]
+
     def to_dict(self) -> dict[str, Any]:
         """The message as JSON-ready data (what stores save)."""
         out: dict[str, Any] = {
@@ -226,6 +246,8 @@ class Message:
 
 
 def _part_to_dict(part: Part) -> dict[str, Any]:
+    if isinstance(part, NewerPart):
+        return part.data  # as it was written
     if isinstance(part, TextPart):
         return {"kind": "text", "text": part.text}
     if isinstance(part, ToolCall):
@@ -270,7 +292,7 @@ def _part_from_dict(data: dict[str, Any]) -> Part:
             approval=data.get("approval"),
             chart=data.get("chart"),
         )
-    raise ValueError(f"unknown message part kind {kind!r}")
+    return NewerPart(data)
 
 
 @dataclass
@@ -291,10 +313,18 @@ class PendingApproval:
     state: CallState = "pending"
     #: The run that claimed it (``host:pid:random``), once it is ``running`` or ``unknown``.
     holder: str | None = None
+    #: Keys a newer loom_nb wrote that this version does not know, kept to be written back.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.digest:
             self.digest = arguments_digest(self.arguments)
+
+    @property
+    def newer(self) -> bool:
+        """Whether a newer loom_nb left it in a state this version does not know (it is kept
+        as it is, and nothing here moves it: upgrading does)."""
+        return self.state not in _STATES
 
     @property
     def decision(self) -> bool | None:
@@ -316,12 +346,13 @@ class PendingApproval:
             out["holder"] = self.holder
         if self.preview is not None:
             out["preview"] = _codec.encode(self.preview)
-        return out
+        return {**self.extra, **out}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PendingApproval:
         """The approval that ``to_dict`` gave."""
         preview = data.get("preview")
+        known = ("call_id", "tool", "arguments", "digest", "state", "holder", "preview", "decision")
         state: CallState = data.get("state") or _FORMAT_1_STATES[data.get("decision")]
         return cls(
             call_id=data["call_id"],
@@ -331,6 +362,7 @@ class PendingApproval:
             digest=data["digest"],
             state=state,
             holder=data.get("holder"),
+            extra={k: v for k, v in data.items() if k not in known},
         )
 
 
@@ -376,6 +408,8 @@ class MessagesSoFar(Sequence[Message]):
         return repr(list(self))
 
 
+_STATES = frozenset(get_args(CallState))
+
 #: Format 1 kept only the decision, saved before anything ran.
 _FORMAT_1_STATES: dict[bool | None, CallState] = {
     None: "pending",
@@ -391,6 +425,9 @@ class Lease:
 
     holder: str
     expires_at: datetime
+    #: True when the store, by its own clock, found the lease lapsed (its holder stopped
+    #: renewing it) as it loaded the thread: only then is a call it runs shown as unknown.
+    lapsed: bool = field(default=False, compare=False)
 
 
 @dataclass

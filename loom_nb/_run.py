@@ -19,13 +19,22 @@ import asyncio
 import contextlib
 import inspect
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from loom_nb import _loop_thread
 from loom_nb._context import RunContext
-from loom_nb._errors import CallAlreadyDecided, RunError, StepLimitExceeded, UserError
+from loom_nb._errors import (
+    CallAlreadyDecided,
+    RunError,
+    StepLimitExceeded,
+    StoreError,
+    StoreUnreachable,
+    ThreadBusy,
+    UserError,
+)
 from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEvent
 from loom_nb._lease import ThreadLease
 from loom_nb._messages import (
@@ -52,7 +61,13 @@ from loom_nb.models import Model, ModelSettings
 __all__ = ["INTERRUPTED", "Run", "RunDeps"]
 
 INTERRUPTED = "The run was interrupted; what completed is saved."
-_LOST = "The kernel stopped while this call ran, before its result was saved. The user checked: "
+#: How long a run tries again to save a write's result while its store is away (a restart).
+RESULT_RETRY_SECONDS = 30.0
+RESULT_RETRY_PAUSE = 1.0
+_LOST = (
+    "The run stopped while this call ran (its kernel stopped, was interrupted or lost its "
+    "store), before its result was saved. The user checked: "
+)
 HAPPENED = _LOST + "it took effect. Its output was lost."
 FAILED = _LOST + "it did not take effect. Treat it as failed; ask the user before trying again."
 
@@ -133,7 +148,16 @@ class Run:
             self.failure = exc
         except UserError:
             raise
-        except Exception as exc:  # a bug or a store failure: record it, then raise as is
+        except StoreError as exc:  # the store cannot record it; say what is kept
+            n = len(self.new_messages)
+            kept = (
+                f"the {n} message{'s' if n != 1 else ''} this run completed before that "
+                + ("are saved" if n != 1 else "is saved")
+                if n
+                else "this run had completed no message before that"
+            )
+            raise type(exc)(f"{exc}. Thread {self.thread.id}: {kept}") from None
+        except Exception as exc:  # a bug: record it, then raise as is
             self.thread.error = f"{type(exc).__name__}: {exc}"
             raise
 
@@ -175,16 +199,26 @@ class Run:
         if not calls:
             return
         holder = None if any_holder else self.lease.holder
-        ids = [p.call_id for p in calls]
         self.store.update_calls(
             self.thread.id,
-            ids,
+            [p.call_id for p in calls],
             state,
             expect=expect,
             holder=holder,
             message=message,
             user_id=self.thread.user_id,
         )
+        self._move_here(calls, state, message, holder)
+
+    def _move_here(
+        self,
+        calls: Sequence[PendingApproval],
+        state: CallState,
+        message: Message | None,
+        holder: str | None = None,
+    ) -> None:
+        """``_move``'s step in this run's copy of the thread, once the store made it."""
+        ids = [p.call_id for p in calls]
         for p in calls:
             p.state = state
             if state == "running":
@@ -282,7 +316,7 @@ class Run:
             await self.emit(MessageAdded(message, self.thread.id))
         again = [by_id[c] for c, choice in resolutions.items() if choice == "retry"]
         self._move(again, "approved", {"unknown"})  # the user chose to run it again
-        if any(p.state in ("pending", "unknown") for p in self.thread.pending):
+        if any(p.state in ("pending", "unknown") or p.newer for p in self.thread.pending):
             return False  # their cards are shown already; the result lists them
         await self._run_decided()
         await self._close_dangling_calls()
@@ -294,8 +328,12 @@ class Run:
         running ones, save what finished, and record the rest as unknown."""
         calls = list(self.thread.pending)
         tools = self.deps.tools
-        claimed = [p for p in calls if p.state == "approved" and p.tool in tools]
-        self._move(claimed, "running", {"approved"})
+        # Claimed here, or already with the decision (under this run's lease: one transaction).
+        mine = {p.call_id for p in calls if p.state == "running" and p.holder == self.lease.holder}
+        claiming = [p for p in calls if p.state == "approved" and p.tool in tools]
+        self._move(claiming, "running", {"approved"})
+        mine.update(p.call_id for p in claiming)
+        claimed = [p for p in calls if p.call_id in mine]
         tasks = {
             p.call_id: asyncio.ensure_future(
                 invoke(_call(p), tools[p.tool], self.ctx, "approved", p.preview)
@@ -314,7 +352,12 @@ class Run:
         guard: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if token is not None and claimed:
             label = ", ".join(sorted({p.tool for p in claimed}))
-            guard = token.protect(label, self.deps.interrupt_wait, self._giving_up(gave_up))
+            guard = token.protect(
+                label,
+                self.deps.interrupt_wait,
+                self._giving_up(gave_up),
+                running=lambda: not all(t.done() for t in tasks.values()),
+            )
         with guard:
             try:
                 while calls:
@@ -323,14 +366,59 @@ class Run:
                         ready[first] = await asyncio.shield(tasks[first])
                     _collect(tasks, ready)
                     batch = _leading(calls, ready)
-                    self._may_write()
+                    if _loop_thread.interrupted():
+                        raise asyncio.CancelledError
                     message = Message("tool", [ready[p.call_id] for p in batch])
-                    self._move(batch, "done", {"running", "approved", "rejected"}, message=message)
+                    ran = ", ".join(p.tool for p in batch if p.call_id in tasks)
+                    await self._save_results(batch, message, ran)
                     await self.emit(MessageAdded(message, self.thread.id))
                     calls = calls[len(batch) :]
             except asyncio.CancelledError:
                 await self._interrupted(calls, tasks, ready, gave_up)
                 raise
+
+    async def _save_results(
+        self, batch: Sequence[PendingApproval], message: Message, ran: str
+    ) -> None:
+        """Save ``batch``'s results with their "done". A write that ran is saved whenever this
+        run still holds its call, lease or not (a pause past the lease that no other kernel
+        used): the compare-and-set on the call's holder is the guard. A store that is away is
+        tried again until it is back, for up to a lease's length."""
+        deadline = time.monotonic() + RESULT_RETRY_SECONDS
+        tried = False
+        while True:
+            try:
+                self._move(batch, "done", {"running", "approved", "rejected"}, message=message)
+                return
+            except CallAlreadyDecided as exc:
+                if tried and exc.state == "done" and self._landed(message):
+                    self._move_here(batch, "done", message)  # the try before was saved after all
+                    return
+                if not ran:
+                    raise
+                raise ThreadBusy(
+                    f"{ran} ran, but its result could not be saved: another run took thread "
+                    f"{self.thread.id} over while this one was paused, and the call is "
+                    f"{exc.state} there. Tell that thread what happened: {ran} ran"
+                ) from None
+            except StoreUnreachable as exc:
+                if not ran or time.monotonic() > deadline:
+                    raise type(exc)(f"{ran} ran; its result could not be saved: {exc}") from None
+                tried = True
+                await asyncio.sleep(RESULT_RETRY_PAUSE)
+            except StoreError as exc:
+                if not ran:
+                    raise
+                raise type(exc)(f"{ran} ran; its result could not be saved: {exc}") from None
+
+    def _landed(self, message: Message) -> bool:
+        """Whether ``message`` (results whose save failed without an answer) is in the store."""
+        saved = self.store.load(self.thread.id, user_id=self.thread.user_id)
+        mark = (message.created_at, [r.call_id for r in message.tool_results])
+        return saved is not None and any(
+            (m.created_at, [r.call_id for r in m.tool_results]) == mark
+            for m in reversed(saved.messages)
+        )
 
     def _giving_up(self, gave_up: list[bool]) -> Callable[[], None]:
         """For the main thread, when Ctrl-C stops waiting: record still-running calls as

@@ -34,6 +34,9 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from loom_nb._errors import CallAlreadyDecided
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 
+#: How long a run's lease on its thread lasts without renewal (a holder that died).
+LEASE_SECONDS = 30.0
+
 
 @runtime_checkable
 class Store(Protocol):
@@ -108,7 +111,7 @@ class Store(Protocol):
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         """The thread with all its messages and its lease, or None when the id is unknown to
-        this user."""
+        this user. The lease says whether the store, by its clock, found it lapsed."""
 
     def list(
         self,
@@ -251,6 +254,10 @@ class MemoryStore(Store):
             if saved is None or saved.user_id != user_id:
                 return None
             thread = copy.copy(saved)
+            lease = saved.lease  # one process, one clock: this one
+            if lease is not None:
+                lapsed = lease.expires_at <= datetime.now(timezone.utc)
+                thread.lease = Lease(lease.holder, lease.expires_at, lapsed)
             thread.messages = list(saved.messages)
             thread.pending = [copy.copy(p) for p in saved.pending]
             return thread

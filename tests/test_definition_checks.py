@@ -172,3 +172,9 @@ def test_a_sqlite_file_with_another_programs_loom_threads_table(tmp_path: Path) 
         conn.execute("CREATE TABLE loom_threads (name TEXT)")
     with pytest.raises(UserError, match=r"already holds a table that loom_nb did not create"):
         sqlite_store(path)
+
+
+@pytest.mark.parametrize("wait", [float("nan"), float("inf"), -1, True, "5"])
+def test_interrupt_wait_is_a_finite_number_of_seconds(wait: Any):
+    with pytest.raises(UserError, match=r"define_agent\(interrupt_wait=\.\.\.\) is in seconds"):
+        define(interrupt_wait=wait)

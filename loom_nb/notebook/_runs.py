@@ -14,7 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from loom_nb._agent import Agent, Decision, DecisionLike, RunResult
-from loom_nb._errors import RunError, UserError
+from loom_nb._errors import RunError
 from loom_nb._events import MessageAdded, RunEvent
 from loom_nb._messages import PendingApproval, Resolution
 from loom_nb.notebook._view import View
@@ -144,9 +144,9 @@ async def resume(
             )
         except BaseException as exc:
             view.finish(exc.result if isinstance(exc, RunError) else None, exc)
-            if isinstance(exc, UserError):  # e.g. the call was decided elsewhere
-                session.release(decisions)
             raise
+        finally:  # ended: the store now says where each call is (a retry asks it again)
+            session.release(decisions)
         view.finish(result, None)
         session.last_result = result
         if binding is not None:

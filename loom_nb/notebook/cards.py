@@ -17,7 +17,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb._messages import PendingApproval, Resolution
+from loom_nb._messages import NEWER, PendingApproval, Resolution
 from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
 from loom_nb.notebook._page import html
 
@@ -32,7 +32,8 @@ CHOICES: dict[Resolution, tuple[str, str]] = {
 }
 
 UNKNOWN_NOTE = (
-    "The kernel stopped while this call was running, before its result was saved: the write "
+    "Its run stopped while this call was running (the kernel stopped, or was interrupted, or "
+    "lost its store), before its result was saved: the write "
     "<b>may have happened</b>. Check where it writes, then choose. Nothing runs until you do."
 )
 
@@ -47,6 +48,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         thread_id: str,
         rows: int = 10,
         decide: DecideFn | None = None,
+        others_waiting: bool = True,
     ) -> None:
         self.pending = pending
         self.thread_id = thread_id
@@ -84,6 +86,22 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         elif pending.state == "running":  # another live kernel runs it now
             self.header.value = self._header("is running in another kernel")
             shown = []
+        elif pending.newer:  # kept as it is; only that version moves it on
+            self.header.value = self._header(f"is {esc(pending.state)}: {esc(NEWER)}")
+            shown = []
+        #: Decided, not run, nothing else waits (its kernel stopped first): Continue runs it.
+        self.continue_button: widgets.Button | None = None
+        stranded = pending.state in ("approved", "rejected") and not others_waiting
+        if stranded:
+            approved = pending.state == "approved"
+            self.continue_button = widgets.Button(
+                description="Continue — run it" if approved else "Continue",
+                layout=widgets.Layout(width="auto"),
+            )
+            self.continue_button.add_class("loom-continue")
+            self.continue_button.on_click(lambda _b: self._decide(approved))
+            self.header.value = self._header(f"{pending.state}, not run yet")
+            shown = [self.continue_button]
         buttons = widgets.HBox(shown)
         buttons.add_class("loom-buttons")
         # Shown by OFFLINE_STYLE instead of the buttons once the kernel is gone (a restart, a
@@ -95,11 +113,31 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.layout.border = "1px solid " + ("#d32f2f" if pending.state == "unknown" else "#f0ad4e")
         self.layout.padding = "6px"
         self.layout.margin = "6px 0"
-        if pending.state in ("approved", "rejected"):  # decided earlier; waits for the others
+        if stranded:
+            self.decision_label.value = esc(
+                "its kernel stopped before it ran: Continue "
+                + ("runs it" if pending.state == "approved" else "tells the agent it was rejected")
+            )
+        elif pending.state in ("approved", "rejected"):  # decided earlier; waits for the others
             self.mark(pending.state == "approved", "waiting for the other calls")
         elif pending.state == "running":
             self._disable()
             self.decision_label.value = "reload the thread when that run ends (%loom show ID)"
+        elif pending.newer:
+            self._disable()
+
+    def offers(self) -> list[str]:
+        """What the card offers now: "approve", "reject", "continue", or the choices for an
+        unknown outcome ("happened", "retry", "failed"); [] once decided, or while the call
+        runs in another kernel."""
+        buttons: list[tuple[str, Any]] = [
+            ("approve", self.approve_button),
+            ("reject", self.reject_button),
+            ("continue", self.continue_button),
+            *self.choice_buttons.items(),
+        ]
+        shown = self.children[2].children
+        return [name for name, b in buttons if b is not None and b in shown and not b.disabled]
 
     def approve(self) -> concurrent.futures.Future[Any] | None:
         """Approve this call (like a click). Returns the resume's future, or None when the
@@ -178,6 +216,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.reject_button.disabled = True
         for button in self.choice_buttons.values():
             button.disabled = True
+        if self.continue_button is not None:
+            self.continue_button.disabled = True
         self.remove_class("loom-undecided")
 
     def _header(self, state: str) -> str:

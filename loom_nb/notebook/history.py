@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from loom_nb._messages import Message, ToolCall, ToolResult
+from loom_nb._messages import NEWER, Message, ToolCall, ToolResult
 from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     chart_html,
@@ -38,6 +38,9 @@ def history_html(
         results = {r.call_id: r for m in messages for r in m.tool_results}
     parts: list[str] = []
     for message in messages:
+        if message.newer_parts:
+            said = f"{len(message.newer_parts)} part(s) {NEWER}"
+            parts.append(_block(esc(said), "loom-newer"))
         if message.role == "user":
             parts.append(_div(user_html(message.text), "loom-user"))
         elif message.role == "assistant":

@@ -228,11 +228,15 @@ class Session:
         with self._lock:
             done = [c for c in call_ids if c in self._decided]
             if done:
-                raise UsageError(f"call {done[0]} was already decided; nothing runs twice")
+                raise UsageError(
+                    f"call {done[0]} is being decided in this kernel now (its run has not "
+                    "ended); wait for it, then reload the thread with %loom show"
+                )
             self._decided.update(call_ids)
 
     def release(self, call_ids: Iterable[str]) -> None:
-        """Give the decisions back (the store refused them, e.g. decided in another kernel)."""
+        """Give the decisions back once their run ended (however it ended: from then on the
+        store says where each call is)."""
         with self._lock:
             self._decided.difference_update(call_ids)
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import Message, PendingApproval, Resolution, Thread, ToolResult, Usage
+from loom_nb._messages import NEWER, Message, PendingApproval, Resolution, Thread, ToolResult, Usage
 from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
@@ -43,11 +43,14 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     """A call waiting for a decision, what it would write (or ran with), and how to decide."""
     if p.state == "unknown":
         lines = [
-            f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). The kernel "
-            "stopped while it ran, before its result was saved. Check where it writes."
+            f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). Its run "
+            "stopped while it ran (the kernel stopped, or was interrupted, or lost its store), "
+            "before its result was saved. Check where it writes."
         ]
     elif p.state == "running":
         lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]
+    elif p.newer:
+        return f"? {p.tool} is {p.state!r} (call {p.call_id}): {NEWER}"
     else:
         lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
     # what it was asked to write; for an unknown outcome, the exact arguments it ran with
@@ -77,8 +80,12 @@ def format_pending(p: PendingApproval, rows: int) -> str:
         )
     elif p.state == "pending":
         lines.append(f"  approve: %loom approve {p.call_id}   reject: %loom reject {p.call_id}")
-    elif p.state != "running":
-        lines.append(f"  {p.state}; waits for the other calls of this turn")
+    elif p.state != "running":  # decided; runs with the others, or its kernel stopped first
+        word = "approve" if p.state == "approved" else "reject"
+        lines.append(
+            f"  {p.state}, not run yet: once no other call of this turn waits, "
+            f"%loom {word} {p.call_id} goes on"
+        )
     return "\n".join(lines)
 
 
@@ -163,6 +170,8 @@ class TextView:
         """Nothing to do: printed cards have no buttons to take away."""
 
     def _message(self, m: Message) -> None:
+        if m.newer_parts:
+            self._write(f"  ({len(m.newer_parts)} part(s) {NEWER})\n")
         if m.role == "user":
             self._write(f"you: {m.text}\n")
         elif m.role == "assistant":

@@ -20,6 +20,7 @@ from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
+    NEWER,
     Message,
     PendingApproval,
     Resolution,
@@ -262,6 +263,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     def _add_message(self, message: Message) -> None:
         self._messages.append(message)
+        if message.newer_parts:
+            self._append(_html(esc(f"{len(message.newer_parts)} part(s) {NEWER}"), "loom-newer"))
         if message.role == "user":
             self._append(_html(user_html(message.text), "loom-message", "loom-user"))
         elif message.role == "assistant":
@@ -324,6 +327,9 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 thread_id=self.thread_id or "",
                 rows=self.rows,
                 decide=self._decide if self.resumer is not None else None,
+                others_waiting=any(
+                    q.state in ("pending", "unknown") for q in pending if q.call_id != p.call_id
+                ),
             )
             self.cards.append(card)
             self._placed.append((len(self._messages), card))

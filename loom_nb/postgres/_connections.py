@@ -11,13 +11,25 @@ Three sources, one shape (``borrow()`` a connection, ``discard()`` it after a fa
 A connection the server closed while it sat idle (a restart, an idle timeout) has the server's
 goodbye waiting on its socket; :func:`alive` looks for that without a round trip, so the next
 call reconnects instead of failing.
+
+A connection that stops answering (a dropped VPN, an expired NAT entry, a hung proxy or pooler)
+closes nothing, so every operation has a deadline: TCP keepalives and ``tcp_user_timeout`` find
+a dead peer, the server's ``statement_timeout`` a slow statement, and :class:`Deadlines` (one
+watcher thread) shuts the socket of a call that is still waiting when its time is up, which
+ends the call at once with an error. The connection's lock is waited for the same time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
+import math
+import os
 import select
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,8 +56,92 @@ class Unreachable(StoreError):
     """A source has no live connection to give; the store adds what the call did not do."""
 
 
-#: Added to a connection string unless it says otherwise.
-CONNECT_DEFAULTS = {"connect_timeout": "10", "application_name": "loom_nb"}
+#: Seconds one store operation may take (``postgres_store(timeout=...)``) before it fails.
+TIMEOUT_SECONDS = 15.0
+
+
+def connect_defaults(timeout: float) -> dict[str, str]:
+    """Added to a connection string unless it says otherwise: a dead peer is found by TCP
+    keepalives (idle 5 s, then 3 probes 2 s apart) and unacknowledged data by
+    ``tcp_user_timeout``, both well within ``timeout``."""
+    return {
+        "connect_timeout": str(max(2, min(10, math.ceil(timeout)))),
+        "application_name": "loom_nb",
+        "keepalives": "1",
+        "keepalives_idle": "5",
+        "keepalives_interval": "2",
+        "keepalives_count": "3",
+        "tcp_user_timeout": str(round(timeout * 1000)),
+    }
+
+
+class Deadlines:
+    """One daemon thread that ends calls past their deadline by shutting their connection's
+    socket (the call then fails at once; the connection is replaced). A call ``arm``s a
+    :class:`Watch` before it talks to the server and ``disarm``s it after."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Watch]] = []
+        self._cond = threading.Condition()
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, conn: psycopg.Connection[Any], seconds: float) -> Watch:
+        watch = Watch(conn, self._cond)
+        with self._cond:
+            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._count), watch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._watch, name="loom-nb-store-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif self._heap[0][2] is watch:
+                self._cond.notify()
+        return watch
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                heapq.heappop(self._heap)[2].fire()
+
+
+class Watch:
+    """One call's deadline: ``fired`` once it cut the call off."""
+
+    def __init__(self, conn: psycopg.Connection[Any], lock: threading.Condition) -> None:
+        self.conn = conn
+        self.done = False
+        self.fired = False
+        self._lock = lock
+
+    def disarm(self) -> None:
+        with self._lock:  # after this, fire() cannot touch the connection
+            self.done = True
+
+    def fire(self) -> None:
+        """(Under the lock.) Shut the socket: a blocked read or write returns at once."""
+        if self.done:
+            return
+        self.done = self.fired = True
+        with contextlib.suppress(Exception):
+            fd = self.conn.pgconn.socket
+            sock = socket.socket(fileno=os.dup(fd))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+
+
+deadlines = Deadlines()
 
 
 def alive(conn: psycopg.Connection[Any], *, replaceable: bool = True) -> bool:
@@ -87,8 +183,13 @@ def _where(user: str | None, host: str | None, port: str | None, dbname: str | N
     return f"{user}@{at}/{dbname}" if user else f"{at}/{dbname}"
 
 
-def connect(dsn: str) -> psycopg.Connection[Any]:
-    """Open a connection, or raise one :class:`PostgresStoreError` that says how to fix it."""
+def connect(
+    dsn: str, timeout: float = TIMEOUT_SECONDS, within: float | None = None
+) -> psycopg.Connection[Any]:
+    """Open a connection (in ``within`` s, if given), or raise one :class:`PostgresStoreError`
+    that says how to fix it. Its statements time out on the server after ``timeout`` s too
+    (``SET statement_timeout``, not the ``options`` startup parameter, which poolers such as
+    PgBouncer refuse)."""
     try:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
@@ -96,12 +197,26 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
             f"postgres_store() cannot read the connection string ({exc}); write it as "
             "postgresql://USER:PASSWORD@HOST:5432/DATABASE"
         ) from None
-    for key, value in CONNECT_DEFAULTS.items():
+    for key, value in connect_defaults(timeout).items():
         params.setdefault(key, value)
+    if within is not None:
+        params["connect_timeout"] = str(
+            min(int(str(params["connect_timeout"])), max(2, int(within)))
+        )
     try:
-        return psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True)
+        conn = psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True)
     except psycopg.OperationalError as exc:
         raise _connect_error(exc, params) from None
+    if "statement_timeout" not in str(params.get("options", "")):  # the connection string wins
+        watch = deadlines.arm(conn, timeout)
+        try:
+            conn.execute(f"SET statement_timeout = {round(timeout * 1000)}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise _connect_error(psycopg.OperationalError(str(exc)), params) from None
+        finally:
+            watch.disarm()
+    return conn
 
 
 def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> ConnectFailed:
@@ -131,6 +246,17 @@ def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> Con
             f"create it (CREATE DATABASE {dbname}) or name an existing database at the end "
             "of the connection string"
         )
+    elif any(
+        said in lowered
+        for said in (
+            "starting up",
+            "shutting down",
+            "in recovery",
+            "terminating connection",
+            "closed the connection unexpectedly",
+        )
+    ):
+        fix = "the server is restarting (the connection string is fine); try again in a moment"
     elif "connection refused" in lowered or "no such file or directory" in lowered:
         fix = "start the server, or check the host and port in the connection string"
     elif "could not translate host name" in lowered or "name or service not known" in lowered:
@@ -147,15 +273,17 @@ def _connect_error(exc: psycopg.OperationalError, params: dict[str, Any]) -> Con
 class OwnedConnection:
     """One connection the store opened from a connection string, reopened when it died."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, timeout: float = TIMEOUT_SECONDS) -> None:
         self._dsn = dsn
+        self._timeout = timeout
         self._lock = threading.RLock()
-        self._conn: psycopg.Connection[Any] | None = connect(dsn)
+        self._conn: psycopg.Connection[Any] | None = connect(dsn, timeout)
         self.where = where(self._conn)
 
     @contextlib.contextmanager
-    def borrow(self) -> Iterator[psycopg.Connection[Any]]:
-        with self._lock:
+    def borrow(self, wait: float = TIMEOUT_SECONDS) -> Iterator[psycopg.Connection[Any]]:
+        asked = time.monotonic()
+        with _held(self._lock, wait, self.where):
             if (
                 self._conn is None
                 or not alive(self._conn)
@@ -163,8 +291,15 @@ class OwnedConnection:
                 or self._conn.info.transaction_status != pq.TransactionStatus.IDLE
             ):
                 self.discard()
+                left = wait - (time.monotonic() - asked)
+                if left < 2:  # libpq's shortest connect_timeout: it would overrun the deadline
+                    raise Unreachable(
+                        f"the connection to the PostgreSQL server {self.where} was lost by the "
+                        "call before this one, and too little of this call's time is left to "
+                        "open another"
+                    )
                 try:
-                    self._conn = connect(self._dsn)
+                    self._conn = connect(self._dsn, self._timeout, left)
                 except ConnectFailed as exc:
                     raise Unreachable(
                         f"the PostgreSQL server {self.where} is unreachable ({exc.reason}; "
@@ -183,6 +318,21 @@ class OwnedConnection:
         self.discard()
 
 
+@contextlib.contextmanager
+def _held(lock: threading.RLock, wait: float, server: str) -> Iterator[None]:
+    """``lock`` for at most ``wait`` s: a call that hangs holds it no longer than its own
+    deadline, so a caller that waits longer than that meets a store in trouble."""
+    if not lock.acquire(timeout=max(wait, 0.0)):
+        raise Unreachable(
+            f"the connection to the PostgreSQL server {server} is still busy with another "
+            f"call after {wait:g} s"
+        )
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class GivenConnection:
     """Your connection: used under a lock, never closed or replaced."""
 
@@ -199,8 +349,8 @@ class GivenConnection:
         self.where = where(conn)
 
     @contextlib.contextmanager
-    def borrow(self) -> Iterator[psycopg.Connection[Any]]:
-        with self._lock:
+    def borrow(self, wait: float = TIMEOUT_SECONDS) -> Iterator[psycopg.Connection[Any]]:
+        with _held(self._lock, wait, self.where):
             if not alive(self._conn, replaceable=False):
                 raise Unreachable(
                     f"the connection to the PostgreSQL server {self.where} passed as "
@@ -236,12 +386,12 @@ class GivenPool:
             self.where = where(conn)
 
     @contextlib.contextmanager
-    def borrow(self) -> Iterator[psycopg.Connection[Any]]:
-        conn = self._get()
+    def borrow(self, wait: float = TIMEOUT_SECONDS) -> Iterator[psycopg.Connection[Any]]:
+        conn = self._get(wait)
         if not alive(conn):
             conn.close()  # the pool drops a closed connection when it comes back
             self._pool.putconn(conn)
-            conn = self._get()
+            conn = self._get(wait)
         self._local.conn = conn
         try:
             yield conn
@@ -249,9 +399,9 @@ class GivenPool:
             self._local.conn = None
             self._pool.putconn(conn)
 
-    def _get(self) -> psycopg.Connection[Any]:
-        try:
-            conn: psycopg.Connection[Any] = self._pool.getconn()
+    def _get(self, wait: float = TIMEOUT_SECONDS) -> psycopg.Connection[Any]:
+        try:  # no longer than the call's deadline: a pool whose connections all hang
+            conn: psycopg.Connection[Any] = self._pool.getconn(timeout=max(wait, 0.1))
         except psycopg.Error as exc:  # psycopg_pool.PoolTimeout is one
             raise Unreachable(f"the connection pool gave no connection: {exc}") from None
         return conn

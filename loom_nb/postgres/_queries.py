@@ -50,7 +50,11 @@ class Queries:
                 changes = changes + 1
             WHERE id = %(id)s AND lease_holder = %(holder)s AND """
         self.version = f"SELECT changes, message_count FROM {s}.threads WHERE id = %(id)s AND "
-        self.thread = f"SELECT {THREAD_COLUMNS} FROM {s}.threads WHERE id = %(id)s AND "
+        # and whether its lease lapsed, by the server's clock (the one clock of every kernel)
+        self.thread = (
+            f"SELECT {THREAD_COLUMNS}, lease_until_us <= {_NOW_US} FROM {s}.threads "
+            "WHERE id = %(id)s AND "
+        )
         self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
         self.listing = f"SELECT {THREAD_COLUMNS} FROM {s}.threads WHERE "
         self.order = " ORDER BY updated_us DESC, made"

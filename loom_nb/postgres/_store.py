@@ -8,6 +8,8 @@
   connection the server closed while idle is replaced before use (see ``_connections``); a
   read that still meets a dead one runs again; a write that fails raises
   :class:`~loom_nb.StoreError` naming the server and saying whether anything was saved.
+- Every operation has a deadline (``timeout``): a server that stops answering ends the call
+  with :class:`~loom_nb.StoreTimeout` when it is up, never later.
 - Scoping: ``user_id`` is matched exactly; with a user, the statement runs in a transaction
   that sets ``loom.user_id`` (local to it), which the optional row level security policies
   read (see ``_sql``).
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import builtins
 import re
+import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
 
-from loom_nb._errors import StoreError, UserError
+from loom_nb._errors import StoreError, StoreTimeout, StoreUnreachable, UserError
 from loom_nb._message_rows import (
     lease_of,
     message_row,
@@ -41,11 +44,13 @@ from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread
 from loom_nb._store import Store, ThreadVersion, check_update
 from loom_nb.postgres import _schema as schema
 from loom_nb.postgres._connections import (
+    TIMEOUT_SECONDS,
     GivenConnection,
     GivenPool,
     OwnedConnection,
     PostgresStoreError,
     Unreachable,
+    deadlines,
 )
 from loom_nb.postgres._queries import Queries
 
@@ -68,7 +73,19 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         connection: Any = None,
         pool: Any = None,
         schema: str = "loom",
+        timeout: float = TIMEOUT_SECONDS,
     ) -> None:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")  # NaN too
+        ):
+            raise UserError(
+                f"postgres_store(timeout=...) is the seconds one store call may take (default "
+                f"{TIMEOUT_SECONDS:g}), more than 0; got {timeout!r}"
+            )
+        #: Seconds one operation may take before it fails with StoreTimeout.
+        self.timeout = float(timeout)
         given = [name for name, v in (("connection", connection), ("pool", pool)) if v is not None]
         if len(given) > 1 or (given and dsn is not None):
             raise UserError(
@@ -91,7 +108,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         elif pool is not None:
             self._source = GivenPool(pool)
         else:
-            self._source = OwnedConnection(dsn or "")
+            self._source = OwnedConnection(dsn or "", self.timeout)
         try:
             self._open()
         except BaseException:
@@ -163,7 +180,12 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             if message is not None:
                 self._append_row(conn, thread_id, message.created_at, message)
 
-        self._run(write, user_id=user_id, write=True, doing=f"deciding calls of {thread_id}")
+        doing = (
+            f"saving the results of calls {', '.join(call_ids)} of {thread_id}"
+            if message is not None
+            else f"deciding calls of {thread_id}"
+        )
+        self._run(write, user_id=user_id, write=True, doing=doing)
 
     def acquire_lease(
         self,
@@ -178,12 +200,16 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         params.update(holder=holder, replacing=replacing, us=round(seconds * 1_000_000))
 
         def write(conn: psycopg.Connection[Any]) -> Lease:
-            conn.execute(self._q.take + where, params)  # re-checked on a concurrent update
-            found = conn.execute(self._q.lease + where, params).fetchone()
-            lease = None if found is None else lease_of(found[0], found[1])
-            if lease is None:
-                raise KeyError(f"a thread that was never saved: {thread_id}")
-            return lease
+            while True:
+                conn.execute(self._q.take + where, params)  # re-checked on a concurrent update
+                found = conn.execute(self._q.lease + where, params).fetchone()
+                if found is None:
+                    raise KeyError(f"a thread that was never saved: {thread_id}")
+                lease = lease_of(found[0], found[1])
+                if lease is not None:
+                    return lease
+                # its holder freed it between the two statements (each sees the latest
+                # commit): take it again
 
         return self._run(write, user_id=user_id, write=True, doing=f"taking thread {thread_id}")
 
@@ -212,7 +238,10 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         found = self._run(
             read, user_id=user_id, write=False, doing=f"reading thread {thread_id}", snapshot=True
         )
-        return None if found is None else row_thread(*found)
+        if found is None:
+            return None
+        record, messages = found
+        return row_thread(record, messages, lapsed=bool(record[12]))
 
     def list(
         self,
@@ -375,11 +404,12 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                 f"the PostgreSQL store {self.describe()} is closed; open it again with "
                 "postgres_store()"
             )
+        deadline = time.monotonic() + self.timeout
         try:
-            return self._attempts(fn, user_id, write, doing, single, opening, snapshot)
+            return self._attempts(fn, user_id, write, doing, single, opening, snapshot, deadline)
         except Unreachable as exc:  # no connection: nothing of this call reached the server
             outcome = "nothing was saved" if write else "nothing was changed"
-            raise StoreError(f"{exc} ({doing}: {outcome})") from None
+            raise StoreUnreachable(f"{exc} ({doing}: {outcome})") from None
 
     def _attempts(
         self,
@@ -390,10 +420,12 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         single: bool,
         opening: bool,
         snapshot: bool,
+        deadline: float,
     ) -> T:
         for attempt in (1, 2):
-            with self._source.borrow() as conn:
+            with self._source.borrow(deadline - time.monotonic()) as conn:
                 sent = False  # whether the server may have run a write of this call
+                watch = deadlines.arm(conn, deadline - time.monotonic())
                 try:
                     if single and user_id is None and conn.autocommit:
                         sent = True
@@ -407,7 +439,12 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                         return fn(conn)
                 except psycopg.OperationalError as exc:
                     self._source.discard()
-                    if attempt == 1 and (not sent or not write):
+                    if watch.fired or (
+                        isinstance(exc, psycopg.errors.QueryCanceled)
+                        and "statement timeout" in str(exc)
+                    ):
+                        raise self._timed_out(doing, write, sent, watch.fired) from None
+                    if attempt == 1 and (not sent or not write) and time.monotonic() < deadline:
                         continue
                     raise self._failed(exc, doing, write) from None
                 except psycopg.errors.InsufficientPrivilege as exc:
@@ -417,7 +454,25 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
                         f"the PostgreSQL server {self._source.where} failed {doing}: "
                         f"{_first_line(exc)}"
                     ) from exc
+                finally:
+                    watch.disarm()
         raise AssertionError("unreachable")
+
+    def _timed_out(self, doing: str, write: bool, sent: bool, cut: bool) -> StoreTimeout:
+        if not write:
+            outcome = "nothing was changed"
+        elif not sent:
+            outcome = "nothing was saved by this call (its transaction never began)"
+        elif cut:
+            outcome = "it may or may not have been saved (the server never answered)"
+        else:
+            outcome = "nothing was saved by this call (the server cancelled it)"
+        return StoreTimeout(
+            f"the PostgreSQL server {self._source.where} did not answer within "
+            f"{self.timeout:g} s while {doing} (a silent network: a VPN, NAT, proxy or pooler, "
+            f"or a stuck server); {outcome}. The next call reconnects; raise "
+            "postgres_store(..., timeout=...) if the server is only slow"
+        )
 
     def _append_row(
         self, conn: psycopg.Connection[Any], thread_id: str, updated: datetime, message: Message
@@ -438,14 +493,14 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         if conn.execute(self._q.append, params).fetchone() is None:
             raise KeyError(f"append to a thread that was never saved: {thread_id}")
 
-    def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreError:
+    def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreUnreachable:
         if not write:
             outcome = "nothing was changed"
         elif exc.sqlstate is not None:  # the server answered with the error: it rolled back
             outcome = "nothing was saved by this call"
         else:  # the connection broke before any answer, perhaps during the commit
             outcome = "the connection broke before the server answered, so it may have been saved"
-        return StoreError(
+        return StoreUnreachable(
             f"the PostgreSQL server {self._source.where} went away while {doing} "
             f"({_first_line(exc)}); {outcome}. The next call reconnects once the server is back"
         )
@@ -478,6 +533,7 @@ def postgres_store(
     connection: Any = None,
     pool: Any = None,
     schema: str = "loom",
+    timeout: float = TIMEOUT_SECONDS,
 ) -> PostgresStore:
     """Threads in PostgreSQL (a Supabase project's own database included).
 
@@ -486,8 +542,11 @@ def postgres_store(
     ``psycopg_pool.ConnectionPool`` as ``pool=``: the store uses them and leaves them open.
     Tables live in ``schema`` (created and migrated on open). A wrong password, a missing
     database or missing privileges raise :class:`PostgresStoreError` here, saying the fix.
+    ``timeout``: seconds one store operation may take; a server that stops answering ends it
+    with :class:`~loom_nb.StoreTimeout` then (TCP keepalives and ``tcp_user_timeout`` are set
+    too, unless the connection string sets them).
     """
-    return PostgresStore(dsn, connection=connection, pool=pool, schema=schema)
+    return PostgresStore(dsn, connection=connection, pool=pool, schema=schema, timeout=timeout)
 
 
 # ---- helpers ------------------------------------------------------------------------------------

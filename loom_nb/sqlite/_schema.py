@@ -145,12 +145,19 @@ def search_index_available(conn: sqlite3.Connection) -> bool:
     return True
 
 
+def m005_lease_length(conn: sqlite3.Connection) -> None:
+    """How long each lease lasts without renewal: a kernel judges a lease lapsed by watching
+    it go that long unrenewed on its own clock (kernels sharing a file share no clock)."""
+    conn.execute("ALTER TABLE loom_threads ADD COLUMN lease_us INTEGER")
+
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
     m002_search_text,
     m003_thread_leases,
     m004_message_rowids_and_search_index,
+    m005_lease_length,
 ]
 
 #: The schema version this code writes: the number of migrations it knows.

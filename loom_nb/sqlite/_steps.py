@@ -9,7 +9,7 @@ A ``Scope`` is (thread id, user id): another user's thread is one that does not 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timezone
 
 from loom_nb._message_rows import lease_of, message_row, moved_pending, pending_text, sort_key
@@ -87,16 +87,38 @@ def move_calls(
         append_row(conn, thread_id, message.created_at, message, indexed)
 
 
+#: Says whether a lease (holder, until, length in microseconds) lapsed: see ``Watch``.
+Lapsed = Callable[[str, int, int | None], bool]
+
+
 def take_lease(
-    conn: sqlite3.Connection, scope: Scope, holder: str, seconds: float, replacing: str | None
+    conn: sqlite3.Connection,
+    scope: Scope,
+    holder: str,
+    seconds: float,
+    replacing: str | None,
+    lapsed: Lapsed,
 ) -> Lease:
-    """``Store.acquire_lease``: the thread's lease after the attempt."""
+    """``Store.acquire_lease``: the thread's lease after the attempt. Its ``until`` is written
+    by the holder's clock and read only as a mark that changes with every renewal; whether
+    another holder's lease lapsed is ``lapsed``'s to say."""
+    found = conn.execute(
+        f"SELECT lease_holder, lease_until_us, lease_us FROM loom_threads {_SCOPED}", scope
+    ).fetchone()
+    if found is None:
+        raise KeyError(f"a thread that was never saved: {scope[0]}")
+    stale = (None, None)
+    other = found[0] is not None and found[0] not in (holder, replacing)
+    if other and lapsed(found[0], found[1], found[2]):
+        stale = (found[0], found[1])
     now = sort_key(datetime.now(timezone.utc))
+    us = round(seconds * 1_000_000)
     conn.execute(
         # not a change of the thread's record: no version bump (a kept thread stays kept)
-        f"UPDATE loom_threads SET lease_holder = ?, lease_until_us = ? {_SCOPED} AND "
-        "(lease_holder IS NULL OR lease_until_us <= ? OR lease_holder IN (?, ?))",
-        (holder, now + round(seconds * 1_000_000), *scope, now, holder, replacing),
+        f"UPDATE loom_threads SET lease_holder = ?, lease_until_us = ?, lease_us = ? {_SCOPED} "
+        "AND (lease_holder IS NULL OR lease_holder IN (?, ?) "
+        "OR (lease_holder = ? AND lease_until_us = ?))",
+        (holder, now + us, us, *scope, holder, replacing, *stale),
     )
     found = conn.execute(
         f"SELECT lease_holder, lease_until_us FROM loom_threads {_SCOPED}", scope

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from loom_nb._errors import UserError
+from loom_nb._errors import StoreError, UserError
 from loom_nb._message_rows import (
     THREAD_COLUMNS,
     message_contains,
@@ -25,7 +25,7 @@ from loom_nb._message_rows import (
     thread_row,
 )
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
-from loom_nb._store import Store, ThreadVersion
+from loom_nb._store import LEASE_SECONDS, Store, ThreadVersion
 from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
 from loom_nb.sqlite import _steps as steps
@@ -69,6 +69,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         self._lock = threading.RLock()
         self._closed = False
         self._indexed = False
+        self._watch = Watch()
         if database is not None:
             if not isinstance(database, sqlite3.Connection):
                 raise UserError(
@@ -132,7 +133,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 row,
             )
 
-        self._write(write)
+        self._write(write, f"saving thread {thread.id}")
 
     def append(
         self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
@@ -140,7 +141,8 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         self._write(
             lambda conn: steps.append(
                 conn, thread.id, thread.updated_at, message, pending, self._indexed
-            )
+            ),
+            f"saving a message to {thread.id}",
         )
 
     def update_calls(
@@ -157,7 +159,10 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         self._write(
             lambda conn: steps.move_calls(
                 conn, (thread_id, user_id), call_ids, state, expect, holder, message, self._indexed
-            )
+            ),
+            f"saving the results of calls {', '.join(call_ids)} of {thread_id}"
+            if message is not None
+            else f"deciding calls of {thread_id}",
         )
 
     def acquire_lease(
@@ -170,18 +175,25 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         user_id: str | None = None,
     ) -> Lease:
         return self._write(
-            lambda conn: steps.take_lease(conn, (thread_id, user_id), holder, seconds, replacing)
+            lambda conn: steps.take_lease(
+                conn, (thread_id, user_id), holder, seconds, replacing, self._watch.lapsed
+            ),
+            f"taking thread {thread_id}",
         )
 
     def release_lease(
         self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
     ) -> bool:
-        return self._write(lambda conn: steps.free_lease(conn, (thread_id, user_id), holder, error))
+        return self._write(
+            lambda conn: steps.free_lease(conn, (thread_id, user_id), holder, error),
+            f"freeing thread {thread_id}",
+        )
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
         def read(conn: sqlite3.Connection) -> tuple[Any, builtins.list[Any]] | None:
             record = conn.execute(
-                f"SELECT {THREAD_COLUMNS} FROM loom_threads WHERE id = ? AND user_id IS ?",
+                f"SELECT {THREAD_COLUMNS}, lease_us FROM loom_threads "
+                "WHERE id = ? AND user_id IS ?",
                 (thread_id, user_id),
             ).fetchone()
             if record is None:
@@ -193,7 +205,11 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             return record, rows
 
         found = self._read(read)
-        return None if found is None else row_thread(*found)
+        if found is None:
+            return None
+        record, messages = found
+        lapsed = record[10] is not None and self._watch.lapsed(record[10], record[11], record[12])
+        return row_thread(record, messages, lapsed=lapsed)
 
     def list(
         self,
@@ -262,7 +278,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 conn.execute("DELETE FROM loom_messages WHERE thread_id = ?", (thread_id,))
             return bool(gone)
 
-        return self._write(write)
+        return self._write(write, f"deleting thread {thread_id}")
 
     def close(self) -> None:
         """Close the file (a connection passed as ``database=`` is left open: it is yours)."""
@@ -302,7 +318,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             if newer:
                 raise self._newer(newer)
             if len(done) < schema.VERSION:
-                self._write(self._migrate)
+                self._write(self._migrate, "creating tables")
             conn.create_function("loom_contains", 2, message_contains, deterministic=True)
             #: Whether the file has the search index (not when its SQLite had no trigram FTS5).
             self._indexed = self._read(_has_search_index)
@@ -337,11 +353,12 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             )
         return self._conn
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return self._transaction(fn, "BEGIN IMMEDIATE")
+    def _write(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        """``fn`` in one write transaction; ``doing`` names it in errors (what was not saved)."""
+        return self._transaction(fn, "BEGIN IMMEDIATE", doing)
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return self._transaction(fn, "BEGIN")
+        return self._transaction(fn, "BEGIN", None)
 
     def _query(self, sql: str, params: builtins.list[Any]) -> builtins.list[Any]:
         """The rows of one SELECT: a statement reads one snapshot, no transaction needed."""
@@ -352,7 +369,9 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             except sqlite3.DatabaseError as exc:
                 raise _translate(exc, self.path) from exc
 
-    def _transaction(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
+    def _transaction(
+        self, fn: Callable[[sqlite3.Connection], T], begin: str, doing: str | None
+    ) -> T:
         with self._lock:
             conn = self._connection()
 
@@ -371,7 +390,29 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             try:
                 return _retry(attempt, self.path)
             except sqlite3.DatabaseError as exc:
-                raise _translate(exc, self.path) from exc
+                raise _translate(exc, self.path, doing) from exc
+
+
+class Watch:
+    """The SQLite store's clock for leases. Kernels that share a file may run on machines
+    whose clocks disagree, so no kernel compares its clock with a time another wrote: a
+    lease is lapsed when this store has watched it stay unrenewed (the same holder and the
+    same ``until`` mark, which every renewal changes) for the lease's length, by this
+    process's monotonic clock. A take-over is then a compare-and-set on that mark, so a
+    renewal that lands meanwhile keeps the lease with its holder."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()
+
+    def lapsed(self, holder: str, until: int, length_us: int | None) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            first = self._seen.setdefault((holder, until), now)
+            if len(self._seen) > 10_000:  # forget marks long renewed past
+                self._seen = {k: v for k, v in self._seen.items() if now - v < 3600}
+        seconds = LEASE_SECONDS if length_us is None else length_us / 1_000_000
+        return now - first >= seconds
 
 
 def sqlite_store(
@@ -433,11 +474,22 @@ def _retry(fn: Callable[[], T], path: str) -> T:
             delay = min(delay * 2, 0.05)
 
 
-def _translate(exc: sqlite3.Error, path: str) -> Exception:
+def _translate(exc: sqlite3.Error, path: str, doing: str | None = None) -> Exception:
+    """A loom_nb error for ``exc``, naming the file and, for a write (``doing``), what was not
+    saved: SQLite rolled the whole transaction back."""
     message = str(exc)
     lowered = message.lower()
     if isinstance(exc, SQLiteStoreError):
         return exc
+    lost = (
+        f" while {doing}: nothing of it was saved (what was saved before is kept)" if doing else ""
+    )
+    if "disk is full" in lowered or "database or disk is full" in lowered:
+        return StoreError(
+            f"the disk holding the thread store {path} is full{lost}. Free some space there "
+            "(SQLite also writes -wal and -shm files next to it), then go on; or keep "
+            "threads elsewhere: sqlite_store(path=...)"
+        )
     if "not a database" in lowered or "malformed" in lowered or "encrypted" in lowered:
         return NotADatabaseError(
             f"{path} is not a SQLite database loom_nb can read ({message}). Move it away, or "
@@ -450,9 +502,9 @@ def _translate(exc: sqlite3.Error, path: str) -> Exception:
         or ("disk i/o" in lowered)
     ):
         return StoreNotWritableError(
-            f"cannot write the thread store {path} ({message}). Check that the file and its "
-            "folder are writable (SQLite also writes -wal and -shm files next to it), or pass "
-            "another path: sqlite_store(path=...)"
+            f"cannot write the thread store {path} ({message}){lost}. Check that the file and "
+            "its folder are writable (SQLite also writes -wal and -shm files next to it), or "
+            "pass another path: sqlite_store(path=...)"
         )
     if "already exists" in lowered:  # a table named like ours that loom_nb did not make
         return SQLiteStoreError(

@@ -15,7 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from loom_nb import Store
+from loom_nb import ReplayModel, Reply, Store, define_agent, tool
 
 #: Opens, in a child process's script, the store its first argument names: a SQLite path, or
 #: ``DSN#SCHEMA`` for PostgreSQL.
@@ -94,3 +94,36 @@ def assert_concurrent_appends_kept(store: Store, names: list[str], count: int) -
         assert own is not None and [m.text for m in own.messages] == expected
     counts = {i.id: i.message_count for i in store.list()}
     assert counts == {"shared": len(names) * count, **{f"own-{n}": count for n in names}}
+
+
+def open_target(target: str) -> Store:
+    """The store a child opens from its first argument (see ``OPEN_STORE``)."""
+    if target.startswith("postgresql"):
+        from loom_nb.postgres import postgres_store
+
+        dsn, schema = target.split("#")
+        return postgres_store(dsn, schema=schema)
+    from loom_nb.sqlite import sqlite_store
+
+    return sqlite_store(target)
+
+
+def waiting_call(target: str) -> tuple[str, str]:
+    """A thread of agent "support" stopped at one pending ``write_ticket(key="k1")``: (thread
+    id, call id)."""
+
+    @tool(needs_approval=True)
+    def write_ticket(key: str) -> str:
+        "File a ticket (the write)."
+        raise AssertionError("never run here")
+
+    store = open_target(target)
+    agent = define_agent(
+        name="support",
+        model=ReplayModel([Reply("", [("write_ticket", {"key": "k1"})])]),
+        tools=[write_ticket],
+        store=store,
+    )
+    first = agent.run_sync("file it")
+    store.close()
+    return first.thread_id, first.pending[0].call_id

@@ -54,11 +54,19 @@ class SQLiteBackend(Backend):
 
         conn = sqlite3.connect(self.path, isolation_level=None)
         schema.applied(conn)
-        for migration in schema.MIGRATIONS[:-1]:
-            migration(conn)
-            conn.execute(
-                f"INSERT INTO {schema.MIGRATIONS_TABLE} (name) VALUES (?)", (migration.__name__,)
-            )
+
+        def migrate(migrations: list[Any]) -> None:
+            for migration in migrations:
+                migration(conn)
+                conn.execute(
+                    f"INSERT INTO {schema.MIGRATIONS_TABLE} (name) VALUES (?)",
+                    (migration.__name__,),
+                )
+
+        # The rows are written in m003's form; the previous version's later migrations then
+        # carry them on, as they did for a real file.
+        previous = schema.MIGRATIONS[:-1]
+        migrate(previous[:3])
         record, messages = _rows_of_version_1(thread)
         conn.execute(
             "INSERT INTO loom_threads (id, agent, user_id, title, created_at, updated_at, "
@@ -71,6 +79,7 @@ class SQLiteBackend(Backend):
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             messages,
         )
+        migrate(previous[3:])
         conn.close()
         return sqlite_store(self.path)
 
@@ -179,3 +188,13 @@ def store(backend: Backend) -> Iterator[Store]:
     opened = backend.open()
     yield opened
     opened.close()
+
+
+@pytest.fixture(params=["sqlite", _POSTGRES])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What a child process opens (``tests.stores._processes.OPEN_STORE``): a SQLite path,
+    or ``DSN#SCHEMA`` for PostgreSQL."""
+    if request.param == "postgres":
+        database = request.getfixturevalue("loom_database")
+        return f"{database.dsn()}#{request.getfixturevalue('postgres_schema')}"
+    return str(tmp_path / "loom.db")

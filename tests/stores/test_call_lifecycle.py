@@ -224,6 +224,33 @@ def test_a_decision_made_elsewhere_first_wins(store: Store):
     assert log == []
 
 
+@pytest.mark.parametrize("state", ["approved", "rejected"])
+def test_a_call_decided_but_never_claimed_has_a_way_on(store: Store, state: str):
+    # Its kernel stopped between the decision and the claim: nothing holds the thread.
+    log: list[str] = []
+    first, second = two_agents(store, log)
+    stopped = first.run_sync("note hello")
+    call_id, yes = stopped.pending[0].call_id, state == "approved"
+    store.update_calls(stopped.thread_id, [call_id], state, expect={"pending"})
+    way = f"%loom {'approve' if yes else 'reject'} {call_id}"
+    with pytest.raises(UserError, match="Continue") as refused:  # a new prompt names the way
+        second.run_sync("something else", thread_id=stopped.thread_id)
+    assert way in str(refused.value) and "approve or reject first" not in str(refused.value)
+    with pytest.raises(CallAlreadyDecided) as other:  # the other decision names the way too
+        second.resume_sync(stopped.thread_id, {call_id: not yes})
+    assert way in str(other.value) and "has not run yet" in str(other.value)
+    assert log == []
+    done = second.resume_sync(
+        stopped.thread_id, {call_id: Decision(yes, stopped.pending[0].digest)}
+    )
+    assert done.status == "complete" and log == (["hello"] if yes else [])
+    [result] = second.thread(stopped.thread_id).tool_results()
+    assert result.approval == state
+    with pytest.raises(CallAlreadyDecided, match="its result is saved"):
+        second.resume_sync(stopped.thread_id, {call_id: yes})
+    assert log == (["hello"] if yes else [])
+
+
 def test_a_thread_run_elsewhere_is_busy(store: Store):
     agent = define_agent(name="a", model=ReplayModel(["one", "two"]), store=store)
     thread_id = agent.run_sync("hi").thread_id
