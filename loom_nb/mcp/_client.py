@@ -12,7 +12,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import os
 import re
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Collection, Sequence
@@ -215,7 +217,19 @@ def _transport(
             f"e.g. ['python', '-m', 'my_server'], got {command!r}"
         )
     params = StdioServerParameters(command=command[0], args=list(command[1:]), env=env, cwd=cwd)
-    return (lambda: stdio_client(params)), " ".join(command)
+    return (lambda: stdio_client(params, errlog=_errlog())), " ".join(command)
+
+
+def _errlog() -> Any:
+    """Where the server's stderr goes: ours, or in a kernel (whose ``sys.stderr`` has no file
+    descriptor) the process's own, which Jupyter shows in its terminal and log."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            stream.fileno()
+            return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return open(os.devnull, "w")  # noqa: SIM115  (the process's life long)
 
 
 def _approval_rule(

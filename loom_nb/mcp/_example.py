@@ -15,7 +15,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-server: MCPServer[Any] = MCPServer("loom-example")
+server: MCPServer[Any] = MCPServer("loom-example", log_level="WARNING")
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 
