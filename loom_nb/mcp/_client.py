@@ -229,7 +229,7 @@ def _errlog() -> Any:
             return stream
         except (AttributeError, OSError, ValueError):
             continue
-    return open(os.devnull, "w")  # noqa: SIM115  (the process's life long)
+    return open(os.devnull, "w")  # open for the process's life
 
 
 def _approval_rule(
