@@ -223,10 +223,11 @@ def _transport(
 def _errlog() -> Any:
     """Where the server's stderr goes: ours, or in a kernel (whose ``sys.stderr`` has no file
     descriptor) the process's own, which Jupyter shows in its terminal and log."""
-    for stream in (sys.stderr, sys.__stderr__):
+    for stream in (sys.stderr, sys.__stderr__):  # __stderr__ is None without a console
         try:
-            stream.fileno()
-            return stream
+            if stream is not None:
+                stream.fileno()
+                return stream
         except (AttributeError, OSError, ValueError):
             continue
     return open(os.devnull, "w")  # open for the process's life

@@ -20,9 +20,10 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
+from pydantic import BaseModel, Field
 
-from loom_nb._agent import Agent, define_agent
-from loom_nb._codec import is_dataframe
+from loom_nb._agent import Agent, Decision, define_agent
+from loom_nb._codec import encode, is_dataframe
 from loom_nb._errors import CallAlreadyDecided, LoomError, ThreadBusy, ThreadNotFound, UserError
 from loom_nb._messages import (
     PendingApproval,
@@ -73,7 +74,7 @@ class _Session:
 class LoomMCPServer(MCPServer[Any]):
     """The SDK's ``MCPServer``, serving an agent's tools. Made by :func:`mcp_server`."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, *, elicit: bool = False) -> None:
         super().__init__(
             name=agent.name,
             instructions=(
@@ -87,6 +88,8 @@ class LoomMCPServer(MCPServer[Any]):
         #: The agent whose threads hold the MCP sessions: put it in the notebook to decide
         #: their calls (``%loom approvals``).
         self.agent = agent
+        #: Ask the client's user to decide a write, by MCP elicitation, where it can.
+        self.elicit = elicit
         self._sessions: WeakKeyDictionary[Any, _Session] = WeakKeyDictionary()
         self._no_session = _Session()  # calls made without a session (call_tool in a test)
 
@@ -143,7 +146,7 @@ class LoomMCPServer(MCPServer[Any]):
                 _requested.reset(token)
             if result.status == "awaiting_approval":
                 session.thread_id = None
-                return self._waiting(result.thread, call.id)
+                return await self._waiting(result.thread, call.id, context)
         return _answer(_result_of(result.thread, call.id))
 
     # ---- machinery --------------------------------------------------------------------------
@@ -166,11 +169,42 @@ class LoomMCPServer(MCPServer[Any]):
         self.agent.store.save_thread(thread)
         return thread.id
 
-    def _waiting(self, thread: Thread, call_id: str) -> CallToolResult:
+    async def _waiting(
+        self, thread: Thread, call_id: str, context: Context[Any, Any] | None
+    ) -> CallToolResult:
         card = _pending(thread, call_id)
         if card is None:  # the call was answered after all (a preview found it cannot work)
             return _answer(_result_of(thread, call_id))
+        approve = await self._ask(card, context)
+        if approve is not None:
+            try:
+                thread = (
+                    await self.agent.resume(thread.id, {call_id: Decision(approve, card.digest)})
+                ).thread
+            except (CallAlreadyDecided, ThreadBusy):  # decided in the notebook meanwhile
+                thread = self.agent.thread(thread.id)
+            except LoomError as exc:
+                return _error(str(exc))
+            card = _pending(thread, call_id)
+            if card is None:
+                return _answer(_result_of(thread, call_id))
         return _still_waiting(self.agent, thread, card)
+
+    async def _ask(self, card: PendingApproval, context: Context[Any, Any] | None) -> bool | None:
+        """The client's user's decision on ``card``, by elicitation; None when there is none
+        (not asked, declined, cancelled, or the client cannot ask): the card waits."""
+        if not self.elicit or context is None:
+            return None
+        try:
+            capabilities = context.session.client_capabilities
+            if capabilities is None or capabilities.elicitation is None:
+                return None
+            answer = await context.elicit(_card_text(card), _Decision)
+        except Exception:  # the client could not ask: the card waits for the notebook
+            return None
+        if answer.action != "accept":
+            return None
+        return bool(answer.data.approve)
 
     async def _status(self, arguments: dict[str, Any]) -> CallToolResult:
         thread_id, call_id = arguments.get("thread_id"), arguments.get("call_id")
@@ -194,6 +228,30 @@ class LoomMCPServer(MCPServer[Any]):
         if card is not None:
             return _still_waiting(self.agent, thread, card)
         return _answer(_result_of(thread, call_id))
+
+
+class _Decision(BaseModel):
+    approve: bool = Field(description="Run this call (true) or reject it (false)")
+
+
+#: Characters of a card's arguments and preview an elicitation shows.
+_CARD_CHARS = 4000
+
+
+def _card_text(card: PendingApproval) -> str:
+    """What an approval card says, as text: the tool, its exact arguments, the preview."""
+    arguments = json.dumps(card.arguments, indent=1, ensure_ascii=False, default=str)
+    text = f"Approve {card.tool}? It runs with exactly these arguments:\n{arguments}"
+    if card.preview is not None:
+        preview = card.preview
+        if is_dataframe(preview):
+            preview = preview.to_string(max_rows=20, max_cols=20)
+        elif not isinstance(preview, str):
+            preview = json.dumps(encode(preview), indent=1, ensure_ascii=False, default=str)
+        text += f"\n\nWhat it changes:\n{preview}"
+    if len(text) > _CARD_CHARS:
+        text = text[:_CARD_CHARS] + "\n… (cut: the whole card is in the notebook, %loom approvals)"
+    return text
 
 
 _STATUS_SCHEMA: dict[str, Any] = {
@@ -278,6 +336,7 @@ def mcp_server(
     *,
     store: Store | None = None,
     name: str = "loom-mcp",
+    elicit: bool = False,
 ) -> LoomMCPServer:
     """The SDK's MCP server (an ``MCPServer``) exposing ``connectors``' tools.
 
@@ -286,6 +345,11 @@ def mcp_server(
     ``store`` (default as for ``define_agent``: ``LOOM_STORE``, else ``.loom/loom.db``); a
     write waits there as a pending card. ``server.agent`` is that agent, to decide its calls
     in the notebook.
+
+    ``elicit=True`` also asks the client to decide a write where it supports MCP elicitation,
+    showing the card's text (the tool, its exact arguments, its preview); declined or
+    cancelled, the card waits for the notebook. Off by default: a client may let its own
+    model answer an elicitation, and then the agent would approve its own write.
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"mcp_server(name=...) takes the agent's name (a str), got {name!r}")
@@ -295,4 +359,4 @@ def mcp_server(
             f"a connector has a tool named {STATUS_TOOL!r}, the name loom_nb's MCP "
             "server gives its own tool: rename it"
         )
-    return LoomMCPServer(agent)
+    return LoomMCPServer(agent, elicit=bool(elicit))

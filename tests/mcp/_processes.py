@@ -29,12 +29,17 @@ def environment(db: Path, ledger: Path) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(env: dict[str, str]) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    env: dict[str, str], elicitation_callback: Any = None
+) -> AsyncIterator[ClientSession]:
     """The SDK's client, on ``python -m loom_nb.mcp`` started over stdio."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "loom_nb.mcp", SERVED], env=env, cwd=str(ROOT)
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, elicitation_callback=elicitation_callback) as session,
+    ):
         await session.initialize()
         yield session
 

@@ -30,5 +30,8 @@ orders = orders_frame()
 frames = frame_tools({"orders": {"frame": orders, "write": True}}, max_rows=MAX_ROWS, name="frames")
 ledger = connector("ledger", [record])
 server = mcp_server(
-    connectors=[frames, ledger], store=sqlite_store(os.environ["LOOM_TEST_DB"]), name="mcp-test"
+    connectors=[frames, ledger],
+    store=sqlite_store(os.environ["LOOM_TEST_DB"]),
+    name="mcp-test",
+    elicit=os.environ.get("LOOM_TEST_ELICIT") == "1",
 )

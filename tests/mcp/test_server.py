@@ -42,7 +42,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 def ledger(env: dict[str, str]) -> list[str]:
     path = Path(env["LOOM_TEST_LEDGER"])
-    return path.read_text().splitlines() if path.exists() else []
+    return path.read_text(encoding="utf-8").split("\n")[:-1] if path.exists() else []
 
 
 def text(result: Any) -> str:
@@ -212,3 +212,46 @@ async def test_the_cli_refuses_what_it_cannot_serve(env, tmp_path):
             timeout=60,
         )
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def asker(action: str, approve: bool | None = None) -> tuple[list[str], Any]:
+    """An elicitation callback standing in for the client's user; it keeps what it was shown."""
+    from mcp import types
+
+    shown: list[str] = []
+
+    async def answer(context: Any, params: Any) -> Any:
+        shown.append(params.message)
+        content = {"approve": approve} if approve is not None else None
+        return types.ElicitResult(action=action, content=content)
+
+    return shown, answer
+
+
+@pytest.mark.parametrize(
+    ("action", "approve", "runs"),
+    [("accept", True, True), ("accept", False, False), ("decline", None, False)],
+)
+async def test_elicit_asks_the_clients_user_with_the_cards_text(env, action, approve, runs):
+    env = {**env, "LOOM_TEST_ELICIT": "1"}
+    shown, answer = asker(action, approve)
+    async with stdio_session(env, answer) as session:
+        result = await session.call_tool("record", {"entry": "asked \u2028 $\\x$"})
+    [message] = shown
+    assert message.startswith("Approve record? It runs with exactly these arguments:")
+    assert '"entry": "asked \u2028 $\\\\x$"' in message
+    if runs:
+        assert not result.is_error and "recorded" in text(result)
+        assert ledger(env) == ["asked \u2028 $\\x$"]
+    elif approve is False:
+        assert result.is_error and "rejected" in text(result) and ledger(env) == []
+    else:  # declined: the card waits for the notebook
+        assert result.structured_content["status"] == "pending" and ledger(env) == []
+
+
+async def test_without_elicit_the_client_is_never_asked(env):
+    shown, answer = asker("accept", True)
+    async with stdio_session(env, answer) as session:
+        result = await session.call_tool("record", {"entry": "not asked"})
+    assert shown == [] and result.structured_content["status"] == "pending"
+    assert ledger(env) == []
