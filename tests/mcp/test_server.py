@@ -255,3 +255,32 @@ async def test_without_elicit_the_client_is_never_asked(env):
         result = await session.call_tool("record", {"entry": "not asked"})
     assert shown == [] and result.structured_content["status"] == "pending"
     assert ledger(env) == []
+
+
+async def test_a_clients_write_is_approved_with_loom_approvals_in_a_kernel(env, tmp_path):
+    """The notebook's way: the served module imported in a real kernel, its agent in a
+    variable, ``%loom approvals`` showing the MCP client's card, Approve clicked."""
+    from tests.notebook.nb_kernels import build, execute, text_of
+
+    async with stdio_session(env) as session:
+        status = (
+            await session.call_tool("record", {"entry": "from the kernel"})
+        ).structured_content
+        cells = [
+            f"import os, sys\nsys.path.insert(0, {str(ROOT)!r})\nos.environ.update({env!r})",
+            "%load_ext loom_nb\nfrom tests.mcp._served import server\norders_mcp = server.agent",
+            "%loom approvals",
+            "from loom_nb.notebook import session\n"
+            "card = session().last_view.cards[0]\n"
+            "print(card.pending.tool, card.pending.arguments)\n"
+            "card.approve_button.click()\n"
+            "print(card.wait(60).status)",
+        ]
+        nb = execute(cells, build("7.4"), tmp_path, timeout=120)
+        assert text_of(nb.cells[3]).splitlines() == [
+            "record {'entry': 'from the kernel'}",
+            "complete",
+        ]
+        assert ledger(env) == ["from the kernel"]
+        outcome = await session.call_tool("loom_call_status", _ids(status))
+        assert "recorded 'from the kernel'" in text(outcome)
