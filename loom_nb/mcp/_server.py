@@ -137,7 +137,8 @@ class LoomMCPServer(MCPServer[Any]):
             token = _requested.set([call])
             try:
                 result = await self.agent.run(
-                    f"{client} called {name} over MCP.", thread_id=session.thread_id
+                    f"{client[0].upper()}{client[1:]} called {name} over MCP.",
+                    thread_id=session.thread_id,
                 )
             except LoomError as exc:  # the store failed, the thread is busy elsewhere, ...
                 session.thread_id = None
@@ -157,15 +158,15 @@ class LoomMCPServer(MCPServer[Any]):
         except ValueError:  # a Context made outside a request
             session = None
         if session is None:
-            return self._no_session, "An MCP client"
+            return self._no_session, "an MCP client"
         params = getattr(session, "client_params", None)
         # the client names itself: one short line of its text, in the thread's title
         said = " ".join(str(getattr(getattr(params, "client_info", None), "name", "")).split())
-        client = f"MCP client {said[:60]}" if said else "An MCP client"
+        client = f"MCP client {said[:60]}" if said else "an MCP client"
         return self._sessions.setdefault(session, _Session()), client
 
     def _new_thread(self, client: str) -> str:
-        thread = Thread(id=new_thread_id(), agent=self.agent.name, title=f"{client} (MCP)")
+        thread = Thread(id=new_thread_id(), agent=self.agent.name, title=f"MCP session: {client}")
         self.agent.store.save_thread(thread)
         return thread.id
 

@@ -191,7 +191,7 @@ async def test_the_thread_of_a_session_reads_in_the_notebook_as_any_thread(env):
         await session.call_tool("frames_select", {"table": "orders", "limit": 1})
     agent = served().server.agent
     [info] = agent.threads()
-    assert info.title and "(MCP)" in info.title
+    assert info.title == "MCP session: MCP client mcp"  # the SDK client's default name
     thread = agent.thread(info.id)
     [frame] = thread.frames
     assert isinstance(frame, pd.DataFrame) and list(frame["id"]) == [1]
