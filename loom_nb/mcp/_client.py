@@ -126,6 +126,8 @@ class _Session:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if threading.current_thread() is not self._thread:
             self._thread.join(_CLOSE_SECONDS)
+            if not self._thread.is_alive():
+                self._loop.close()
 
 
 class MCPConnector(Connector):
@@ -182,6 +184,8 @@ def mcp_tools(
             raise UserError(
                 f"mcp_tools({option}=...) is a positive number of seconds, got {value!r}"
             )
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise UserError(f"mcp_tools(max_rows=...) is a positive whole number, got {max_rows!r}")
     rule = _approval_rule(approve)
     session = _Session(transport, label)
     listed = session.open(float(connect_timeout))

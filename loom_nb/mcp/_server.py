@@ -146,8 +146,9 @@ class LoomMCPServer(MCPServer[Any]):
             finally:
                 _requested.reset(token)
             if result.status == "awaiting_approval":
-                session.thread_id = None
-                return await self._waiting(result.thread, call.id, context)
+                session.thread_id = None  # the session's next call starts a new thread
+        if result.status == "awaiting_approval":  # asked outside the lock: the user may be slow
+            return await self._waiting(result.thread, call.id, context)
         return _answer(_result_of(result.thread, call.id))
 
     # ---- machinery --------------------------------------------------------------------------
