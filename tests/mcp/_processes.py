@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -30,7 +30,7 @@ def environment(db: Path, ledger: Path) -> dict[str, str]:
 
 @asynccontextmanager
 async def stdio_session(
-    env: dict[str, str], elicitation_callback: Any = None
+    env: dict[str, str], elicitation_callback: Any = None, client_name: str | None = None
 ) -> AsyncIterator[ClientSession]:
     """The SDK's client, on ``python -m loom_nb.mcp`` started over stdio."""
     params = StdioServerParameters(
@@ -38,7 +38,14 @@ async def stdio_session(
     )
     async with (
         stdio_client(params) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicitation_callback) as session,
+        ClientSession(
+            read,
+            write,
+            elicitation_callback=elicitation_callback,
+            client_info=types.Implementation(name=client_name, version="1")
+            if client_name
+            else None,
+        ) as session,
     ):
         await session.initialize()
         yield session

@@ -78,9 +78,16 @@ def test_frames_writes_over_mcp_change_nothing_before_a_decision(writes):
 def test_supabase_requests_over_mcp_stay_inside_the_allowlist_and_never_write():
     from supabase import create_client
 
+    from loom_nb._tables.options import IDENTIFIER, RESERVED
     from loom_nb.supabase import supabase_tools
     from tests.supabase._capture import CaptureServer
     from tests.supabase.test_connector_properties import ALLOWED, MAX_ROWS, TABLES, calls
+
+    def allowed(table: str, column: str) -> bool:
+        columns = ALLOWED[table]
+        if columns is not None:
+            return column in columns
+        return bool(IDENTIFIER.match(column)) and column.lower() not in RESERVED
 
     with CaptureServer() as capture:
         client = create_client(capture.url, "anon-key")
@@ -103,9 +110,16 @@ def test_supabase_requests_over_mcp_stay_inside_the_allowlist_and_never_write():
                 assert req.method == "GET", (req.method, req.path, req.query)
                 table = req.path.removeprefix("/rest/v1/")
                 assert table in TABLES, req.path
-                columns = (req.param("select") or "*").split(",")
-                allowed = ALLOWED[table]
-                assert (columns == ["*"] and allowed is None) or set(columns) <= (allowed or set())
+                for key, value in req.params:
+                    if key == "select":
+                        names = value.split(",")
+                        assert (names == ["*"] and ALLOWED[table] is None) or all(
+                            allowed(table, c) for c in names
+                        ), value
+                    elif key == "order":
+                        assert all(allowed(table, t.rpartition(".")[0]) for t in value.split(","))
+                    elif key not in ("limit", "offset"):
+                        assert allowed(table, key), (key, req.query)  # a filter
             if result.is_error:
                 seen["refused"] += 1
             elif tool == "supabase_select":

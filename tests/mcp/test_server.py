@@ -197,6 +197,17 @@ async def test_the_thread_of_a_session_reads_in_the_notebook_as_any_thread(env):
     assert isinstance(frame, pd.DataFrame) and list(frame["id"]) == [1]
 
 
+async def test_a_clients_hostile_name_is_one_short_line_of_text(env):
+    hostile = "<img src=x onerror=alert(1)>\u2028# %%\n$\\foo$" + "x" * 200
+    async with stdio_session(env, client_name=hostile) as session:
+        await session.call_tool("frames_list_tables", {})
+    agent = served().server.agent
+    [info] = agent.threads()
+    said = info.title.removeprefix("MCP session: MCP client ")
+    assert said == "<img src=x onerror=alert(1)> # %% $\\foo$" + "x" * 20
+    assert len(info.title.splitlines()) == 1
+
+
 async def test_the_cli_refuses_what_it_cannot_serve(env, tmp_path):
     for target, message in [
         ("tests.mcp._served", "MODULE:OBJECT"),
