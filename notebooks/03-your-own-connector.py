@@ -212,3 +212,128 @@ call = waiting.pending[0]
 print(waiting.status, call.tool, call.arguments)
 done = billing_bot.resume_sync(waiting.thread_id, {call.call_id: True})
 print(done.status, "|", done.output, "| refunds sent:", refunds)
+
+# %% [markdown]
+# ## 6. MCP, both ways
+#
+# **An MCP server's tools as a connector.** `mcp_tools(command=[...])` starts a server over
+# stdio (`mcp_tools(url=...)` connects to one over HTTP). Its tools are prefixed with the
+# connector's `name`; the ones the server does not mark read-only wait for your approval
+# (`approve="writes"`, the default); what they return reaches the model inside a data block,
+# and tabular results become DataFrames. The server here is the small one loom_nb ships for
+# this walkthrough (built on the MCP SDK alone, like any third-party server).
+
+# %%
+import sys
+import loom_nb.mcp._example as example_server
+from loom_nb.mcp import mcp_server, mcp_tools
+
+weather = mcp_tools(command=[sys.executable, example_server.__file__], name="weather")
+{name: tool.requires_approval({}) for name, tool in weather.tools.items()}
+
+# %%
+WEATHER_SCRIPT = {  # OFFLINE STAND-IN MODEL: keyword -> tool, arguments
+    "stations": ("weather_stations", {}),
+    "umbrella": ("weather_add_note", {"text": "Take an umbrella to Lisbon."}),
+}
+
+def weather_stand_in(request):
+    """OFFLINE STAND-IN MODEL: a script, not an LLM."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        r = last.tool_results[-1]
+        if isinstance(r.data, pd.DataFrame):
+            wettest = r.data.sort_values("rain_mm").iloc[-1]
+            return f"The wettest station today is {wettest.station} ({wettest.rain_mm} mm)."
+        return f"The server says: {r.content.splitlines()[2]}"
+    for keyword, (name, args) in WEATHER_SCRIPT.items():
+        if keyword in last.text.lower():
+            return Reply("Asking the weather server.", [(name, args)])
+    return "(stand-in model) I only know this notebook's script."
+
+forecaster = define_agent(name="forecaster", model=FunctionModel(weather_stand_in),
+                          connectors=[weather], store=memory_store())
+
+# %% magic_args="forecaster" language="loom"
+# Which of the stations got the most rain today?
+
+# %% [markdown]
+# `add_note` is not marked read-only, so it waits for Approve, with its exact arguments:
+
+# %% magic_args="forecaster" language="loom"
+# Write a note: umbrella for Lisbon.
+
+# %%
+card = session().last_view.cards[0]
+if card.decision is None:
+    card.approve_button.click()
+print(card.wait(timeout=30).output)
+weather.close()  # stops the server process (so does the agent's end, or Python's exit)
+
+# %% [markdown]
+# **loom_nb as an MCP server.** `mcp_server(connectors=[...])` gives another agent (Claude
+# Code, Claude Desktop, Cursor) your connectors with their rules: the same schemas,
+# allowlists, bounds and data blocks. A write does not run: it waits as a card in the store,
+# decided here with `%loom approvals`, and runs once; the client reads its outcome with the
+# `loom_call_status` tool. In a terminal you would serve a module's server with
+# `python -m loom_nb.mcp billing_mcp:server --http 8765`; here it is served from the kernel, on
+# loopback.
+
+# %%
+import socket
+import threading
+import time
+import uvicorn
+
+server = mcp_server(connectors=[billing], store=memory_store(), name="billing_mcp")
+billing_mcp = server.agent  # in the notebook's namespace, so %loom approvals finds its cards
+
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+http = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), host="127.0.0.1",
+                                     port=port, log_level="warning"))
+threading.Thread(target=http.run, daemon=True).start()
+while not http.started:
+    time.sleep(0.05)
+
+# %% [markdown]
+# The other agent is played by a loom_nb agent using the server through `mcp_tools(url=...)`,
+# with its own approvals off (`approve="none"`): the server still holds the write.
+
+# %%
+remote = mcp_tools(url=f"http://127.0.0.1:{port}/mcp", name="remote", approve="none")
+
+def other_stand_in(request):
+    """OFFLINE STAND-IN MODEL: a script, not an LLM."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return last.tool_results[-1].content.split("\n")[2]  # the line inside the data block
+    if "refund" in last.text:
+        return Reply("", [("remote_refund", {"invoice_id": "INV-1", "amount": 100})])
+    asked = next(r for m in reversed(request.messages) for r in m.tool_results
+                 if r.name == "remote_refund")
+    ids = {k: asked.data[k] for k in ("thread_id", "call_id")}
+    return Reply("", [("remote_loom_call_status", ids)])
+
+other_agent = define_agent(name="other_agent", model=FunctionModel(other_stand_in),
+                           connectors=[remote], store=memory_store())
+asked = other_agent.run_sync("Please refund 100 on INV-1.")
+print(asked.output[:120], "...")
+print("refunds sent:", refunds)
+
+# %% [markdown]
+# The card waits here, as any card does:
+
+# %%
+# %loom approvals
+
+# %%
+card = session().last_view.cards[0]
+if card.decision is None:
+    card.approve_button.click()
+card.wait(timeout=30)
+print("refunds sent:", refunds)
+print(other_agent.run_sync("Did it go through?", thread_id=asked.thread_id).output)
+remote.close()
+http.should_exit = True

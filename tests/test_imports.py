@@ -29,6 +29,7 @@ HEAVY = [
     "anthropic",
     "psycopg",
     "psycopg_pool",
+    "mcp",
 ]
 
 

@@ -256,6 +256,16 @@ def test_your_own_connector(tmp_path: Path) -> None:
     assert resumed[0] == "awaiting_approval refund {'invoice_id': 'INV-3', 'amount': 500}"
     assert resumed[1].endswith("refunds sent: [('INV-2', 20.0), ('INV-3', 500.0)]")
     assert any("no invoice" in v for v in widget_values(nb, "loom-error"))
+    # 6. MCP: a third-party server's write ran once approved; loom_nb's server held the other
+    # agent's refund as a card until it was approved here, then ran it once.
+    assert output(nb, "weather.close()") == "The server says: noted (27 characters)\n"
+    asked = output(nb, 'asked = other_agent.run_sync("Please refund').splitlines()
+    assert "(refund) waits for a person's decision; nothing has run" in asked[0]
+    assert asked[1] == "refunds sent: [('INV-2', 20.0), ('INV-3', 500.0)]"
+    assert output(nb, "Did it go through?").splitlines() == [
+        "refunds sent: [('INV-2', 20.0), ('INV-3', 500.0), ('INV-1', 100.0)]",
+        "Refunded 100.00 on INV-1.",
+    ]
 
 
 #: The table 04-real-models shows, whichever model answered: region, total, count.
