@@ -18,9 +18,10 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loom_nb import _loop_thread
+from loom_nb._chart import Chart
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import CallAlreadyDecided, RunError, ThreadBusy, ThreadNotFound, UserError
 from loom_nb._events import EventHandler
@@ -40,9 +41,6 @@ from loom_nb._run import Run, RunDeps
 from loom_nb._store import Store, store_from_env
 from loom_nb._tools import Connector, Tool, ToolsArg, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, check_model_settings, resolve_model
-
-if TYPE_CHECKING:
-    from loom_nb.charts._chart import Chart
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -101,8 +99,6 @@ class RunResult:
     @property
     def charts(self) -> list[Chart]:
         """Charts drawn in this run, oldest first (``thread.charts`` has all)."""
-        from loom_nb.charts import Chart
-
         results = (r for m in self.new_messages for r in m.tool_results)
         return [Chart(r.chart) for r in results if r.chart is not None]
 

@@ -13,12 +13,10 @@ import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 from loom_nb import _codec
-
-if TYPE_CHECKING:
-    from loom_nb.charts._chart import Chart
+from loom_nb._chart import Chart
 
 #: Version of the JSON form written by :meth:`Thread.to_dict` and :meth:`Message.to_dict`.
 #: 2: a pending call carries its lifecycle ``state`` (and ``holder``) instead of ``decision``.
@@ -441,8 +439,6 @@ class Thread:
     @property
     def charts(self) -> list[Chart]:
         """Every chart the agent drew in this thread, oldest first."""
-        from loom_nb.charts import Chart
-
         return [Chart(r.chart) for r in self.tool_results() if r.chart is not None]
 
     @property
