@@ -29,6 +29,7 @@ from loom_nb._errors import (
     StoreError,
     ThreadBusy,
     ThreadNotFound,
+    ThreadWaiting,
     UserError,
 )
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
@@ -97,6 +98,7 @@ __all__ = [
     "ThreadBusy",
     "ThreadInfo",
     "ThreadNotFound",
+    "ThreadWaiting",
     "Tool",
     "ToolCall",
     "ToolInputError",

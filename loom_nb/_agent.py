@@ -23,7 +23,14 @@ from typing import Any
 from loom_nb import _loop_thread
 from loom_nb._chart import Chart
 from loom_nb._codec import is_dataframe
-from loom_nb._errors import CallAlreadyDecided, RunError, ThreadBusy, ThreadNotFound, UserError
+from loom_nb._errors import (
+    CallAlreadyDecided,
+    RunError,
+    ThreadBusy,
+    ThreadNotFound,
+    ThreadWaiting,
+    UserError,
+)
 from loom_nb._events import EventHandler
 from loom_nb._kept_threads import KeptThreads
 from loom_nb._lease import ThreadLease, settle
@@ -157,14 +164,12 @@ class Agent:
         """Send ``prompt`` in a new thread, or in ``thread_id`` to continue one."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise UserError("the prompt is empty: pass the text to send to the agent")
-        user_id = self._user_id(context)
         if thread_id is None:
-            thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
+            thread = Thread(id=new_thread_id(), agent=self.name, user_id=self._user_id(context))
             thread.title = _title(prompt)
             self.store.save_thread(thread)
             thread_id = thread.id
-        else:
-            _refuse_waiting(self._load_for_run(thread_id, user_id))
+        # A thread given is checked once, under its lease: ThreadNotFound, ThreadWaiting.
         return await self._drive(thread_id, context, on_event, prompt=prompt)
 
     async def resume(
@@ -250,6 +255,12 @@ class Agent:
 
     # ---- threads ----------------------------------------------------------------------------
 
+    def check_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
+        """Raise what a new prompt on ``thread_id`` meets now: :class:`ThreadNotFound` if it is
+        not this user's, :class:`ThreadWaiting` while one of its calls waits. One cheap read
+        while the agent keeps the thread (a notebook cell checks before it shows a view)."""
+        _refuse_waiting(self._load_for_run(thread_id, self._user_id(context)))
+
     def thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> Thread:
         """Load a saved thread; :class:`ThreadNotFound` if it is not this user's."""
         return self._load(thread_id, self._user_id(context))
@@ -315,17 +326,14 @@ class Agent:
     def _load(self, thread_id: str, user_id: str | None) -> Thread:
         thread = self.store.load(thread_id, user_id=user_id)
         if thread is None or thread.agent != self.name:
-            raise ThreadNotFound(
-                f"no thread {thread_id!r} for agent {self.name!r}; "
-                "list saved threads with agent.threads()"
-            )
+            raise self._not_found(thread_id)
         return settle(thread)
 
-    def _checked(self, thread_id: str, context: Mapping[str, Any] | None) -> Thread:
-        """The thread as this agent's next run on it starts: for the notebook's checks before
-        a run (does it exist, does a call wait), at the cost of one small read while the
-        agent keeps it. Never handed to the user: the run goes on with it in place."""
-        return self._load_for_run(thread_id, self._user_id(context))
+    def _not_found(self, thread_id: str) -> ThreadNotFound:
+        return ThreadNotFound(
+            f"no thread {thread_id!r} for agent {self.name!r}; "
+            "list saved threads with agent.threads()"
+        )
 
     def _load_for_run(self, thread_id: str, user_id: str | None) -> Thread:
         """:meth:`_load` for a run: the thread kept from this agent's last run on it while the
@@ -334,10 +342,7 @@ class Agent:
             self._kept = KeptThreads(self.store)
         thread = self._kept.load(thread_id, user_id)
         if thread is None or thread.agent != self.name:
-            raise ThreadNotFound(
-                f"no thread {thread_id!r} for agent {self.name!r}; "
-                "list saved threads with agent.threads()"
-            )
+            raise self._not_found(thread_id)
         return settle(thread)
 
     async def _drive(
@@ -349,10 +354,13 @@ class Agent:
         prompt: str | None = None,
         resolutions: Mapping[str, Resolution] | None = None,
     ) -> RunResult:
-        lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
+        try:
+            lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
+        except KeyError:  # the stores' word for a thread they never saved (or another user's)
+            raise self._not_found(thread_id) from None
         thread: Thread | None = None
         try:
-            # again, now that no other run can change it
+            # the one load of a run: no other run can change the thread now
             thread = self._load_for_run(thread_id, self._user_id(context))
             if prompt is not None:
                 _refuse_waiting(thread)
@@ -383,18 +391,23 @@ def _snapshot(thread: Thread) -> Thread:
 def _refuse_waiting(thread: Thread) -> None:
     """A new prompt waits until every call of the thread is settled."""
     unknown = [p for p in thread.pending if p.state == "unknown"]
+    waiting = unknown + [p for p in thread.pending if p.state != "unknown"]
     if unknown:
         p = unknown[0]
-        raise UserError(
+        raise ThreadWaiting(
             f"thread {thread.id}: the outcome of {p.tool} (call {p.call_id}) is unknown: its "
             "kernel stopped while it ran, so the write may have happened. Check, then choose: "
-            f"agent.resume(thread_id, {{{p.call_id!r}: 'happened' | 'retry' | 'failed'}})"
+            f"agent.resume(thread_id, {{{p.call_id!r}: 'happened' | 'retry' | 'failed'}})",
+            thread_id=thread.id,
+            waiting=waiting,
         )
     if thread.pending:
-        raise UserError(
+        raise ThreadWaiting(
             f"thread {thread.id} waits for approval of "
             f"{', '.join(p.tool for p in thread.pending)}: approve or reject first with "
-            "agent.resume(thread_id, {call_id: True/False})"
+            "agent.resume(thread_id, {call_id: True/False})",
+            thread_id=thread.id,
+            waiting=waiting,
         )
 
 

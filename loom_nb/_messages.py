@@ -126,9 +126,9 @@ class ToolResult:
             return message + (f" {hint}" if isinstance(hint, str) and hint else "")
         return str(error)
 
-    def _frame_head(self, rows: int) -> _codec.FrameHead | None:
-        """The first ``rows`` rows of ``data`` when it is a DataFrame, else None (a result
-        read from a store overrides this so as not to decode the rest)."""
+    def frame_head(self, rows: int) -> _codec.FrameHead | None:
+        """The first ``rows`` rows of ``data`` when it is a DataFrame, else None. A result
+        read from a store decodes only those rows (a view shows a head, not the frame)."""
         return _codec.frame_head(self.data, rows)
 
 

@@ -20,6 +20,7 @@ from loom_nb import (
     StepLimitExceeded,
     TextDelta,
     ThreadNotFound,
+    ThreadWaiting,
     UserError,
     connector,
     define_agent,
@@ -191,9 +192,22 @@ def test_a_call_needing_approval_stops_the_run_and_runs_nothing():
     )
     # the pending call lives in the saved thread
     assert store.load(result.thread_id).pending[0].call_id == pending.call_id
-    # nothing else can happen in the thread until it is decided
-    with pytest.raises(UserError, match="waits for approval of write_note"):
-        agent.run_sync("something else", thread_id=result.thread_id)
+    # nothing else can happen in the thread until it is decided: a typed error says which
+    for attempt in (
+        lambda: agent.run_sync("something else", thread_id=result.thread_id),
+        lambda: agent.check_thread(result.thread_id),
+    ):
+        with pytest.raises(ThreadWaiting, match="waits for approval of write_note") as waits:
+            attempt()
+        assert waits.value.thread_id == result.thread_id
+        assert [p.call_id for p in waits.value.waiting] == [pending.call_id]
+    assert [m.text for m in store.load(result.thread_id).messages if m.role == "user"] == [
+        "note hello"
+    ]
+    with pytest.raises(ThreadNotFound, match="no thread 'nope' for agent 'a'"):
+        agent.check_thread("nope")
+    with pytest.raises(ThreadNotFound, match="no thread 'nope' for agent 'a'"):
+        agent.run_sync("hello?", thread_id="nope")  # refused by the lease: the store never saw it
 
     done = agent.resume_sync(result.thread_id, {pending.call_id: True})
     assert done.status == "complete" and done.output == "Done."

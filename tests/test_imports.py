@@ -216,6 +216,55 @@ def test_no_module_imports_by_a_computed_name():
                 pytest.fail(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} uses __import__")
 
 
+def private_names_of_the_core(package: Path) -> set[str]:
+    """The underscore names the core defines: its functions, methods and attributes."""
+    core = [p for p in package.glob("_*.py")] + [package / "models" / "__init__.py"]
+    names: set[str] = set()
+    for path in core:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)  # self._kept = ...
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def private_uses(package: Path, layer_folder: str) -> list[str]:
+    """Where ``layer_folder``'s modules use a private name of the core: an attribute
+    (``agent._checked``) or an imported name (``from loom_nb._agent import _refuse_waiting``)."""
+    private = private_names_of_the_core(package)
+    found = []
+    for path in sorted((package / layer_folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    found.append(f"{path.name}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.ImportFrom):
+                found += [
+                    f"{path.name}:{node.lineno} {alias.name}"
+                    for alias in node.names
+                    if alias.name in private
+                ]
+    return found
+
+
+def test_the_notebook_layer_uses_only_public_names_of_the_core():
+    assert private_uses(PACKAGE, "notebook") == []
+
+
+def test_a_deliberate_private_call_from_the_notebook_fails_the_check(copy_of_loom_nb: Path):
+    add_line(
+        copy_of_loom_nb / "notebook" / "commands" / "cell.py",
+        "def peek(agent):\n    return agent._load_for_run('t', None), result._snapshot",
+    )
+    add_line(
+        copy_of_loom_nb / "notebook" / "history.py",
+        "from loom_nb._agent import _refuse_waiting",
+    )
+    found = sorted(use.split(" ")[1] for use in private_uses(copy_of_loom_nb, "notebook"))
+    assert found == ["._load_for_run", "._snapshot", "_refuse_waiting"]
+
+
 def test_the_agent_loop_and_its_events_never_import_the_agent():
     assert "loom_nb._run" in LOOM_NB["loom_nb._agent"]
     assert "loom_nb._events" in LOOM_NB["loom_nb._run"]
