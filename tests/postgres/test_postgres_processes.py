@@ -7,17 +7,18 @@ import random
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
+from loom_nb import Thread
 from loom_nb.postgres import postgres_store
 from tests.postgres_server import LoomDatabase
 from tests.stores._processes import (
     assert_concurrent_appends_kept,
     assert_reported_appends_kept,
     kill_while_appending,
+    write_at_once,
 )
 
 pytestmark = pytest.mark.postgres
@@ -35,49 +36,15 @@ def start(code: str, *args: str, stdin: bool = False) -> subprocess.Popen[str]:
 
 # ---- many kernels at once --------------------------------------------------------------------
 
-_WRITER = """
-import os, sys, time, traceback
-from loom_nb import Message, Thread
-from loom_nb.postgres import postgres_store
-
-dsn, schema, name, go, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-try:
-    store = postgres_store(dsn, schema=schema)
-    shared, mine = Thread(id="shared", agent="a"), Thread(id=f"own-{name}", agent="a")
-    store.save_thread(mine)
-    while not os.path.exists(go):
-        time.sleep(0.001)
-    for i in range(count):
-        for thread in (shared, mine):
-            store.append(thread, Message.user(f"{name} {i}"))
-        if i % 50 == 0:
-            store.list()
-            store.search(name)
-    store.close()
-    print("ok")
-except Exception:
-    traceback.print_exc()
-    print("error")
-"""
-
 
 def test_four_processes_appending_at_once_lose_nothing(
     loom_database: LoomDatabase, postgres_schema: str, tmp_path: Path
 ):
     dsn, count, names = loom_database.dsn(), 500, ["k1", "k2", "k3", "k4"]
-    from loom_nb import Thread
-
-    setup = postgres_store(dsn, schema=postgres_schema)
+    setup = postgres_store(dsn, schema=postgres_schema)  # the schema and the shared thread
     setup.save_thread(Thread(id="shared", agent="a"))
     setup.close()
-    go = tmp_path / "go"
-    children = [start(_WRITER, dsn, postgres_schema, name, str(go), str(count)) for name in names]
-    time.sleep(1.0)  # all of them importing, connected and waiting
-    go.touch()
-    outputs = [c.communicate(timeout=300) for c in children]
-    for out, err in outputs:
-        assert out.strip() == "ok", err
-
+    write_at_once(f"{dsn}#{postgres_schema}", names, count, tmp_path)
     store = postgres_store(dsn, schema=postgres_schema)
     assert_concurrent_appends_kept(store, names, count)
     store.close()

@@ -1,8 +1,8 @@
 """The trials of a store that several processes write, the same for every store that
 outlives a process.
 
-- Kernels appending at once, to a shared thread and each to its own: every message is kept,
-  each kernel's in order.
+- Kernels appending at once (``WRITER``, started on a barrier by ``write_at_once``), to a
+  shared thread and each to its own: every message is kept, each kernel's in order.
 - Kernels killed mid-append: children append numbered messages and say so after each commit,
   are killed mid-stream, and a new store must hold every message a child reported, in order,
   with no gap."""
@@ -12,8 +12,11 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from loom_nb import Store
 
@@ -29,6 +32,64 @@ else:
     from loom_nb.sqlite import sqlite_store
     store = sqlite_store(sys.argv[1])
 """
+
+#: A kernel appending ``"<name> <i>"`` for i < count to thread ``shared`` and to its own
+#: ``own-<name>``; arguments: the store (as for ``OPEN_STORE``), name, the start file, count.
+#: It says ``ready`` once imported, waits for the start file, then opens the store (so that
+#: kernels given a new SQLite file create and migrate it at once), and ends saying ``ok``.
+WRITER = (
+    """
+import os, sys, time, traceback
+from loom_nb import Message, Thread
+
+name, go, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.001)
+try:
+"""
+    + textwrap.indent(OPEN_STORE, "    ")
+    + """
+    shared, mine = Thread(id="shared", agent="a"), Thread(id=f"own-{name}", agent="a")
+    store.save_thread(mine)
+    if store.load("shared") is None:
+        store.save_thread(shared)
+    for i in range(count):
+        for thread in (shared, mine):
+            store.append(thread, Message.user(f"{name} {i}"))
+        if i % 10 == 0:
+            store.list()
+            store.search(name)
+    store.close()
+    print("ok")
+except Exception:
+    traceback.print_exc()
+    print("error")
+"""
+)
+
+
+def write_at_once(store: str, names: list[str], count: int, folder: Path) -> None:
+    """One ``WRITER`` kernel per name on ``store``, started together once every one of them
+    says it is ready; each must end well, and none may meet "database is locked"."""
+    go = folder / "go"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, store, name, str(go), str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    for child in children:  # the start barrier: each is imported and waiting
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready", child.communicate()[1]
+    go.touch()
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert out.strip() == "ok", err
+        assert "locked" not in err
 
 
 def kill_while_appending(
