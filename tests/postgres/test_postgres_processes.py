@@ -52,29 +52,6 @@ def test_four_processes_appending_at_once_lose_nothing(
 
 # ---- kernels killed mid-append ---------------------------------------------------------------
 
-_APPENDER = """
-import sys
-from loom_nb import Message, Thread, ToolResult
-from loom_nb.postgres import postgres_store
-
-dsn, schema, run = sys.argv[1], sys.argv[2], sys.argv[3]
-store = postgres_store(dsn, schema=schema)
-n = 0
-while True:
-    thread = Thread(id=f"{run}-{n}", agent="a")
-    store.save_thread(thread)
-    for i in range(40):
-        if i % 3 == 2:
-            m = Message("tool", [ToolResult("c", "q", f"{run}/{n}/{i}", {"rows": list(range(50))})])
-        else:
-            m = Message.assistant(f"{run}/{n}/{i} " + "words " * 40)
-        thread.messages.append(m)
-        store.append(thread, m)
-        sys.stdout.write(f"{thread.id} {i}\\n")
-        sys.stdout.flush()
-    n += 1
-"""
-
 
 def test_sigkill_while_appending_loses_nothing_that_completed(
     loom_database: LoomDatabase, postgres_schema: str
@@ -82,11 +59,7 @@ def test_sigkill_while_appending_loses_nothing_that_completed(
     dsn = loom_database.dsn()
     kills = 50
     reported = kill_while_appending(
-        lambda run: start(_APPENDER, dsn, postgres_schema, run),
-        kills,
-        random.Random(14),
-        most_appends=80,
-        most_pause=0.005,
+        f"{dsn}#{postgres_schema}", kills, random.Random(14), most_appends=80, most_pause=0.005
     )
     store = postgres_store(dsn, schema=postgres_schema)
     assert_reported_appends_kept(store, reported)

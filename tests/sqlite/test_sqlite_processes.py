@@ -237,45 +237,10 @@ def test_a_pending_approval_is_resumed_by_a_new_process(tmp_path: Path):
 
 # ---- SIGKILL in the middle of appending ------------------------------------------------------
 
-_APPENDER = """
-import sys
-from loom_nb import Message, Thread, ToolResult
-from loom_nb.sqlite import sqlite_store
-
-store = sqlite_store(sys.argv[1])
-run = sys.argv[2]
-n = 0
-while True:  # until killed
-    thread = Thread(id=f"{run}-{n}", agent="a")
-    store.save_thread(thread)
-    for i in range(25):
-        if i % 5 == 4:
-            data = {"rows": list(range(300))}
-            m = Message("tool", [ToolResult(f"c{i}", "q", f"{run}/{n}/{i}", data)])
-        else:
-            m = Message.assistant(f"{run}/{n}/{i} " + "lorem ipsum " * 25)
-        thread.messages.append(m)
-        store.append(thread, m)
-        sys.stdout.write(f"{thread.id} {i}\\n")
-        sys.stdout.flush()
-    n += 1
-"""
-
 
 def test_sigkill_while_appending_loses_nothing_that_completed(tmp_path: Path):
     path = str(tmp_path / "loom.db")
-    reported = kill_while_appending(
-        lambda run: subprocess.Popen(
-            [sys.executable, "-c", _APPENDER, path, run],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
-        25,
-        random.Random(4),
-        most_appends=120,
-        most_pause=0.02,
-    )
+    reported = kill_while_appending(path, 25, random.Random(4), most_appends=120, most_pause=0.02)
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     conn.close()
