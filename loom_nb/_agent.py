@@ -164,12 +164,15 @@ class Agent:
         """Send ``prompt`` in a new thread, or in ``thread_id`` to continue one."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise UserError("the prompt is empty: pass the text to send to the agent")
+        user_id = self._user_id(context)
         if thread_id is None:
-            thread = Thread(id=new_thread_id(), agent=self.name, user_id=self._user_id(context))
+            thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
             thread.title = _title(prompt)
             self.store.save_thread(thread)
             thread_id = thread.id
-        # A thread given is checked once, under its lease: ThreadNotFound, ThreadWaiting.
+        elif not self._keeps(thread_id):  # one it has not run: refused before taking a lease
+            _refuse_waiting(self._load_for_run(thread_id, user_id))
+        # A thread it keeps (one check_thread just read) is checked once, under its lease.
         return await self._drive(thread_id, context, on_event, prompt=prompt)
 
     async def resume(
@@ -328,6 +331,9 @@ class Agent:
         if thread is None or thread.agent != self.name:
             raise self._not_found(thread_id)
         return settle(thread)
+
+    def _keeps(self, thread_id: str) -> bool:
+        return self._kept.store is self.store and thread_id in self._kept
 
     def _not_found(self, thread_id: str) -> ThreadNotFound:
         return ThreadNotFound(

@@ -176,6 +176,18 @@ def make_writer(log: list):
     return write_note
 
 
+def test_a_prompt_to_another_agents_thread_is_refused_before_it_is_touched():
+    store = memory_store()
+    mine = define_agent(name="a", model=ReplayModel(["Hello."]), store=store)
+    other = define_agent(name="b", model=ReplayModel(["Mine now."]), store=store)
+    tid = mine.run_sync("hello").thread_id
+    before = store.thread_version(tid)
+    with pytest.raises(ThreadNotFound, match=f"no thread '{tid}' for agent 'b'"):
+        other.run_sync("take it", thread_id=tid)
+    assert store.thread_version(tid) == before  # no lease taken, nothing recorded
+    assert [m.text for m in store.load(tid).messages] == ["hello", "Hello."]
+
+
 def test_a_call_needing_approval_stops_the_run_and_runs_nothing():
     log: list[str] = []
     model = ReplayModel([Reply("Writing.", [("write_note", {"text": "hello"})]), "Done."])

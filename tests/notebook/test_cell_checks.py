@@ -50,14 +50,12 @@ def test_a_cell_checks_its_thread_once_and_the_run_loads_it_once(
     r = cell(shell, "%%loom analyst --result res", "Again")
     assert r.success, error_of(r)
     assert shell.user_ns["res"].output == "Second."
-    # the cell's check, the lease, the run's load, then the user's message is appended;
-    # the thread the agent kept is never loaded whole again
-    assert store.calls[: store.calls.index("append") + 1] == [
-        "version",
-        "lease",
-        "version",
-        "append",
-    ]
+    # before the user's message is appended: the cell's check, the lease, the run's one load
+    # (the lease's keeper may renew it meanwhile); the kept thread is never loaded whole again
+    before = store.calls[: store.calls.index("append")]
+    taken = before.index("lease")
+    assert before[:taken] == ["version"]
+    assert [c for c in before[taken:] if c != "lease"] == ["version"]
     assert "load" not in store.calls
 
 
