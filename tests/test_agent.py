@@ -219,7 +219,7 @@ def test_a_call_needing_approval_stops_the_run_and_runs_nothing():
     with pytest.raises(ThreadNotFound, match="no thread 'nope' for agent 'a'"):
         agent.check_thread("nope")
     with pytest.raises(ThreadNotFound, match="no thread 'nope' for agent 'a'"):
-        agent.run_sync("hello?", thread_id="nope")  # refused by the lease: the store never saw it
+        agent.run_sync("hello?", thread_id="nope")
 
     done = agent.resume_sync(result.thread_id, {pending.call_id: True})
     assert done.status == "complete" and done.output == "Done."
@@ -227,6 +227,16 @@ def test_a_call_needing_approval_stops_the_run_and_runs_nothing():
     [res] = done.thread.messages[-2].tool_results
     assert (res.content, res.approval) == ("written", "approved")
     assert done.thread.pending == []
+
+
+def test_a_kept_thread_deleted_elsewhere_is_not_found_by_the_next_prompt():
+    store = memory_store()
+    agent = define_agent(name="a", model=ReplayModel(["One.", "Two."]), store=store)
+    tid = agent.run_sync("one").thread_id  # kept by this agent object
+    define_agent(name="a", model=ReplayModel([]), store=store).delete_thread(tid)  # a re-run cell
+    with pytest.raises(ThreadNotFound, match=f"no thread '{tid}' for agent 'a'"):
+        agent.run_sync("two", thread_id=tid)  # refused by the lease: the store has no such thread
+    assert store.load(tid) is None and store.list() == []
 
 
 def test_a_rejected_call_reaches_the_model_as_an_error_and_nothing_runs():
