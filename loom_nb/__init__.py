@@ -7,7 +7,9 @@ imported only by the parts that need them. The names defined in private modules 
 
 from loom_nb import _public
 from loom_nb._agent import Agent, Decision, RunResult, define_agent
+from loom_nb._chart import Chart
 from loom_nb._code import CodeContext
+from loom_nb._compose import load_ipython_extension
 from loom_nb._context import RunContext
 from loom_nb._errors import (
     AuthenticationFailed,
@@ -29,6 +31,7 @@ from loom_nb._errors import (
     StoreUnreachable,
     ThreadBusy,
     ThreadNotFound,
+    ThreadWaiting,
     UserError,
 )
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
@@ -59,6 +62,7 @@ __all__ = [
     "AuthenticationFailed",
     "CallAlreadyDecided",
     "CallState",
+    "Chart",
     "CodeContext",
     "Connector",
     "ContextTooLong",
@@ -98,6 +102,7 @@ __all__ = [
     "ThreadBusy",
     "ThreadInfo",
     "ThreadNotFound",
+    "ThreadWaiting",
     "Tool",
     "ToolCall",
     "ToolInputError",
@@ -111,13 +116,6 @@ __all__ = [
     "memory_store",
     "tool",
 ]
-
-
-def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
-    """``%load_ext loom_nb``: registers the ``%loom`` magics."""
-    from loom_nb.notebook import load_ipython_extension as load
-
-    load(ipython)
 
 
 _public.publish(__name__, [globals()[name] for name in __all__])

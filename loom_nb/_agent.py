@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loom_nb import _loop_thread
+from loom_nb._chart import Chart
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import (
     CallAlreadyDecided,
@@ -30,6 +31,7 @@ from loom_nb._errors import (
     StoreError,
     ThreadBusy,
     ThreadNotFound,
+    ThreadWaiting,
     UserError,
     way_on,
 )
@@ -52,9 +54,6 @@ from loom_nb._run import Run, RunDeps
 from loom_nb._store import Store, store_from_env
 from loom_nb._tools import Connector, Tool, ToolsArg, collect_tools, duplicate_tool_error
 from loom_nb.models import Model, ModelSettings, check_model_settings, resolve_model
-
-if TYPE_CHECKING:
-    from loom_nb.charts._chart import Chart
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -113,8 +112,6 @@ class RunResult:
     @property
     def charts(self) -> list[Chart]:
         """Charts drawn in this run, oldest first (``thread.charts`` has all)."""
-        from loom_nb.charts import Chart
-
         results = (r for m in self.new_messages for r in m.tool_results)
         return [Chart(r.chart) for r in results if r.chart is not None]
 
@@ -183,8 +180,9 @@ class Agent:
             thread.title = _title(prompt)
             self.store.save_thread(thread)
             thread_id = thread.id
-        else:
+        elif not self._keeps(thread_id):  # one it has not run: refused before taking a lease
             _refuse_waiting(self._load_for_run(thread_id, user_id))
+        # A thread it keeps (one check_thread just read) is checked once, under its lease.
         return await self._drive(thread_id, context, on_event, prompt=prompt)
 
     async def resume(
@@ -333,6 +331,12 @@ class Agent:
 
     # ---- threads ----------------------------------------------------------------------------
 
+    def check_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
+        """Raise what a new prompt on ``thread_id`` meets now: :class:`ThreadNotFound` if it is
+        not this user's, :class:`ThreadWaiting` while one of its calls waits. One cheap read
+        while the agent keeps the thread (a notebook cell checks before it shows a view)."""
+        _refuse_waiting(self._load_for_run(thread_id, self._user_id(context)))
+
     def thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> Thread:
         """Load a saved thread; :class:`ThreadNotFound` if it is not this user's."""
         return self._load(thread_id, self._user_id(context))
@@ -398,17 +402,17 @@ class Agent:
     def _load(self, thread_id: str, user_id: str | None) -> Thread:
         thread = self.store.load(thread_id, user_id=user_id)
         if thread is None or thread.agent != self.name:
-            raise ThreadNotFound(
-                f"no thread {thread_id!r} for agent {self.name!r}; "
-                "list saved threads with agent.threads()"
-            )
+            raise self._not_found(thread_id)
         return settle(thread)
 
-    def _checked(self, thread_id: str, context: Mapping[str, Any] | None) -> Thread:
-        """The thread as this agent's next run on it starts: for the notebook's checks before
-        a run (does it exist, does a call wait), at the cost of one small read while the
-        agent keeps it. Never handed to the user: the run goes on with it in place."""
-        return self._load_for_run(thread_id, self._user_id(context))
+    def _keeps(self, thread_id: str) -> bool:
+        return self._kept.store is self.store and thread_id in self._kept
+
+    def _not_found(self, thread_id: str) -> ThreadNotFound:
+        return ThreadNotFound(
+            f"no thread {thread_id!r} for agent {self.name!r}; "
+            "list saved threads with agent.threads()"
+        )
 
     def _load_for_run(self, thread_id: str, user_id: str | None) -> Thread:
         """:meth:`_load` for a run: the thread kept from this agent's last run on it while the
@@ -417,10 +421,7 @@ class Agent:
             self._kept = KeptThreads(self.store)
         thread = self._kept.load(thread_id, user_id)
         if thread is None or thread.agent != self.name:
-            raise ThreadNotFound(
-                f"no thread {thread_id!r} for agent {self.name!r}; "
-                "list saved threads with agent.threads()"
-            )
+            raise self._not_found(thread_id)
         return settle(thread)
 
     async def _drive(
@@ -434,10 +435,13 @@ class Agent:
         lease: ThreadLease | None = None,
     ) -> RunResult:
         if lease is None:
-            lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
+            try:
+                lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
+            except KeyError:  # the stores' word for a thread they never saved (or another user's)
+                raise self._not_found(thread_id) from None
         thread: Thread | None = None
         try:
-            # again, now that no other run can change it
+            # the one load of a run: no other run can change the thread now
             thread = self._load_for_run(thread_id, self._user_id(context))
             if prompt is not None:
                 _refuse_waiting(thread)
@@ -489,26 +493,33 @@ def _refuse_waiting(thread: Thread) -> None:
     """A new prompt waits until every call of the thread is settled."""
     _refuse_newer(thread)
     unknown = [p for p in thread.pending if p.state == "unknown"]
+    waiting = unknown + [p for p in thread.pending if p.state != "unknown"]
     if unknown:
         p = unknown[0]
-        raise UserError(
+        raise ThreadWaiting(
             f"thread {thread.id}: the outcome of {p.tool} (call {p.call_id}) is unknown: its "
             "kernel stopped while it ran, so the write may have happened. Check, then choose: "
-            f"agent.resume(thread_id, {{{p.call_id!r}: 'happened' | 'retry' | 'failed'}})"
+            f"agent.resume(thread_id, {{{p.call_id!r}: 'happened' | 'retry' | 'failed'}})",
+            thread_id=thread.id,
+            waiting=waiting,
         )
-    waiting = [p for p in thread.pending if p.state == "pending"]
-    if waiting:
-        raise UserError(
+    undecided = [p for p in thread.pending if p.state == "pending"]
+    if undecided:
+        raise ThreadWaiting(
             f"thread {thread.id} waits for approval of "
-            f"{', '.join(p.tool for p in waiting)}: approve or reject first with "
-            "agent.resume(thread_id, {call_id: True/False})"
+            f"{', '.join(p.tool for p in undecided)}: approve or reject first with "
+            "agent.resume(thread_id, {call_id: True/False})",
+            thread_id=thread.id,
+            waiting=waiting,
         )
     if thread.pending:  # decided, not run: the run that had them stopped first
         p = thread.pending[0]
-        raise UserError(
+        raise ThreadWaiting(
             f"thread {thread.id}: {p.tool} (call {p.call_id}) was {p.state}; "
             + way_on(p.call_id, p.state)
-            + ", then send the message"
+            + ", then send the message",
+            thread_id=thread.id,
+            waiting=waiting,
         )
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loom_nb._messages import PendingApproval
 
 
 class LoomError(Exception):
@@ -24,6 +28,17 @@ class ThreadNotFound(UserError, LookupError):
 class ThreadBusy(UserError):
     """Another run holds the thread: in another kernel, or another agent object here. One run
     per thread at a time keeps every tool call next to its result."""
+
+
+class ThreadWaiting(UserError):
+    """A new prompt went to a thread whose calls wait: for Approve / Reject, or, when their
+    kernel stopped while they ran, for the user's word on what happened. Nothing was sent."""
+
+    def __init__(self, message: str, *, thread_id: str, waiting: Sequence[PendingApproval]) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        #: The calls in the way, those whose outcome is unknown first.
+        self.waiting = tuple(waiting)
 
 
 class CallAlreadyDecided(UserError):

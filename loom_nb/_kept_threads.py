@@ -42,6 +42,10 @@ class KeptThreads:
             self._keep(thread, now)
         return thread
 
+    def __contains__(self, thread_id: str) -> bool:
+        """Whether ``thread_id`` is kept (its version is compared when it is loaded)."""
+        return thread_id in self._threads
+
     def keep(self, thread: Thread) -> None:
         """After a run: keep ``thread`` if the store holds exactly its messages (the run
         appended them; a message appended from elsewhere meanwhile shows in the count)."""

@@ -128,10 +128,10 @@ class ToolResult(_ToolResult):
         self.__dict__.pop("_raw", None)
         self.__dict__["_data"] = value
 
-    def _frame_head(self, rows: int) -> _codec.FrameHead | None:
+    def frame_head(self, rows: int) -> _codec.FrameHead | None:
         pending = self.__dict__.get("_raw")
         if pending is None:  # decoded already (or set)
-            return super()._frame_head(rows)
+            return super().frame_head(rows)
         raw: _RawData = pending[0]
         return raw.head(pending[1], rows)
 

@@ -13,12 +13,10 @@ import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, get_args, overload
+from typing import Any, Literal, get_args, overload
 
 from loom_nb import _codec
-
-if TYPE_CHECKING:
-    from loom_nb.charts._chart import Chart
+from loom_nb._chart import Chart
 
 #: Version of the JSON form written by :meth:`Thread.to_dict` and :meth:`Message.to_dict`.
 #: 2: a pending call carries its lifecycle ``state`` (and ``holder``) instead of ``decision``.
@@ -128,9 +126,9 @@ class ToolResult:
             return message + (f" {hint}" if isinstance(hint, str) and hint else "")
         return str(error)
 
-    def _frame_head(self, rows: int) -> _codec.FrameHead | None:
-        """The first ``rows`` rows of ``data`` when it is a DataFrame, else None (a result
-        read from a store overrides this so as not to decode the rest)."""
+    def frame_head(self, rows: int) -> _codec.FrameHead | None:
+        """The first ``rows`` rows of ``data`` when it is a DataFrame, else None. A result
+        read from a store decodes only those rows (a view shows a head, not the frame)."""
         return _codec.frame_head(self.data, rows)
 
 
@@ -478,8 +476,6 @@ class Thread:
     @property
     def charts(self) -> list[Chart]:
         """Every chart the agent drew in this thread, oldest first."""
-        from loom_nb.charts import Chart
-
         return [Chart(r.chart) for r in self.tool_results() if r.chart is not None]
 
     @property

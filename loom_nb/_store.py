@@ -31,6 +31,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from loom_nb import _compose
 from loom_nb._errors import CallAlreadyDecided
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 
@@ -386,7 +387,8 @@ _defaults_lock = threading.Lock()
 
 def store_from_env() -> Store:
     """The store named by ``LOOM_STORE``, else ``sqlite_store()`` (``.loom/loom.db`` beside the
-    notebook, which is the kernel's working folder).
+    notebook, which is the kernel's working folder). The composition root (``_compose``)
+    opens it: the core names no store of its own.
 
     ``LOOM_STORE`` is a SQLite file path, a ``sqlite:///relative/path`` or
     ``sqlite:////absolute/path`` URL, or a ``postgresql://`` URL (so a hub admin sets it once
@@ -399,14 +401,7 @@ def store_from_env() -> Store:
         found = _defaults.get(key)
         if found is not None and not getattr(found, "_closed", False):
             return found
-        if kind == "postgresql":
-            from loom_nb.postgres import postgres_store
-
-            store: Store = postgres_store(target)
-        else:
-            from loom_nb.sqlite import sqlite_store
-
-            store = sqlite_store(target)
+        store: Store = _compose.open_store(kind, target)
         _defaults[key] = store
         return store
 
@@ -415,9 +410,7 @@ def _parse_store_spec(spec: str) -> tuple[str, str]:
     from loom_nb._errors import UserError
 
     if not spec:
-        from loom_nb.sqlite import DEFAULT_PATH
-
-        return "sqlite", DEFAULT_PATH
+        return "sqlite", _compose.default_sqlite_path()
     scheme, sep, rest = spec.partition("://")
     if not sep:
         return "sqlite", os.path.expanduser(spec)

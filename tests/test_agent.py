@@ -20,6 +20,7 @@ from loom_nb import (
     StepLimitExceeded,
     TextDelta,
     ThreadNotFound,
+    ThreadWaiting,
     UserError,
     connector,
     define_agent,
@@ -175,6 +176,18 @@ def make_writer(log: list):
     return write_note
 
 
+def test_a_prompt_to_another_agents_thread_is_refused_before_it_is_touched():
+    store = memory_store()
+    mine = define_agent(name="a", model=ReplayModel(["Hello."]), store=store)
+    other = define_agent(name="b", model=ReplayModel(["Mine now."]), store=store)
+    tid = mine.run_sync("hello").thread_id
+    before = store.thread_version(tid)
+    with pytest.raises(ThreadNotFound, match=f"no thread '{tid}' for agent 'b'"):
+        other.run_sync("take it", thread_id=tid)
+    assert store.thread_version(tid) == before  # no lease taken, nothing recorded
+    assert [m.text for m in store.load(tid).messages] == ["hello", "Hello."]
+
+
 def test_a_call_needing_approval_stops_the_run_and_runs_nothing():
     log: list[str] = []
     model = ReplayModel([Reply("Writing.", [("write_note", {"text": "hello"})]), "Done."])
@@ -191,9 +204,22 @@ def test_a_call_needing_approval_stops_the_run_and_runs_nothing():
     )
     # the pending call lives in the saved thread
     assert store.load(result.thread_id).pending[0].call_id == pending.call_id
-    # nothing else can happen in the thread until it is decided
-    with pytest.raises(UserError, match="waits for approval of write_note"):
-        agent.run_sync("something else", thread_id=result.thread_id)
+    # nothing else can happen in the thread until it is decided: a typed error says which
+    for attempt in (
+        lambda: agent.run_sync("something else", thread_id=result.thread_id),
+        lambda: agent.check_thread(result.thread_id),
+    ):
+        with pytest.raises(ThreadWaiting, match="waits for approval of write_note") as waits:
+            attempt()
+        assert waits.value.thread_id == result.thread_id
+        assert [p.call_id for p in waits.value.waiting] == [pending.call_id]
+    assert [m.text for m in store.load(result.thread_id).messages if m.role == "user"] == [
+        "note hello"
+    ]
+    with pytest.raises(ThreadNotFound, match="no thread 'nope' for agent 'a'"):
+        agent.check_thread("nope")
+    with pytest.raises(ThreadNotFound, match="no thread 'nope' for agent 'a'"):
+        agent.run_sync("hello?", thread_id="nope")
 
     done = agent.resume_sync(result.thread_id, {pending.call_id: True})
     assert done.status == "complete" and done.output == "Done."
@@ -201,6 +227,16 @@ def test_a_call_needing_approval_stops_the_run_and_runs_nothing():
     [res] = done.thread.messages[-2].tool_results
     assert (res.content, res.approval) == ("written", "approved")
     assert done.thread.pending == []
+
+
+def test_a_kept_thread_deleted_elsewhere_is_not_found_by_the_next_prompt():
+    store = memory_store()
+    agent = define_agent(name="a", model=ReplayModel(["One.", "Two."]), store=store)
+    tid = agent.run_sync("one").thread_id  # kept by this agent object
+    define_agent(name="a", model=ReplayModel([]), store=store).delete_thread(tid)  # a re-run cell
+    with pytest.raises(ThreadNotFound, match=f"no thread '{tid}' for agent 'a'"):
+        agent.run_sync("two", thread_id=tid)  # refused by the lease: the store has no such thread
+    assert store.load(tid) is None and store.list() == []
 
 
 def test_a_rejected_call_reaches_the_model_as_an_error_and_nothing_runs():

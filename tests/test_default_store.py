@@ -12,7 +12,7 @@ import pytest
 
 from loom_nb import ReplayModel, Reply, UserError, define_agent, memory_store
 from loom_nb._store import describe, store_from_env
-from loom_nb.sqlite import SQLiteStore
+from loom_nb.sqlite import SQLiteStore, sqlite_store
 
 
 def test_the_test_suite_gives_every_test_its_own_default_store(tmp_path: Path):
@@ -97,9 +97,12 @@ else:
 
 
 def test_every_store_says_where_it_keeps_threads(tmp_path: Path):
-    assert describe(memory_store()).startswith("memory")
+    # the line %loom threads prints above the threads: where they are, and what that means
+    assert describe(memory_store()) == "memory (lost when the kernel stops)"
+    with sqlite_store(tmp_path / "team.db") as store:
+        assert describe(store) == f"SQLite file {tmp_path / 'team.db'}"
 
-    class Bare:
+    class Bare:  # a store of the user's own without describe(): named by its class
         pass
 
     assert describe(Bare()) == "Bare"  # type: ignore[arg-type]

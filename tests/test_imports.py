@@ -1,24 +1,33 @@
-"""How loom_nb's modules import each other: no cycles, and ``import loom_nb`` stays light.
+"""How loom_nb's modules import each other: layers that point one way, no cycle, and
+``import loom_nb`` stays light.
 
-The graph is read from the source with ``ast``, so it holds the imports a type checker follows
-(``if TYPE_CHECKING:``) as well as the ones that run. Imports inside functions are left out on
-purpose: a lazy import is how the core reaches an optional layer only when asked (``%load_ext``
-imports the notebook layer, ``resolve_model`` an adapter), and a package's public face may hand
-out a module that imports the package's contract back. What runs when a module is imported,
-and what mypy reads, must point one way.
+The graph is read from the source with ``ast`` and holds every import: at module level, under
+``if TYPE_CHECKING:`` (what mypy follows), and inside function bodies (a lazy import is still a
+dependency). Importing ``a.b.c`` also runs ``a.b``'s ``__init__`` when the importer is not
+inside ``a.b``, so that edge is in the graph too.
+
+One module may point up: the composition root, ``loom_nb._compose``. It opens the default
+store, the model adapter a string names, a chart's drawing and the notebook layer for
+``%load_ext``, each inside a function, so importing it imports none of them. Those edges, named
+in ``COMPOSITION_ROOT``, are the only ones left out of the checks below.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import loom_nb
 
-#: What ``import loom_nb`` must not import (DESIGN.md, "Layers").
+PACKAGE = Path(loom_nb.__file__).parent
+
+#: What ``import loom_nb`` must not import (docs/design.md, "Layers").
 HEAVY = [
     "pandas",
     "numpy",
@@ -32,21 +41,68 @@ HEAVY = [
     "mcp",
 ]
 
+#: The composition root and the integrations it may import, each inside a function body.
+COMPOSITION_ROOT = (
+    "loom_nb._compose",
+    {
+        "loom_nb.sqlite",  # the default store (LOOM_STORE, else .loom/loom.db)
+        "loom_nb.postgres",  # LOOM_STORE=postgresql://...
+        "loom_nb.models.openai",  # "openai:..." and "ollama:..."
+        "loom_nb.models.anthropic",  # "anthropic:..."
+        "loom_nb.models",  # the adapters' package: already imported, it is the one asking
+        "loom_nb.charts",  # a saved chart's drawing
+        "loom_nb.charts._chart",
+        "loom_nb.notebook",  # %load_ext loom_nb
+    },
+)
+
+#: The layers, lowest first. A module imports its own layer and the ones below, never above.
+LAYERS = ["core", "shared", "integrations", "face", "notebook"]
+
+
+def layer(module: str) -> str:
+    """The layer of one of loom_nb's modules."""
+    parts = module.split(".")
+    if module == "loom_nb":
+        return "face"  # the public names: the core's, and the test models
+    if len(parts) == 2 and parts[1].startswith("_") and parts[1] != "_tables":
+        return "core"  # loom_nb/_*.py
+    if module == "loom_nb.models":
+        return "core"  # the model contract; its adapters are integrations
+    if parts[1] == "_tables":
+        return "shared"  # what the table connectors share
+    if parts[1] == "notebook":
+        return "notebook"
+    return "integrations"  # sqlite, postgres, supabase, frames, charts, the model adapters
+
 
 def import_graph(package: Path) -> dict[str, set[str]]:
-    """Each module of ``package`` -> the modules of ``package`` it imports at import time."""
+    """Each module of ``package`` -> the modules of ``package`` it imports, anywhere in it."""
     paths = {_module_name(p, package): p for p in sorted(package.rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
-        is_package = path.name == "__init__.py"
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        needed = {
+        graph[name] = {
             target
-            for node in _import_time_imports(tree)
-            for target in _targets(node, name, is_package, paths)
-        }
-        graph[name] = needed - {name}
+            for node, _lazy in imports(tree)
+            for target in _targets(node, name, path.name == "__init__.py", paths)
+        } - {name}
     return graph
+
+
+def imports(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement, with whether it sits inside a function body (runs only when
+    the function is called)."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while todo:
+        node, lazy = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            inside = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.append((child, lazy))
+            todo.append((child, inside))
+    return found
 
 
 def _module_name(path: Path, package: Path) -> str:
@@ -54,28 +110,20 @@ def _module_name(path: Path, package: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _import_time_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """Imports at module level, in class bodies and under ``if``/``try`` (``TYPE_CHECKING``,
-    optional extras), but not inside function bodies."""
-    found: list[ast.Import | ast.ImportFrom] = []
-    todo: list[ast.AST] = [tree]
-    while todo:
-        for child in ast.iter_child_nodes(todo.pop()):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                continue
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
-                found.append(child)
-            todo.append(child)
-    return found
+def _packages(module: str) -> list[str]:
+    """``a.b.c`` -> ``["a.b", "a"]``: the packages whose ``__init__`` runs first."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
 
 
 def _targets(
     node: ast.Import | ast.ImportFrom, name: str, is_package: bool, modules: dict[str, Path]
 ) -> set[str]:
-    """The package's modules one import needs: ``from loom_nb import _codec`` needs the module
-    ``loom_nb._codec``; ``from loom_nb import Agent`` needs ``loom_nb`` itself."""
+    """The package's modules one import runs: ``from loom_nb.charts import _draw`` runs
+    ``loom_nb.charts._draw`` and, from outside ``loom_nb.charts``, ``loom_nb.charts`` itself;
+    ``from loom_nb import Agent`` needs ``loom_nb`` (its ``__init__`` done), even from inside."""
     if isinstance(node, ast.Import):
-        targets = {alias.name for alias in node.names}
+        named = {alias.name for alias in node.names}
     else:
         base = node.module or ""
         if node.level:  # from . import x, from ..y import z
@@ -83,11 +131,13 @@ def _targets(
             for _ in range(node.level - 1):
                 here = here.rpartition(".")[0]
             base = f"{here}.{base}" if base else here
-        targets = {
+        named = {
             f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
             for alias in node.names
         }
-    return targets & modules.keys()
+    running = set(_packages(name))  # their __init__ already runs when ``name`` does
+    parents = {p for target in named for p in _packages(target) if p not in running}
+    return ((named | parents) - {name}) & modules.keys()
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -116,12 +166,104 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-LOOM_NB = import_graph(Path(loom_nb.__file__).parent)
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that points to a higher layer, as ``"a -> b (core -> charts)"``."""
+    return [
+        f"{a} -> {b} ({layer(a)} -> {layer(b)})"
+        for a in sorted(graph)
+        for b in sorted(graph[a])
+        if LAYERS.index(layer(b)) > LAYERS.index(layer(a))
+    ]
 
 
-def test_loom_nb_modules_import_each_other_without_a_cycle():
-    cycle = find_cycle(LOOM_NB)
-    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+def problems(package: Path) -> list[str]:
+    """What is wrong with ``package``'s imports: the composition root importing a module of
+    the package when it is imported, a cycle, an import that points up. The root's named
+    edges are left out of the last two: they run only when its functions are called."""
+    root, allowed = COMPOSITION_ROOT
+    graph = import_graph(package)
+    path = package / (root.rpartition(".")[2] + ".py")
+    modules = {m: path for m in graph}
+    found = [
+        f"{root} imports {target} when imported"
+        for node, lazy in imports(ast.parse(path.read_text(encoding="utf-8")))
+        if not lazy
+        for target in sorted(_targets(node, root, False, modules))
+    ]
+    graph[root] -= allowed
+    cycle = find_cycle(graph)
+    return found + (["import cycle: " + " -> ".join(cycle)] if cycle else []) + upward(graph)
+
+
+LOOM_NB = import_graph(PACKAGE)
+
+
+def test_loom_nb_imports_point_down_without_a_cycle():
+    assert problems(PACKAGE) == []
+
+
+def test_the_composition_root_uses_each_edge_it_is_allowed_and_no_other():
+    root, allowed = COMPOSITION_ROOT
+    assert LOOM_NB[root] == allowed
+
+
+def test_no_module_imports_by_a_computed_name():
+    # importlib.import_module("loom_nb.x") would be an import this reader cannot see.
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "import_module":
+                pytest.fail(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports by name")
+            if isinstance(node, ast.Name) and node.id == "__import__":
+                pytest.fail(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} uses __import__")
+
+
+def private_names_of_the_core(package: Path) -> set[str]:
+    """The underscore names the core defines: its functions, methods and attributes."""
+    core = [p for p in package.glob("_*.py")] + [package / "models" / "__init__.py"]
+    names: set[str] = set()
+    for path in core:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)  # self._kept = ...
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def private_uses(package: Path, layer_folder: str) -> list[str]:
+    """Where ``layer_folder``'s modules use a private name of the core: an attribute
+    (``agent._checked``) or an imported name (``from loom_nb._agent import _refuse_waiting``)."""
+    private = private_names_of_the_core(package)
+    found = []
+    for path in sorted((package / layer_folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    found.append(f"{path.name}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.ImportFrom):
+                found += [
+                    f"{path.name}:{node.lineno} {alias.name}"
+                    for alias in node.names
+                    if alias.name in private
+                ]
+    return found
+
+
+def test_the_notebook_layer_uses_only_public_names_of_the_core():
+    assert private_uses(PACKAGE, "notebook") == []
+
+
+def test_a_deliberate_private_call_from_the_notebook_fails_the_check(copy_of_loom_nb: Path):
+    add_line(
+        copy_of_loom_nb / "notebook" / "commands" / "cell.py",
+        "def peek(agent):\n    return agent._load_for_run('t', None), result._snapshot",
+    )
+    add_line(
+        copy_of_loom_nb / "notebook" / "history.py",
+        "from loom_nb._agent import _refuse_waiting",
+    )
+    found = sorted(use.split(" ")[1] for use in private_uses(copy_of_loom_nb, "notebook"))
+    assert found == ["._load_for_run", "._snapshot", "_refuse_waiting"]
 
 
 def test_the_agent_loop_and_its_events_never_import_the_agent():
@@ -130,28 +272,103 @@ def test_the_agent_loop_and_its_events_never_import_the_agent():
     assert "loom_nb._agent" not in LOOM_NB["loom_nb._run"] | LOOM_NB["loom_nb._events"]
 
 
-def test_the_reader_counts_type_checking_and_relative_imports_not_lazy_ones(tmp_path):
-    # The cycle check is only as good as this reader: prove it on a made-up package.
+def test_the_reader_follows_type_checking_function_bodies_relatives_and_parents(tmp_path):
+    # The checks are only as good as this reader: prove it on a made-up package.
     pkg = tmp_path / "pkg"
-    pkg.mkdir()
+    (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("VALUE = 1\n")
     (pkg / "a.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n"
     )
     (pkg / "b.py").write_text("from . import a\n\ndef later():\n    from pkg import c\n")
-    (pkg / "c.py").write_text("import pkg.b\nfrom pkg import VALUE\n")
+    (pkg / "c.py").write_text("import pkg.b\nfrom pkg import VALUE\nfrom pkg.sub import d\n")
+    (pkg / "sub" / "__init__.py").write_text("from pkg import a\n")
+    (pkg / "sub" / "d.py").write_text("from . import e\nfrom pkg.sub import e as again\n")
+    (pkg / "sub" / "e.py").write_text("")
     graph = import_graph(pkg)
     assert graph == {
         "pkg": set(),
         "pkg.a": {"pkg.b"},
-        "pkg.b": {"pkg.a"},
-        "pkg.c": {"pkg", "pkg.b"},
+        "pkg.b": {"pkg.a", "pkg.c"},
+        "pkg.c": {"pkg", "pkg.b", "pkg.sub", "pkg.sub.d"},  # pkg.sub's __init__ runs first
+        "pkg.sub": {"pkg.a"},
+        "pkg.sub.d": {"pkg.sub.e"},  # inside pkg.sub: its __init__ already ran
+        "pkg.sub.e": set(),
     }
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
 
 
-def test_import_loom_nb_imports_no_heavy_package_nor_the_notebook_layer():
-    unwanted = [*HEAVY, "loom_nb.notebook"]
+@pytest.fixture
+def copy_of_loom_nb(tmp_path: Path) -> Path:
+    copy = tmp_path / "loom_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def add_line(module: Path, line: str) -> None:
+    module.write_text(module.read_text(encoding="utf-8") + f"\n\n{line}\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "module, line, found",
+    [
+        # the import the issue found: the core building charts' Chart, lazily
+        (
+            "_messages.py",
+            "def chart():\n    from loom_nb.charts import chart_tools",
+            "loom_nb._messages -> loom_nb.charts (core -> integrations)",
+        ),
+        (
+            "_store.py",
+            "import typing\nif typing.TYPE_CHECKING:\n    from loom_nb.sqlite import SQLiteStore",
+            "loom_nb._store -> loom_nb.sqlite (core -> integrations)",
+        ),
+        (
+            "sqlite/_given.py",
+            "def view():\n    from loom_nb.notebook import widgets",
+            "loom_nb.sqlite._given -> loom_nb.notebook (integrations -> notebook)",
+        ),
+        # through a parent package: loom_nb.charts' __init__ runs, which imports _messages
+        (
+            "_codec.py",
+            "from loom_nb.charts._plot import KINDS",
+            "loom_nb._codec -> loom_nb.charts (core -> integrations)",
+        ),
+    ],
+)
+def test_a_deliberate_upward_import_fails_the_check(
+    copy_of_loom_nb: Path, module: str, line: str, found: str
+):
+    assert problems(copy_of_loom_nb) == []  # the copy passes as the package does
+    add_line(copy_of_loom_nb / module, line)
+    assert found in problems(copy_of_loom_nb)
+
+
+def test_a_deliberate_cycle_inside_a_layer_fails_the_check(copy_of_loom_nb: Path):
+    add_line(copy_of_loom_nb / "_errors.py", "def later():\n    from loom_nb import _loop_thread")
+    found = problems(copy_of_loom_nb)
+    assert found[0] in (
+        "import cycle: loom_nb._errors -> loom_nb._loop_thread -> loom_nb._errors",
+        "import cycle: loom_nb._loop_thread -> loom_nb._errors -> loom_nb._loop_thread",
+    )
+
+
+def test_the_composition_root_importing_an_integration_when_imported_fails_the_check(
+    copy_of_loom_nb: Path,
+):
+    add_line(copy_of_loom_nb / "_compose.py", "from loom_nb.sqlite import DEFAULT_PATH")
+    assert problems(copy_of_loom_nb)[0] == "loom_nb._compose imports loom_nb.sqlite when imported"
+
+
+def test_import_loom_nb_imports_no_heavy_package_nor_an_integration():
+    unwanted = [
+        *HEAVY,
+        "loom_nb.notebook",
+        "loom_nb.sqlite",
+        "loom_nb.postgres",
+        "loom_nb.charts",
+        "loom_nb.models.openai",
+    ]
     code = (
         f"import sys, json, loom_nb; print(json.dumps([m for m in {unwanted} if m in sys.modules]))"
     )

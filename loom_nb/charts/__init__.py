@@ -30,10 +30,11 @@ The tool ``chart(result, kind, x, y?, color?, title?)``:
   or points, the y range), never the image. Category and colour series names are values of
   the result: they follow in a data block no value can close, as a select's rows do.
 
-``result.charts`` and ``thread.charts`` give :class:`Chart` objects: ``.figure()`` (a new
-matplotlib ``Figure``), ``.png()`` (bytes), ``.data`` (the rows plotted); displaying one in a
-notebook makes an ``image/png`` output, which every frontend, GitHub, nbviewer and an
-untrusted notebook show without JavaScript or network. The thread view shows each chart as a
+``result.charts`` and ``thread.charts`` give :class:`Chart` objects (``loom_nb.Chart``, also
+importable from here): ``.figure()`` (a new matplotlib ``Figure``), ``.png()`` (bytes),
+``.data`` (the rows plotted); displaying one in a notebook makes an ``image/png`` output,
+which every frontend, GitHub, nbviewer and an untrusted notebook show without JavaScript or
+network. The thread view shows each chart as a
 PNG embedded in its HTML (a data URI), the text view as ``[chart: ...]``.
 
 Drawing uses matplotlib (``pip install 'loom-nb[charts]'``) with a ``Figure`` of its own and
@@ -46,10 +47,10 @@ function the export defines in its first cell (with pyplot there: it is the user
 """
 
 from loom_nb import _public
-from loom_nb.charts._chart import Chart
+from loom_nb._chart import Chart
 from loom_nb.charts._plot import KINDS
 from loom_nb.charts._tool import chart_tools
 
 __all__ = ["KINDS", "Chart", "chart_tools"]
 
-_public.publish(__name__, [Chart, chart_tools])
+_public.publish(__name__, [chart_tools])  # Chart is loom_nb.Chart, a value of the core

@@ -1,13 +1,12 @@
 """The model contract: one async stream of events per model turn.
 
 Adapters live in their own modules and import their SDK only there; :func:`resolve_model`
-imports one only when a model string asks for it.
+has the composition root (``loom_nb._compose``) import one only when a model string asks for it.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -15,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, get_type_hints
 
+from loom_nb import _compose
 from loom_nb._errors import UserError
 from loom_nb._messages import Message, ToolCall, Usage
 
@@ -134,13 +134,7 @@ class Model(ABC):
         """
 
 
-# provider prefix -> (module, factory) ; imported only when a model string names it
-_PROVIDERS = {
-    "openai": ("loom_nb.models.openai", "OpenAIModel"),
-    "ollama": ("loom_nb.models.openai", "ollama"),
-    "anthropic": ("loom_nb.models.anthropic", "AnthropicModel"),
-}
-
+_PROVIDERS = _compose.MODEL_PROVIDERS
 
 _EXAMPLES = {
     "openai": "openai:gpt-4.1-mini",
@@ -171,8 +165,7 @@ def resolve_model(model: Model | str) -> Model:
             "(any OpenAI-compatible server works as 'openai:<model>' with base_url), "
             "or pass a Model object"
         )
-    module, factory = _PROVIDERS[provider]
-    result: Model = getattr(importlib.import_module(module), factory)(name)
+    result: Model = _compose.model_adapter(provider, name)
     return result
 
 

@@ -50,7 +50,7 @@ def history_html(
         else:
             for result in message.tool_results:
                 # a saved frame: only the rows shown are decoded
-                head = result._frame_head(rows)
+                head = result.frame_head(rows)
                 if head is not None:
                     parts.append(_block(head_html(head, result.name), "loom-frame"))
                 elif result.chart is not None:

@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 
 from loom_nb import _loop_thread
 from loom_nb._agent import Agent, RunResult
-from loom_nb._errors import RunError, ThreadNotFound, UserError
+from loom_nb._errors import RunError, ThreadNotFound, ThreadWaiting, UserError
 from loom_nb._messages import Thread
 from loom_nb._store import MemoryStore
 from loom_nb.notebook._view import View
@@ -162,21 +162,26 @@ class Session:
         if tid is None:
             return None
         try:
-            agent._checked(tid, self.context())
+            agent.check_thread(tid, context=self.context())
         except ThreadNotFound:
-            self.current[agent.name] = None
-            why = (
-                "the agent was defined again and its memory store starts empty; keep threads "
-                "with store=sqlite_store()"
-                if isinstance(agent.store, MemoryStore)
-                else "it was deleted, or the agent now uses another store"
-            )
-            print(
-                f"ℹ {agent.name}'s thread {tid} is no longer in its store ({why}): "
-                "starting a new thread."
-            )
+            self.lost_thread(agent, tid)
             return None
+        except ThreadWaiting:
+            pass  # it is there; its cards show what waits
         return tid
+
+    def lost_thread(self, agent: Agent, tid: str) -> None:
+        """The agent's current thread ``tid`` is gone from its store: a one-line note says
+        why, and the next run starts a new thread."""
+        self.current[agent.name] = None
+        why = (
+            "the agent was defined again and its memory store starts empty; keep threads "
+            "with store=sqlite_store()"
+            if isinstance(agent.store, MemoryStore)
+            else "it was deleted, or the agent now uses another store"
+        )
+        gone = f"ℹ {agent.name}'s thread {tid} is no longer in its store"
+        print(f"{gone} ({why}): starting a new thread.")
 
     def variable(self, agent: Agent) -> str:
         """The variable that holds ``agent`` (its name when none does), for hints."""

@@ -33,7 +33,7 @@ from loom_nb.charts import chart_tools
 from loom_nb.frames import frame_tools
 from loom_nb.sqlite import sqlite_store
 from tests.export._threads import agent_for, frames_by_variable, run_thread, script
-from tests.frames._orders import orders_frame
+from tests.frames._orders import open_orders_over, orders_frame
 
 
 def run_cells(notebook: Any, namespace: dict[str, Any]) -> dict[str, Any]:
@@ -59,14 +59,7 @@ def test_an_exported_thread_recomputes_every_frame_of_the_thread(tmp_path: Path,
 
 def test_the_notebook_reads_like_the_conversation(tmp_path: Path) -> None:
     orders = orders_frame()
-    select = {
-        "table": "orders",
-        "filters": [
-            {"column": "status", "op": "eq", "value": "open"},
-            {"column": "total", "op": "gt", "value": 5},
-        ],
-        "order": [{"column": "total", "desc": True}],
-    }
+    select = open_orders_over(5)
     update = {
         "table": "orders",
         "values": {"status": "x"},

@@ -50,6 +50,20 @@ def orders_frame() -> pd.DataFrame:
     )
 
 
+def open_orders_over(total: float, **more: Any) -> dict[str, Any]:
+    """``frames_select``'s arguments for the open orders above ``total``, the largest first:
+    the call the views, the words and the export are shown with."""
+    return {
+        "table": "orders",
+        "filters": [
+            {"column": "status", "op": "eq", "value": "open"},
+            {"column": "total", "op": "gt", "value": total},
+        ],
+        "order": [{"column": "total", "desc": True}],
+        **more,
+    }
+
+
 async def call(conn: Connector, tool: str, args: dict[str, Any]) -> ToolOutput:
     return await conn.tools[tool].call(args, CTX)
 

@@ -17,7 +17,7 @@ from loom_nb._tables.grammar import BUCKETS, OPERATORS
 from loom_nb._tools import Connector, ToolInputError, to_output
 from loom_nb.frames import frame_tools
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
-from tests.frames._orders import orders_frame
+from tests.frames._orders import open_orders_over, orders_frame
 from tests.frames.test_buckets import AGGREGATES, TIMEZONES, rows
 from tests.frames.test_buckets import frame as events_frame
 
@@ -300,15 +300,7 @@ def test_the_code_reads_like_pandas_a_person_writes(args: dict[str, Any], expect
 
 
 def test_a_call_reads_as_the_query_in_words() -> None:
-    args = {
-        "table": "orders",
-        "filters": [
-            {"column": "status", "op": "eq", "value": "open"},
-            {"column": "total", "op": "gt", "value": 100},
-        ],
-        "order": [{"column": "total", "desc": True}],
-        "limit": 50,
-    }
+    args = open_orders_over(100, limit=50)
     conn = frame_tools({"orders": orders_frame()})
     call = ToolCall("c1", "frames_select", args)
     assert call_words(call, conn.tools["frames_select"]) == (

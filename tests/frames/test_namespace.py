@@ -83,7 +83,11 @@ def test_namespace_frames_are_read_only_and_configured_tables_win() -> None:
     )
     result = define_agent(name="a", model=model, connectors=[tools]).run_sync("edit")
     refused, selected = list(result.thread.tool_results())
-    assert refused.is_error and result.status == "complete"  # refused at once, never approved
+    # the model is told which table it may write; no card asks the user to approve
+    assert refused.error == (
+        "Invalid arguments for 'frames_update': table: 'customers' is not one of ['orders']"
+    )
+    assert result.status == "complete" and result.thread.pending == []
     assert ns["customers"]["name"].tolist() == ["Ada", "Bob"]
     assert_frame_equal(selected.data, mine)  # the configured frame, not the variable
 

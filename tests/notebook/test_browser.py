@@ -17,6 +17,7 @@ from tests.notebook.browser.page import (
     cell,
     cell_output_text,
     command,
+    expect_text,
     insert_cell,
     open_notebook,
     restart_kernel,
@@ -30,6 +31,7 @@ from tests.notebook.browser.page import (
     watch_stream,
     write_notebook,
 )
+from tests.notebook.browser.steps import LAB, Ask, approve_the_write, run_to_the_card
 
 # The harness's fixtures: one JupyterLab for this module, a fresh chromium page per test.
 lab = fixtures.lab
@@ -146,60 +148,29 @@ print("Hopper written:", (ORDERS.customer == "Hopper").any())
 """
 
 
+ORDERS_ASK = Ask(
+    cells=_cells(SETUP, ASK, KERNEL_CHECK),
+    question="Which orders are still open?",
+    answer="Two orders are still open: 101 for Ada and 102 for Grace.",
+    later="Hopper",
+    rows=["Ada", "Grace"],
+    left_out="Linus",
+    card=["add_order", "Hopper", "42.5"],
+    unwritten="Hopper written: False",
+    written=["Hopper written: True", "rows in open_df: 2"],
+    done="Done: order 104 for Hopper is saved",
+)
+
+
 def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     """A person runs a notebook: sees the streamed answer and the table, approves the write,
     sees its outcome; the kernel holds the data; after a restart the thread comes back whole."""
-    cells = _cells(SETUP, ASK, KERNEL_CHECK)
-    write_notebook(lab.root / "agent.ipynb", cells)
-    open_notebook(page, lab, "agent.ipynb")
-    watch_stream(page)
-    run_all(page, len(cells))
-
-    asked = cell(page, 1)
-    thread = asked.locator(".loom-thread")
-    expect_text(thread.locator(".loom-user"), "Which orders are still open?")
-    answer = "Two orders are still open: 101 for Ada and 102 for Grace."
-    expect_text(thread.locator(".loom-assistant").nth(1), answer)
-    # Streamed: the answer was seen growing word by word before it was whole.
-    seen = streamed_texts(page)
-    partial = [t for t in seen if "Two orders" in t and "Hopper" not in t]
-    assert partial, f"the answer never showed partially while streaming: {seen[:10]}"
-
-    # The DataFrame the tool returned, as a table with its two rows.
-    table = thread.locator(".loom-frame table")
-    table.wait_for(timeout=MEDIUM)
-    body_rows = table.locator("tbody tr")
-    assert body_rows.count() == 2
-    assert "Ada" in body_rows.nth(0).inner_text()
-    assert "Grace" in body_rows.nth(1).inner_text()
-    assert "Linus" not in table.inner_text()
+    cells, answer = ORDERS_ASK.cells, ORDERS_ASK.answer
+    thread = run_to_the_card(page, lab, LAB, ORDERS_ASK, "agent.ipynb")
     assert "open_orders" in thread.locator(".loom-tool-call").first.inner_text()
-
-    # The approval card shows exactly what will be written, and waits.
-    card = thread.locator(".loom-approval")
-    assert card.count() == 1
-    assert "add_order" in card.inner_text()
-    assert "Hopper" in card.inner_text() and "42.5" in card.inner_text()
-    assert "Hopper written: False" in cell_output_text(page, 2)
-    screenshot(page, "browser-agent-awaiting-approval", asked)
-
-    card.locator(".loom-approve button, button.loom-approve").first.click()
-    expect_text(card.locator(".loom-decision"), "Approved")
-    expect_text(card.locator(".loom-decision"), "done")
-    expect_text(thread.locator(".loom-assistant").last, "Done: order 104 for Hopper is saved")
-    assert card.locator("button.loom-approve").is_disabled()
-    assert card.locator("button.loom-reject").is_disabled()
     thread_id = thread.locator(".loom-thread-id").inner_text().strip()
     assert thread_id
-    screenshot(page, "browser-agent-approved", asked)
-
-    # The kernel side: the write happened, and -o bound the fetched frame.
-    first = wait_cell_done(page, 2)
-    run_cell(page, 2)
-    wait_cell_done(page, 2, after=first)
-    out = cell_output_text(page, 2)
-    assert "Hopper written: True" in out
-    assert "rows in open_df: 2" in out
+    approve_the_write(page, LAB, ORDERS_ASK, thread)
 
     # Restart: nothing in memory; the thread comes back from SQLite, whole.
     resumed = restart_and_resume(page, len(cells), thread_id)
@@ -341,8 +312,13 @@ def test_chat_widget_is_shown_once(lab: LabServer, page: Any) -> None:
     write_notebook(lab.root / "chat-once.ipynb", cells)
     open_notebook(page, lab, "chat-once.ipynb")
     run_all(page, len(cells))
-    cell(page, 1).locator(".loom-chat").first.wait_for(timeout=MEDIUM)
-    assert cell(page, 1).locator(".loom-chat").count() == 1
+    shown = cell(page, 1)
+    shown.locator(".loom-chat").first.wait_for(timeout=MEDIUM)
+    wait_kernel_idle(page)  # a mirrored copy would come with the cell's result, after it
+    # What a person sees: one box to type in and one Send button, and no Out[...] below them
+    assert shown.locator(".loom-chat-input textarea:visible").count() == 1
+    assert shown.locator("button.loom-send:visible").count() == 1
+    assert shown.locator(".jp-OutputArea-executeResult").count() == 0
 
 
 LONG_THREAD = """
@@ -559,13 +535,6 @@ def restart_and_resume(page: Any, n_cells: int, thread_id: str) -> Any:
     run_cell(page, n_cells)
     wait_cell_done(page, n_cells)
     return cell(page, n_cells).locator(".loom-thread")
-
-
-def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
-    """Wait until ``locator`` is visible and contains ``text`` (what a person would read)."""
-    from playwright.sync_api import expect
-
-    expect(locator).to_contain_text(text, timeout=timeout)
 
 
 CHART_SETUP = """

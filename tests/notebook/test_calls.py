@@ -11,17 +11,11 @@ from loom_nb import Message, MessageAdded, ToolCall, ToolResult
 from loom_nb.frames import frame_tools
 from loom_nb.notebook.text import TextView
 from loom_nb.notebook.widgets import ThreadView
+from tests.frames._orders import open_orders_over
 
 ORDERS = pd.DataFrame({"id": [1, 2], "status": ["open", "paid"], "total": [150.0, 20.0]})
 TOOLS = frame_tools({"orders": ORDERS}).tools
-ARGS = {
-    "table": "orders",
-    "filters": [
-        {"column": "status", "op": "eq", "value": "open"},
-        {"column": "total", "op": "gt", "value": 100},
-    ],
-    "order": [{"column": "total", "desc": True}],
-}
+ARGS = open_orders_over(100)
 WORDS = "frames_select · orders · status = 'open' AND total > 100 · order by total desc · 50 rows"
 CALL = Message("assistant", [ToolCall("c1", "frames_select", ARGS), ToolCall("c2", "ping", {})])
 RESULT = Message(

@@ -12,6 +12,7 @@ from loom_nb.frames import frame_tools
 from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import PAGE_STYLE
 from loom_nb.notebook.history import history_html
+from tests.frames._orders import open_orders_over
 
 
 def thread_messages() -> list[Message]:
@@ -82,14 +83,7 @@ def test_tables_show_rows_rows_the_pandas_way_and_say_how_many_more():
 def test_a_call_folds_to_its_query_in_words_and_unfolds_to_its_code_first():
     orders = pd.DataFrame({"id": [1, 2], "status": ["open", "paid"], "total": [150.0, 20.0]})
     tools = frame_tools({"orders": orders}).tools
-    args = {
-        "table": "orders",
-        "filters": [
-            {"column": "status", "op": "eq", "value": "open"},
-            {"column": "total", "op": "gt", "value": 100},
-        ],
-        "order": [{"column": "total", "desc": True}],
-    }
+    args = open_orders_over(100)
     messages = [
         Message("assistant", [ToolCall("c1", "frames_select", args)]),
         Message("tool", [ToolResult("c1", "frames_select", "MODEL SAW THIS", orders.head(1))]),

@@ -16,19 +16,15 @@ import pytest
 from tests.notebook.browser import fixtures
 from tests.notebook.browser.lab import LabServer
 from tests.notebook.browser.page import (
-    MEDIUM,
     cell,
-    cell_output_text,
+    expect_text,
     open_notebook,
     run_all_from_menu,
-    run_cell,
     screenshot,
-    streamed_texts,
-    wait_cell_done,
     wait_kernel_idle,
-    watch_stream,
     write_notebook,
 )
+from tests.notebook.browser.steps import NOTEBOOK7, Ask, approve_the_write, run_to_the_card
 
 notebook7 = fixtures.notebook7
 chromium = fixtures.chromium
@@ -88,63 +84,32 @@ print("bolts in stock:", int(STOCK.loc[STOCK.sku == "A-1", "qty"].iloc[0]))
 """
 
 
+STOCK_ASK = Ask(
+    cells=[textwrap.dedent(s).strip() for s in (SETUP, ASK, KERNEL_CHECK)],
+    question="Which items are low on stock?",
+    answer="Two items are low: bolts with 4 and washers with 7.",
+    later="bolts now",
+    rows=["bolts", "washers"],
+    left_out="nuts",
+    card=["reorder", "A-1", "100"],
+    unwritten="bolts in stock: 4",
+    written=["bolts in stock: 104", "rows in low_df: 2"],
+    done="Done: 100 bolts are on order",
+)
+
+
 def test_agent_run_and_approve_in_notebook7(notebook7: LabServer, notebook7_page: Any) -> None:
     """A person opens the notebook in Notebook 7 and picks Run > Run All Cells: the answer
     streams in, the fetched DataFrame is a table, the write waits on an approval card;
     Approve runs it, the card shows the outcome, the run finishes, and the kernel has the
-    written data."""
+    written data. The steps are JupyterLab's (``browser/steps.py``), from another menu."""
     page = notebook7_page
-    cells = [textwrap.dedent(s).strip() for s in (SETUP, ASK, KERNEL_CHECK)]
-    write_notebook(notebook7.root / "stock.ipynb", cells)
-    open_notebook(page, notebook7, "stock.ipynb")
+    thread = run_to_the_card(page, notebook7, NOTEBOOK7, STOCK_ASK, "stock.ipynb")
     # Really Notebook 7's single-document page, not JupyterLab.
     assert "/notebooks/stock.ipynb" in page.url
     assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
-    watch_stream(page)
-    run_all_from_menu(page, len(cells))
-
-    thread = cell(page, 1).locator(".loom-thread")
-    expect_text(thread.locator(".loom-user"), "Which items are low on stock?")
-    answer = "Two items are low: bolts with 4 and washers with 7."
-    expect_text(thread.locator(".loom-assistant").nth(1), answer)
-    seen = streamed_texts(page)
-    partial = [t for t in seen if "Two items" in t and "bolts now" not in t]
-    assert partial, f"the answer never showed partially while streaming: {seen[:10]}"
-
-    # The DataFrame the tool returned: a table of the two low items.
-    table = thread.locator(".loom-frame table")
-    table.wait_for(timeout=MEDIUM)
-    rows = table.locator("tbody tr")
-    assert rows.count() == 2
-    assert "bolts" in rows.nth(0).inner_text()
-    assert "washers" in rows.nth(1).inner_text()
-    assert "nuts" not in table.inner_text()
-
-    # The write waits on a card that says what will happen; nothing is written yet.
-    card = thread.locator(".loom-approval")
-    assert card.count() == 1
-    assert "reorder" in card.inner_text()
-    assert "A-1" in card.inner_text() and "100" in card.inner_text()
-    assert "bolts in stock: 4" in cell_output_text(page, 2)
-    screenshot(page, "notebook7-awaiting-approval", cell(page, 1))
-
-    approve = card.locator("button.loom-approve")
-    approve.click()
-    expect_text(card.locator(".loom-decision"), "Approved")
-    expect_text(card.locator(".loom-decision"), "done")
-    expect_text(thread.locator(".loom-assistant").last, "Done: 100 bolts are on order")
-    assert approve.is_disabled()
-    assert card.locator("button.loom-reject").is_disabled()
-    screenshot(page, "notebook7-approved", cell(page, 1))
+    approve_the_write(page, NOTEBOOK7, STOCK_ASK, thread)
     screenshot(page, "notebook7-approved-page")
-
-    # Kernel side: the approved write changed the data, and -o bound the fetched frame.
-    first = wait_cell_done(page, 2)
-    run_cell(page, 2)
-    wait_cell_done(page, 2, after=first)
-    out = cell_output_text(page, 2)
-    assert "bolts in stock: 104" in out
-    assert "rows in low_df: 2" in out
 
 
 def test_old_card_after_a_restart_explains_in_notebook7(
@@ -153,7 +118,7 @@ def test_old_card_after_a_restart_explains_in_notebook7(
     """Kernel restarted with the outputs kept: the card says how to decide instead of showing
     buttons that reach nobody, and nothing is written."""
     page = notebook7_page
-    cells = [textwrap.dedent(s).strip() for s in (SETUP, ASK, KERNEL_CHECK)]
+    cells = list(STOCK_ASK.cells)
     write_notebook(notebook7.root / "restart.ipynb", cells)
     open_notebook(page, notebook7, "restart.ipynb")
     run_all_from_menu(page, len(cells))
@@ -167,10 +132,3 @@ def test_old_card_after_a_restart_explains_in_notebook7(
     expect_text(card.locator(".loom-offline"), "run %loom approvals to decide")
     assert not card.locator("button.loom-approve").is_visible()
     screenshot(page, "notebook7-old-card-after-restart", cell(page, 1))
-
-
-def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
-    """Wait until ``locator`` is visible and contains ``text`` (what a person would read)."""
-    from playwright.sync_api import expect
-
-    expect(locator).to_contain_text(text, timeout=timeout)

@@ -7,17 +7,18 @@ import random
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
+from loom_nb import Thread
 from loom_nb.postgres import postgres_store
 from tests.postgres_server import LoomDatabase
 from tests.stores._processes import (
     assert_concurrent_appends_kept,
     assert_reported_appends_kept,
     kill_while_appending,
+    write_at_once,
 )
 
 pytestmark = pytest.mark.postgres
@@ -35,78 +36,21 @@ def start(code: str, *args: str, stdin: bool = False) -> subprocess.Popen[str]:
 
 # ---- many kernels at once --------------------------------------------------------------------
 
-_WRITER = """
-import os, sys, time, traceback
-from loom_nb import Message, Thread
-from loom_nb.postgres import postgres_store
-
-dsn, schema, name, go, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-try:
-    store = postgres_store(dsn, schema=schema)
-    shared, mine = Thread(id="shared", agent="a"), Thread(id=f"own-{name}", agent="a")
-    store.save_thread(mine)
-    while not os.path.exists(go):
-        time.sleep(0.001)
-    for i in range(count):
-        for thread in (shared, mine):
-            store.append(thread, Message.user(f"{name} {i}"))
-        if i % 50 == 0:
-            store.list()
-            store.search(name)
-    store.close()
-    print("ok")
-except Exception:
-    traceback.print_exc()
-    print("error")
-"""
-
 
 def test_four_processes_appending_at_once_lose_nothing(
     loom_database: LoomDatabase, postgres_schema: str, tmp_path: Path
 ):
     dsn, count, names = loom_database.dsn(), 500, ["k1", "k2", "k3", "k4"]
-    from loom_nb import Thread
-
-    setup = postgres_store(dsn, schema=postgres_schema)
+    setup = postgres_store(dsn, schema=postgres_schema)  # the schema and the shared thread
     setup.save_thread(Thread(id="shared", agent="a"))
     setup.close()
-    go = tmp_path / "go"
-    children = [start(_WRITER, dsn, postgres_schema, name, str(go), str(count)) for name in names]
-    time.sleep(1.0)  # all of them importing, connected and waiting
-    go.touch()
-    outputs = [c.communicate(timeout=300) for c in children]
-    for out, err in outputs:
-        assert out.strip() == "ok", err
-
+    write_at_once(f"{dsn}#{postgres_schema}", names, count, tmp_path)
     store = postgres_store(dsn, schema=postgres_schema)
     assert_concurrent_appends_kept(store, names, count)
     store.close()
 
 
 # ---- kernels killed mid-append ---------------------------------------------------------------
-
-_APPENDER = """
-import sys
-from loom_nb import Message, Thread, ToolResult
-from loom_nb.postgres import postgres_store
-
-dsn, schema, run = sys.argv[1], sys.argv[2], sys.argv[3]
-store = postgres_store(dsn, schema=schema)
-n = 0
-while True:
-    thread = Thread(id=f"{run}-{n}", agent="a")
-    store.save_thread(thread)
-    for i in range(40):
-        if i % 3 == 2:
-            m = Message("tool", [ToolResult("c", "q", f"{run}/{n}/{i}", {"rows": list(range(50))})])
-        else:
-            m = Message.assistant(f"{run}/{n}/{i} " + "words " * 40)
-        thread.messages.append(m)
-        store.append(thread, m)
-        sys.stdout.write(f"{thread.id} {i}\\n")
-        sys.stdout.flush()
-    n += 1
-"""
 
 
 def test_sigkill_while_appending_loses_nothing_that_completed(
@@ -115,11 +59,7 @@ def test_sigkill_while_appending_loses_nothing_that_completed(
     dsn = loom_database.dsn()
     kills = 50
     reported = kill_while_appending(
-        lambda run: start(_APPENDER, dsn, postgres_schema, run),
-        kills,
-        random.Random(14),
-        most_appends=80,
-        most_pause=0.005,
+        f"{dsn}#{postgres_schema}", kills, random.Random(14), most_appends=80, most_pause=0.005
     )
     store = postgres_store(dsn, schema=postgres_schema)
     assert_reported_appends_kept(store, reported)

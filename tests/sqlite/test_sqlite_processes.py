@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from tests.stores._processes import (
     assert_concurrent_appends_kept,
     assert_reported_appends_kept,
     kill_while_appending,
+    write_at_once,
 )
 
 pytestmark = pytest.mark.slow
@@ -237,45 +237,10 @@ def test_a_pending_approval_is_resumed_by_a_new_process(tmp_path: Path):
 
 # ---- SIGKILL in the middle of appending ------------------------------------------------------
 
-_APPENDER = """
-import sys
-from loom_nb import Message, Thread, ToolResult
-from loom_nb.sqlite import sqlite_store
-
-store = sqlite_store(sys.argv[1])
-run = sys.argv[2]
-n = 0
-while True:  # until killed
-    thread = Thread(id=f"{run}-{n}", agent="a")
-    store.save_thread(thread)
-    for i in range(25):
-        if i % 5 == 4:
-            data = {"rows": list(range(300))}
-            m = Message("tool", [ToolResult(f"c{i}", "q", f"{run}/{n}/{i}", data)])
-        else:
-            m = Message.assistant(f"{run}/{n}/{i} " + "lorem ipsum " * 25)
-        thread.messages.append(m)
-        store.append(thread, m)
-        sys.stdout.write(f"{thread.id} {i}\\n")
-        sys.stdout.flush()
-    n += 1
-"""
-
 
 def test_sigkill_while_appending_loses_nothing_that_completed(tmp_path: Path):
     path = str(tmp_path / "loom.db")
-    reported = kill_while_appending(
-        lambda run: subprocess.Popen(
-            [sys.executable, "-c", _APPENDER, path, run],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
-        25,
-        random.Random(4),
-        most_appends=120,
-        most_pause=0.02,
-    )
+    reported = kill_while_appending(path, 25, random.Random(4), most_appends=120, most_pause=0.02)
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     conn.close()
@@ -287,53 +252,10 @@ def test_sigkill_while_appending_loses_nothing_that_completed(tmp_path: Path):
 
 # ---- two kernels writing one file at once ----------------------------------------------------
 
-_WRITER = """
-import os, sys, time, traceback
-from loom_nb import Message, Thread
-from loom_nb.sqlite import sqlite_store
-
-path, name, go, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-while not os.path.exists(go):
-    time.sleep(0.001)
-try:
-    store = sqlite_store(path)  # both processes create and migrate the new file at once
-    shared = Thread(id="shared", agent="a")
-    mine = Thread(id=f"own-{name}", agent="a")
-    store.save_thread(mine)
-    if store.load("shared") is None:
-        store.save_thread(shared)
-    for i in range(count):
-        for thread in (mine, shared):
-            m = Message.user(f"{name} {i}")
-            store.append(thread, m)
-        if i % 10 == 0:
-            store.list()
-            store.search(name)
-    store.close()
-    print("ok")
-except Exception:
-    traceback.print_exc()
-    print("error")
-"""
-
 
 def test_two_processes_appending_at_once_lose_nothing_and_never_lock(tmp_path: Path):
-    path, go, count = str(tmp_path / "shared.db"), str(tmp_path / "go"), 150
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WRITER, path, name, go, str(count)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in ("k1", "k2")
-    ]
-    time.sleep(0.5)  # both are importing and waiting
-    Path(go).touch()
-    outputs = [c.communicate(timeout=300) for c in children]
-    for out, err in outputs:
-        assert out.strip() == "ok", err
-        assert "locked" not in err
+    path, count = str(tmp_path / "shared.db"), 150
+    write_at_once(path, ["k1", "k2"], count, tmp_path)  # both create and migrate the new file
     store = sqlite_store(path)
     assert_concurrent_appends_kept(store, ["k1", "k2"], count)
     assert store.schema_version == len(MIGRATIONS)

@@ -1,19 +1,21 @@
 """The trials of a store that several processes write, the same for every store that
 outlives a process.
 
-- Kernels appending at once, to a shared thread and each to its own: every message is kept,
-  each kernel's in order.
-- Kernels killed mid-append: children append numbered messages and say so after each commit,
-  are killed mid-stream, and a new store must hold every message a child reported, in order,
-  with no gap."""
+- Kernels appending at once (``WRITER``, started on a barrier by ``write_at_once``), to a
+  shared thread and each to its own: every message is kept, each kernel's in order.
+- Kernels killed mid-append: children (``APPENDER``) append numbered messages and say so after
+  each commit, are killed mid-stream, and a new store must hold every message a child
+  reported, in order, with no gap."""
 
 from __future__ import annotations
 
 import random
 import signal
 import subprocess
+import sys
+import textwrap
 import time
-from collections.abc import Callable
+from pathlib import Path
 
 from loom_nb import ReplayModel, Reply, Store, define_agent, tool
 
@@ -30,17 +32,99 @@ else:
     store = sqlite_store(sys.argv[1])
 """
 
+#: A kernel appending ``"<name> <i>"`` for i < count to thread ``shared`` and to its own
+#: ``own-<name>``; arguments: the store (as for ``OPEN_STORE``), name, the start file, count.
+#: It says ``ready`` once imported, waits for the start file, then opens the store (so that
+#: kernels given a new SQLite file create and migrate it at once), and ends saying ``ok``.
+WRITER = (
+    """
+import os, sys, time, traceback
+from loom_nb import Message, Thread
+
+name, go, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.001)
+try:
+"""
+    + textwrap.indent(OPEN_STORE, "    ")
+    + """
+    shared, mine = Thread(id="shared", agent="a"), Thread(id=f"own-{name}", agent="a")
+    store.save_thread(mine)
+    if store.load("shared") is None:
+        store.save_thread(shared)
+    for i in range(count):
+        for thread in (shared, mine):
+            store.append(thread, Message.user(f"{name} {i}"))
+        if i % 10 == 0:
+            store.list()
+            store.search(name)
+    store.close()
+    print("ok")
+except Exception:
+    traceback.print_exc()
+    print("error")
+"""
+)
+
+
+def write_at_once(store: str, names: list[str], count: int, folder: Path) -> None:
+    """One ``WRITER`` kernel per name on ``store``, started together once every one of them
+    says it is ready; each must end well, and none may meet "database is locked"."""
+    go = folder / "go"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, store, name, str(go), str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    for child in children:  # the start barrier: each is imported and waiting
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready", child.communicate()[1]
+    go.touch()
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert out.strip() == "ok", err
+        assert "locked" not in err
+
+
+#: A kernel appending numbered messages to one new thread after another until it is killed,
+#: writing ``<thread id> <index>`` after each append it committed; arguments: the store (as
+#: for ``OPEN_STORE``) and the run's name. Every fourth message is a tool result with a
+#: payload, the others an assistant's text; each starts with ``<run>/<n>/<index>``.
+APPENDER = (
+    OPEN_STORE
+    + """
+from loom_nb import Message, Thread, ToolResult
+
+run, n = sys.argv[2], 0
+while True:  # until killed
+    thread = Thread(id=f"{run}-{n}", agent="a")
+    store.save_thread(thread)
+    for i in range(30):
+        if i % 4 == 3:
+            data = {"rows": list(range(200))}
+            m = Message("tool", [ToolResult(f"c{i}", "q", f"{run}/{n}/{i}", data)])
+        else:
+            m = Message.assistant(f"{run}/{n}/{i} " + "lorem ipsum " * 25)
+        thread.messages.append(m)
+        store.append(thread, m)
+        sys.stdout.write(f"{thread.id} {i}\\n")
+        sys.stdout.flush()
+    n += 1
+"""
+)
+
 
 def kill_while_appending(
-    start: Callable[[str], subprocess.Popen[str]],
-    runs: int,
-    rng: random.Random,
-    most_appends: int,
-    most_pause: float,
+    store: str, runs: int, rng: random.Random, most_appends: int, most_pause: float
 ) -> dict[str, int]:
-    """``start(run)`` runs a child that writes ``<thread id> <index>`` after each append it
-    commits; each is killed after 1 to ``most_appends`` lines and a pause of up to
-    ``most_pause`` seconds. The last index each thread was reported to reach."""
+    """Runs an ``APPENDER`` on ``store`` ``runs`` times, each killed after 1 to
+    ``most_appends`` lines and a pause of up to ``most_pause`` seconds. The last index each
+    thread was reported to reach."""
     reported: dict[str, int] = {}
 
     def note(line: str) -> None:
@@ -48,7 +132,12 @@ def kill_while_appending(
         reported[thread_id] = max(reported.get(thread_id, -1), int(seq))
 
     for run in range(runs):
-        child = start(f"r{run}")
+        child = subprocess.Popen(
+            [sys.executable, "-c", APPENDER, store, f"r{run}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert child.stdout is not None
         for _ in range(rng.randint(1, most_appends)):  # let it commit some, then kill it
             line = child.stdout.readline()

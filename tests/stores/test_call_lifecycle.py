@@ -87,8 +87,8 @@ def test_each_step_is_a_compare_and_set(store: Store):
     store.update_calls(thread.id, ["c1"], "running", expect={"approved"}, holder="h:1:a")
     with pytest.raises(CallAlreadyDecided, match="running now"):  # claimed once only
         store.update_calls(thread.id, ["c1"], "running", expect={"approved"}, holder="h:1:b")
-    with pytest.raises(CallAlreadyDecided):  # only its holder finishes it
-        store.update_calls(
+    with pytest.raises(CallAlreadyDecided, match=r"c1 was already decided.*running now"):
+        store.update_calls(  # only its holder finishes it
             thread.id,
             ["c1"],
             "done",

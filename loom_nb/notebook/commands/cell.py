@@ -5,8 +5,7 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 
 from loom_nb._agent import RunResult
-from loom_nb._errors import RunError
-from loom_nb._messages import Thread
+from loom_nb._errors import RunError, ThreadNotFound, ThreadWaiting
 from loom_nb.notebook import _runs
 from loom_nb.notebook.session import Binding, RunFailed, Session, usage_errors
 
@@ -23,12 +22,18 @@ def run(
     """Run ``prompt`` on the agent's current thread (a new one with ``new``, or
     ``thread_id``); blocks the cell until the run ends, then assigns ``binding``'s names."""
     agent = session.agent(agent_name)
-    with usage_errors():
-        if thread_id is not None:
-            agent._checked(thread_id, session.context())
-        tid = None if new else thread_id or session.current_thread(agent)
-        if tid is not None:  # the thread the agent keeps: a long one is not loaded per cell
-            _refuse_pending(agent._checked(tid, session.context()))
+    tid = None if new else thread_id or session.current.get(agent.name)
+    if tid is not None:  # the cell's one check, before it shows a view; the run loads it once
+        with usage_errors():
+            try:
+                agent.check_thread(tid, context=session.context())
+            except ThreadNotFound:
+                if thread_id is not None:
+                    raise
+                session.lost_thread(agent, tid)
+                tid = None
+            except ThreadWaiting as exc:
+                raise UsageError(_waiting(exc)) from None
     session.last_agent = agent.name
     view = _runs.open_view(session, agent, binding)
     view.show()
@@ -55,13 +60,22 @@ def run(
     return result
 
 
-def _refuse_pending(thread: Thread) -> None:
-    """A new message cannot go to a thread whose calls wait: say how to decide them."""
-    waiting = [p for p in thread.pending if p.decision is None]
-    if waiting:
-        ids = " ".join(p.call_id for p in waiting)
-        raise UsageError(
-            f"thread {thread.id} waits for approval of {waiting[0].tool} ({ids}): click "
-            f"Approve/Reject, or run %loom approve {waiting[0].call_id} / %loom reject "
-            f"{waiting[0].call_id}, or start a new thread with --new"
+def _waiting(exc: ThreadWaiting) -> str:
+    """What a new message to a thread whose calls wait is told: how to decide them here."""
+    first = exc.waiting[0]
+    if first.state == "unknown":
+        return (
+            f"thread {exc.thread_id}: the outcome of {first.tool} (call {first.call_id}) is "
+            "unknown: its kernel stopped while it ran, so the write may have happened. Check, "
+            f"then run %loom resolve {first.call_id} happened|retry|failed, or start a new "
+            "thread with --new"
         )
+    undecided = [p for p in exc.waiting if p.state == "pending"]
+    if not undecided:
+        return str(exc)
+    ids = " ".join(p.call_id for p in undecided)
+    return (
+        f"thread {exc.thread_id} waits for approval of {undecided[0].tool} ({ids}): click "
+        f"Approve/Reject, or run %loom approve {undecided[0].call_id} / %loom reject "
+        f"{undecided[0].call_id}, or start a new thread with --new"
+    )

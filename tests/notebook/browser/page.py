@@ -262,3 +262,10 @@ def streamed_texts(page: Any) -> list[str]:
     """Every text the assistant messages showed since :func:`watch_stream`, in order."""
     seen: list[str] = page.evaluate("() => window.__loomSeen")
     return seen
+
+
+def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
+    """Wait until ``locator`` is visible and contains ``text`` (what a person would read)."""
+    from playwright.sync_api import expect
+
+    expect(locator).to_contain_text(text, timeout=timeout)
