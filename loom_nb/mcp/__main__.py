@@ -8,28 +8,20 @@ PORT`` serves streamable HTTP on 127.0.0.1 only (at ``/mcp``).
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
 from collections.abc import Sequence
-from typing import Any
 
 from loom_nb._errors import UserError
+from loom_nb._target import user_object
 from loom_nb._tools import Connector
 from loom_nb.mcp._server import LoomMCPServer, mcp_server
 
 
 def served(target: str, name: str | None) -> LoomMCPServer:
     """The server ``MODULE:OBJECT`` names."""
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
+    if ":" not in target:
         raise UserError(f"{target!r}: name what to serve as MODULE:OBJECT, e.g. served:server")
-    sys.path.insert(0, "")  # as `python -m` does: modules of the current folder
-    module = importlib.import_module(module_name)
-    value: Any = module
-    for part in attribute.split("."):
-        if not hasattr(value, part):
-            raise UserError(f"module {module_name!r} has no {attribute!r}")
-        value = getattr(value, part)
+    module, value = user_object(target)
+    module_name = module.__name__
     if isinstance(value, LoomMCPServer):
         if name is not None and name != value.name:
             raise UserError(f"{target} is named {value.name!r} already; drop --name")
