@@ -26,6 +26,7 @@ import builtins
 import copy
 import itertools
 import os
+import re
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
@@ -391,8 +392,10 @@ def store_from_env() -> Store:
     opens it: the core names no store of its own.
 
     ``LOOM_STORE`` is a SQLite file path, a ``sqlite:///relative/path`` or
-    ``sqlite:////absolute/path`` URL, or a ``postgresql://`` URL (so a hub admin sets it once
-    for every user). Agents defined with the same setting share one store (one connection).
+    ``sqlite:////absolute/path`` URL, or what ``postgres_store`` reads: a ``postgresql://`` URL
+    or libpq's ``host=... dbname=...`` keyword form (so a hub admin sets it once for every
+    user). Anything else is a :class:`~loom_nb.UserError`, never a file. Agents defined with
+    the same setting share one store (one connection).
     """
     spec = os.environ.get(STORE_VARIABLE, "").strip()
     kind, target = _parse_store_spec(spec)
@@ -406,21 +409,60 @@ def store_from_env() -> Store:
         return store
 
 
-def _parse_store_spec(spec: str) -> tuple[str, str]:
-    from loom_nb._errors import UserError
+# libpq's keyword form starts with a keyword and "=" ("host=db dbname=x", "dbname = x")
+_KEYWORD_FORM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s*=")
+# "postgresql:/x", "sqlite:a.db": a scheme that is not one of the URLs above (one letter and a
+# colon is a Windows drive, a path)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+_FORMS = (
+    "a SQLite file path (or sqlite:///relative/path.db, sqlite:////absolute/path.db), a "
+    "postgresql://USER:PASSWORD@HOST:5432/DATABASE URL, or libpq's keyword form "
+    "host=HOST port=5432 dbname=DATABASE user=USER password=PASSWORD"
+)
 
+
+def _parse_store_spec(spec: str) -> tuple[str, str]:
     if not spec:
         return "sqlite", _compose.default_sqlite_path()
     scheme, sep, rest = spec.partition("://")
-    if not sep:
-        return "sqlite", os.path.expanduser(spec)
-    if scheme in ("postgresql", "postgres"):
+    if sep:
+        if scheme in ("postgresql", "postgres"):
+            return "postgresql", spec
+        if scheme == "sqlite" and rest.startswith("/") and len(rest) > 1:
+            return "sqlite", rest[1:]  # sqlite:///a.db is a.db; sqlite:////abs/a.db is /abs/a.db
+    elif _KEYWORD_FORM.match(spec):
+        _check_keywords(spec)
         return "postgresql", spec
-    if scheme == "sqlite" and rest.startswith("/") and len(rest) > 1:
-        return "sqlite", rest[1:]  # sqlite:///a.db is a.db; sqlite:////abs/a.db is /abs/a.db
-    raise UserError(
-        f"{STORE_VARIABLE}={spec!r} names no store loom_nb knows; set it to a SQLite file path "
-        "(or sqlite:///path/to/loom.db) or a postgresql://USER:PASSWORD@HOST/DATABASE URL"
+    elif not _SCHEME.match(spec):
+        return "sqlite", os.path.expanduser(spec)
+    raise _unreadable(spec)
+
+
+def _check_keywords(spec: str) -> None:
+    """libpq's own parser reads the keyword form, as postgres_store will (without psycopg,
+    postgres_store says which extra to install)."""
+    try:
+        from psycopg import ProgrammingError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return
+    try:
+        conninfo_to_dict(spec)
+    except ProgrammingError:
+        # neither the setting nor libpq's reason is shown: either may hold a piece of a password
+        raise _unreadable(None) from None
+
+
+def _unreadable(spec: str | None) -> Exception:
+    from loom_nb._errors import UserError
+
+    if spec is None:
+        said = f"{STORE_VARIABLE} is not keyword=value pairs libpq reads"
+    else:
+        hidden = re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", spec)  # a URL's password
+        said = f"{STORE_VARIABLE}={hidden!r} names no store loom_nb knows"
+    return UserError(
+        f"{said}; set it to {_FORMS} (a file whose name holds '=' or ':' is written ./name)"
     )
 
 

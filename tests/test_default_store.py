@@ -60,13 +60,64 @@ def test_agents_share_the_default_store_and_a_closed_one_is_opened_again():
     assert third.store.list() == []
 
 
-@pytest.mark.parametrize("spec", ["mysql://db/x", "https://example.test/store", "sqlite://"])
-def test_a_loom_store_that_names_no_known_store_is_a_clear_error(
-    spec: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "mysql://db/x",
+        "mysql://me:s3cret@db/x",
+        "https://example.test/store",
+        "sqlite://",
+        "postgresql:/db",  # one slash short of a URL
+        "sqlite:threads.db",
+        "foo=bar password=s3cret",  # the keyword form, but no keyword libpq knows
+        "host=db password=s3 cret",  # a keyword, then a word without "="
+        "a=b.db",
+    ],
+)
+def test_a_loom_store_that_names_no_known_store_is_a_clear_error_and_no_file(
+    spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LOOM_STORE", spec)
-    with pytest.raises(UserError, match=r"LOOM_STORE=.*SQLite file path.*postgresql://"):
+    with pytest.raises(UserError) as caught:
         define_agent(name="a", model=ReplayModel([]))
+    said = str(caught.value)
+    assert "LOOM_STORE" in said and "SQLite file path" in said, said
+    assert "postgresql://" in said and "host=HOST port=5432 dbname=DATABASE" in said, said
+    assert "s3" not in said and "cret" not in said, said  # a password is never echoed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_whose_name_looks_like_a_setting_is_named_with_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOM_STORE", "./a=b:c.db")
+    assert describe(store_from_env()) == "SQLite file ./a=b:c.db"
+    assert (tmp_path / "a=b:c.db").is_file()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "host=127.0.0.1 port={port} dbname=loom user=loom password=s3cret",
+        "  dbname = loom host=127.0.0.1 port={port} password='s3 cret'",
+    ],
+)
+def test_libpq_keyword_form_goes_to_postgres_store_not_a_file(
+    spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """No server listens on the port, so postgres_store's own connect error comes back (a real
+    server reached through this form: tests/postgres/test_postgres.py)."""
+    from loom_nb.postgres import PostgresStoreError
+    from tests.postgres_server import free_port
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOOM_STORE", spec.format(port=free_port()))
+    with pytest.raises(PostgresStoreError, match=r"127\.0\.0\.1") as caught:
+        define_agent(name="a", model=ReplayModel([]))
+    assert "s3" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_threads_survive_a_kernel_restart_by_default(tmp_path: Path):

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from loom_nb._code import CodeContext, py_literal
+from loom_nb.charts._bins import MAX_BINS
 from loom_nb.charts._draw import DPI, SIZE
-from loom_nb.charts._plot import MAX_BINS
 
 DRAW_CHART = (
     '''\

@@ -5,6 +5,10 @@ inline, anything) is neither read nor changed. matplotlib is imported here, when
 first drawn; ``import loom_nb.charts`` does not import it. matplotlib is not thread-safe (fonts
 and caches are shared), and charts are drawn on the agent's worker threads and the kernel's,
 so one lock serializes drawing.
+
+Every text on a chart (the title, the axes' names, category and series names, notes) is drawn
+literally: the model and the data wrote it, so no ``$...$`` in it is read as mathtext and no
+``text.usetex`` setting sends it to TeX, and no text can fail a drawing.
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ PALETTE = (
 SIZE = (7.0, 3.8)
 DPI = 100
 _MAX_TICKS = 30
+_MAX_LABEL = 40
 _LOCK = threading.RLock()
+#: The properties of a ``Text`` drawn as written: no mathtext, no TeX.
+LITERAL: dict[str, Any] = {"parse_math": False, "usetex": False}
 
 
 def figure(plot: Plot) -> Any:
@@ -53,7 +60,10 @@ def figure(plot: Plot) -> Any:
         ax.autoscale_view()
         _axes(ax, plot, mpl.dates, mpl.ticker)
         if plot.notes:
-            fig.supxlabel("; ".join(plot.notes), fontsize=8, color="#666666", x=0.01, ha="left")
+            fig.supxlabel(
+                "; ".join(plot.notes), fontsize=8, color="#666666", x=0.01, ha="left", **LITERAL
+            )
+        _literal_ticks(ax)
         return fig
 
 
@@ -70,7 +80,7 @@ def _draw_series(mpl: _Matplotlib, ax: Any, plot: Plot, shift: float) -> None:
     labelled = plot.color is not None
     for i, series in enumerate(plot.series):
         colour = PALETTE[i % len(PALETTE)]
-        label = series.label if labelled else None
+        label = _short(series.label) if labelled and series.label is not None else None
         x, y = series.x + shift, series.y
         if plot.kind in ("bar", "histogram"):
             width = plot.width / n  # the series' bars side by side in each x's slot
@@ -120,9 +130,9 @@ def _bars(
 
 
 def _axes(ax: Any, plot: Plot, dates: Any, ticker: Any) -> None:
-    ax.set_title(plot.title)
-    ax.set_xlabel(plot.x_label)
-    ax.set_ylabel(plot.y_label)
+    ax.set_title(plot.title, **LITERAL)
+    ax.set_xlabel(plot.x_label, **LITERAL)
+    ax.set_ylabel(plot.y_label, **LITERAL)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     if all(np.all(np.mod(s.y[~np.isnan(s.y)], 1) == 0) for s in plot.series):
@@ -134,13 +144,38 @@ def _axes(ax: Any, plot: Plot, dates: Any, ticker: Any) -> None:
     elif plot.x_kind == "category":
         positions = np.arange(len(plot.categories))
         step = -(-len(positions) // _MAX_TICKS)  # at most _MAX_TICKS labels
-        labels = list(plot.categories[::step])
+        labels = [_short(c) for c in plot.categories[::step]]
         long = sum(len(label) for label in labels) > 60
         ax.set_xticks(
-            positions[::step], labels, rotation=30 if long else 0, ha="right" if long else "center"
+            positions[::step],
+            labels,
+            rotation=30 if long else 0,
+            ha="right" if long else "center",
+            **LITERAL,
         )
     if plot.color is not None:
-        ax.legend(title=plot.color, fontsize="small", title_fontsize="small", frameon=False)
+        legend = ax.legend(
+            title=plot.color, fontsize="small", title_fontsize="small", frameon=False
+        )
+        for text in (legend.get_title(), *legend.get_texts()):
+            text.update(LITERAL)
+
+
+def _short(label: str) -> str:
+    """A category or series name cut to fit beside the others (a long value would squeeze the
+    axes to nothing)."""
+    return label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 1] + "…"
+
+
+def _literal_ticks(ax: Any) -> None:
+    """Numbers and dates on the axes come from matplotlib's formatters, not from the data, but
+    a ``text.usetex`` setting would still send them to TeX (which may be missing). Ticks made
+    while drawing copy the first tick's ``usetex``."""
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.get_offset_text().set_usetex(False)
+        for tick in (*axis.get_major_ticks(), *axis.get_minor_ticks()):
+            tick.label1.set_usetex(False)
+            tick.label2.set_usetex(False)
 
 
 class _Matplotlib:

@@ -15,13 +15,12 @@ import numpy as np
 import pandas as pd
 
 from loom_nb._render import data_block
+from loom_nb.charts._bins import bin_edges
 
 #: The kinds of chart the ``chart`` tool draws.
 KINDS: tuple[str, ...] = ("bar", "line", "area", "scatter", "histogram")
 #: Series told apart by colour (matplotlib's tab10 palette has ten).
 MAX_SERIES = 10
-#: A histogram has at most this many bins (numpy's "auto" rule below that).
-MAX_BINS = 50
 
 AxisKind = Literal["number", "time", "category"]
 _NAMES = {
@@ -122,7 +121,7 @@ def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
     )
     bins = None
     if kind == "histogram":
-        bins = _bin_edges(xs)
+        bins = bin_edges(xs)
         centres = (bins[:-1] + bins[1:]) / 2
         series = tuple(
             Series(label, centres, np.histogram(xs[mask], bins)[0].astype("float64"))
@@ -234,13 +233,6 @@ def _step(xs: np.ndarray) -> float:
     """The smallest gap between distinct x values (1 when there is none)."""
     distinct = np.unique(xs)
     return float(np.diff(distinct).min()) if len(distinct) > 1 else 1.0
-
-
-def _bin_edges(xs: np.ndarray) -> np.ndarray:
-    edges: np.ndarray = np.histogram_bin_edges(xs, bins="auto")
-    if len(edges) - 1 > MAX_BINS:
-        edges = np.histogram_bin_edges(xs, bins=MAX_BINS)
-    return edges
 
 
 def _x_range(plot: Plot) -> str:

@@ -1,10 +1,10 @@
 """A chart's spec: the model's arguments checked against the earlier result they name, and
 the JSON saved in the thread, holding the rows it plots (only the columns used).
 
-Rows without an x value (NaT, NaN, None) have no place on the axis, and rows without a y
-value have nothing to draw; both are left out of the data, counted in ``left_out`` (``{"x":
-rows without x, "y": rows with x but without y}``), and the chart and the model's text say
-how many. A missing colour value is a series of its own,
+Rows without an x value (NaT, NaN, None, an infinite number) have no place on the axis, and
+rows without a y value have nothing to draw; both are left out of the data, counted in
+``left_out`` (``{"x": rows without x, "y": rows with x but without y}``), and the chart and
+the model's text say how many. A missing colour value is a series of its own,
 "(missing)".
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from loom_nb import _codec
@@ -72,8 +73,8 @@ def chart_spec(
         raise ToolInputError("title must be a string")
     used = list(dict.fromkeys(c for c in (x, y, color) if c is not None))
     plotted = frame[used]
-    has_x = plotted[x].notna()
-    keep = has_x & plotted[y].notna() if y is not None else has_x
+    has_x = _has_value(plotted[x])
+    keep = has_x & _has_value(plotted[y]) if y is not None else has_x
     left_out = {"x": int((~has_x).sum()), "y": int((has_x & ~keep).sum())}
     plotted = plotted[keep].reset_index(drop=True)
     if not len(plotted):
@@ -104,6 +105,15 @@ def chart_spec(
         "data": _codec.encode(plotted),
     }
     return spec, plotted
+
+
+def _has_value(col: pd.Series) -> pd.Series:
+    """Which rows have a place on the axis: not missing, and for numbers not infinite (a
+    database's float column may hold Infinity)."""
+    present = col.notna()
+    if axis_kind(col) == "number":
+        present &= ~col.isin([np.inf, -np.inf])
+    return present
 
 
 def _find(results: list[ToolResult], call_id: Any) -> ToolResult:

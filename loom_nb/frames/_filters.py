@@ -38,7 +38,9 @@ def like_regex(pattern: str) -> str:
     ``%`` is any text, ``_`` one character, and a backslash makes the next character literal.
     Each ``%``-separated piece is matched at its leftmost place and never revisited (an atomic
     group written as a lookahead and a back-reference), which is how LIKE can be decided, so a
-    pattern like ``%a%a%a%a%b`` takes linear time instead of backtracking.
+    pattern like ``%a%a%a%a%b`` takes linear time instead of backtracking. The groups are
+    named: a numbered back-reference past 99 is read as an octal escape, so 100 pieces
+    matched nothing and 400 raised. Consecutive ``%`` are one.
     """
     pieces: list[str] = [""]
     i = 0
@@ -60,7 +62,7 @@ def like_regex(pattern: str) -> str:
     first, *middle, last = pieces
     out = first
     for n, piece in enumerate((p for p in middle if p), start=1):
-        out += f"(?=(.*?{piece}))\\{n}"
+        out += f"(?=(?P<p{n}>.*?{piece}))(?P=p{n})"
     return out + ".*" + last
 
 

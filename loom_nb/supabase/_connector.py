@@ -165,7 +165,7 @@ class SupabaseConnector:
         client = await self._client(ctx)
         if isinstance(client, ToolOutput):
             return client
-        response = await send(build_aggregate(client, query))
+        response = await send(build_aggregate(client, query), self.tables[query.table].columns)
         if isinstance(response, ToolOutput):
             error = response.data["error"] if isinstance(response.data, dict) else {}
             if error.get("code") == "PGRST123":
@@ -352,7 +352,7 @@ class SupabaseConnector:
         client = await self._client(ctx)
         if isinstance(client, ToolOutput):
             return client
-        response = await send(build(client))
+        response = await send(build(client), self.tables[table].columns)
         if isinstance(response, ToolOutput):
             return response
         rows = rows_of(response, self.tables[table])

@@ -8,7 +8,7 @@ import inspect
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import httpx
@@ -25,8 +25,18 @@ _TIMESTAMP = re.compile(
 _HAS_ZONE = re.compile(r"(?:Z|[+-]\d{2}(?::?\d{2})?)$")
 
 
-async def send(builder: Any) -> Any:
-    """Run one request; PostgREST and network errors become an error result."""
+#: PostgreSQL's description of a key: ``Key (a, b)=(1, x) already exists.``, and an
+#: exclusion constraint's "... conflicts with existing key (a, b)=(2, y)."
+_KEY = re.compile(r"(?:^Key|existing key) \(([^()]*)\)=\(")
+LEFT_OUT = (
+    "PostgreSQL's details were left out: they may hold values of columns this agent may not see"
+)
+
+
+async def send(builder: Any, columns: Collection[str] | None) -> Any:
+    """Run one request; PostgREST and network errors become an error result. ``columns`` are
+    the table's allowed columns (None: all): an error's details reach the model only when they
+    hold values of those alone (see :func:`visible_details`)."""
     if callable(getattr(builder, "retry", None)):
         builder = builder.retry(False)
     try:
@@ -34,11 +44,13 @@ async def send(builder: Any) -> Any:
             return await builder.execute()
         return await asyncio.to_thread(builder.execute)
     except APIError as exc:
+        details, left_out = visible_details(exc.code, exc.details, columns)
         return error_output(
             exc.code or "api_error",
             exc.message or str(exc),
             hint=exc.hint,
-            details=exc.details,
+            details=details,
+            left_out=left_out,
         )
     except httpx.TimeoutException as exc:
         return error_output(
@@ -69,17 +81,42 @@ def rows_of(response: Any, spec: TableSpec) -> list[dict[str, Any]] | ToolOutput
     return data
 
 
+def visible_details(
+    code: str | None, details: Any, columns: Collection[str] | None
+) -> tuple[Any, bool]:
+    """An error's details as the model may get them, and whether they were left out.
+
+    PostgreSQL writes row values into details: a NOT NULL or CHECK violation's "Failing row
+    contains (...)" holds every column the role may select (on a table without row level
+    security), a key violation's "Key (a, b)=(...)" the key's values. With an allowlist, only
+    a key of allowed columns is kept; PostgREST's own details (``PGRST...``: counts, names)
+    hold no row values. Without one the model may read every column, so all stay."""
+    if not details or columns is None or (code or "").startswith("PGRST"):
+        return details, False
+    keys = _KEY.findall(str(details))
+    if keys and all(c in columns for key in keys for c in key.split(", ")):
+        return details, False
+    return None, True
+
+
 def error_output(
-    code: str, message: str, *, hint: str | None = None, details: Any = None
+    code: str,
+    message: str,
+    *,
+    hint: str | None = None,
+    details: Any = None,
+    left_out: bool = False,
 ) -> ToolOutput:
     """What the model gets for a failed request: ``{"error": {code, message, hint, details}}``.
 
-    PostgreSQL writes row values into ``details`` ("Failing row contains (...)"), so the
-    model gets them in a data block no value can close; the result's data keeps them as
-    they came."""
+    ``details`` have passed :func:`visible_details`; values of rows may remain (of allowed
+    columns), so the model gets them in a data block no value can close. ``left_out`` says
+    that details were withheld."""
     error: dict[str, Any] = {"code": code, "message": message}
     if hint:
         error["hint"] = hint
+    if left_out:
+        error["details_left_out"] = LEFT_OUT
     shown = dict(error)
     if details:
         error["details"] = details

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 import pandas as pd
@@ -141,3 +142,101 @@ def reference_like(text: str, pattern: str) -> bool:
 def test_like_matches_the_sql_definition(text, pattern):
     got = re.fullmatch(like_regex(pattern), text, re.DOTALL) is not None
     assert got == reference_like(text, pattern)
+
+
+def sqlite_like(texts: list[str], pattern: str, ignore_case: bool = False) -> list[bool]:
+    """What SQLite's LIKE says (backslash escapes; case-sensitive unless ILIKE is asked)."""
+    import sqlite3
+
+    with sqlite3.connect(":memory:") as db:
+        db.execute(f"PRAGMA case_sensitive_like = {'OFF' if ignore_case else 'ON'}")
+        return [
+            bool(db.execute("SELECT ? LIKE ? ESCAPE '\\'", (t, pattern)).fetchone()[0])
+            for t in texts
+        ]
+
+
+def frames_like(texts: list[str], pattern: str, op: str = "like") -> list[bool]:
+    from loom_nb._tables.grammar import Filter
+    from loom_nb.frames._filters import filter_mask
+
+    frame = pd.DataFrame({"t": pd.Series(texts, dtype=object)})
+    return [bool(b) for b in filter_mask(frame, "t", [Filter("t", op, pattern, False)])]
+
+
+_CHARS = "ab\\é%_\n"
+
+
+@st.composite
+def like_cases(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """A pattern of up to 600 pieces (any may be empty: %% is one %), and texts: random ones,
+    texts the pattern matches (each piece in order, any text between) and near misses (one
+    character dropped). ``%``, ``_`` and ``\\`` appear escaped, and literally in texts. The
+    pattern comes from one byte string (a quarter of its bytes end a piece), the texts from a
+    seeded generator: drawing hundreds of pieces one by one is slow."""
+    raw = draw(st.integers(0, 2400).flatmap(lambda n: st.binary(min_size=n, max_size=n)))
+    pieces: list[list[str | None]] = [[]]  # None: the wildcard _
+    for byte in raw:
+        if byte % 4 == 0:
+            pieces.append([])
+        else:
+            pieces[-1].append(None if byte % 9 == 0 else _CHARS[byte % len(_CHARS)])
+    pattern = "%".join(
+        "".join("_" if t is None else "\\" + t if t in "%_\\" else t for t in p) for p in pieces
+    )
+    rnd = random.Random(draw(st.integers(0, 2**16)))
+    texts = ["".join(rnd.choices(_CHARS, k=rnd.randint(0, 20))) for _ in range(rnd.randint(0, 3))]
+    for _ in range(rnd.randint(1, 3)):
+        parts = ["".join(t or rnd.choice("ab_%") for t in p) for p in pieces]
+        text = parts[0] + "".join(
+            "".join(rnd.choices(_CHARS, k=rnd.randint(0, 3))) + part for part in parts[1:]
+        )
+        if text and rnd.random() < 0.5:  # a near miss
+            at = rnd.randrange(len(text))
+            text = text[:at] + text[at + 1 :]
+        texts.append(text)
+    return pattern, texts
+
+
+@settings(max_examples=200, deadline=None)
+@given(like_cases())
+def test_like_with_any_number_of_pieces_matches_what_sqlite_matches(case):
+    pattern, texts = case
+    assert frames_like(texts, pattern) == sqlite_like(texts, pattern)
+
+
+@pytest.mark.parametrize("pieces", [99, 100, 101, 150, 400, 1000])
+def test_like_with_a_hundred_pieces_or_more_matches_as_sql_does(pieces: int):
+    """Numbered back-references past \\99 were octal escapes: 100 pieces matched no row, 400
+    raised re.error out of the tool."""
+    pattern = "%" + "%".join(["a"] * pieces) + "%"
+    texts = ["a" * pieces, "a" * (pieces - 1), "ba" * pieces, "b" * pieces]
+    assert frames_like(texts, pattern) == sqlite_like(texts, pattern) == [True, False, True, False]
+    upper = pattern.upper()
+    assert frames_like(texts, upper, "ilike") == sqlite_like(texts, upper, ignore_case=True)
+
+
+def test_an_update_whose_like_has_hundreds_of_pieces_waits_for_approval():
+    """frames_update checks its filter while asking for approval: a 500-piece LIKE went out of
+    agent.run as re.error. Now the card waits, matching the row SQL matches, and approved it
+    changes that row only."""
+    from loom_nb import ReplayModel, Reply, define_agent
+
+    frame = pd.DataFrame({"id": [1, 2], "note": ["a" * 500, "a" * 499]})
+    like = "%".join(["a"] * 500)
+    update = {
+        "table": "notes",
+        "values": {"note": "long"},
+        "filters": [{"column": "note", "op": "like", "value": like}],
+    }
+    agent = define_agent(
+        name="a",
+        model=ReplayModel([Reply("", [("frames_update", update)]), "done"]),
+        connectors=[frame_tools({"notes": {"frame": frame, "write": True}})],
+    )
+    result = agent.run_sync("shorten")
+    assert result.status == "awaiting_approval" and result.error is None
+    [pending] = result.pending
+    finished = agent.resume_sync(result.thread_id, {pending.call_id: True})
+    assert finished.status == "complete"
+    assert frame["note"].tolist() == ["long", "a" * 499]

@@ -140,3 +140,65 @@ def test_an_exported_thread_draws_its_chart_in_a_fresh_kernel(
     [output] = chart_cell["outputs"]  # shown once, as the cell's result
     assert base64.b64decode(output["data"]["image/png"]).startswith(PNG)
     assert text_of(run.cells[-1]).split() == ["Figure", "2"]  # two weeks hold open orders
+
+
+HOSTILE_SETUP = r"""
+%load_ext loom_nb
+import pandas as pd
+from loom_nb import define_agent, ReplayModel, Reply, ToolCall
+from loom_nb.charts import chart_tools
+from loom_nb.frames import frame_tools
+from loom_nb.sqlite import sqlite_store
+
+values = ["$\\foo$", "{unbalanced", "$" + "\\frac{1}{" * 40 + "x" + "}" * 40 + "$", "a $ b"]
+rows = pd.DataFrame({"status": values, "n": [1.0, 2.0, 3.0, 4.0], "grp": values})
+bar = {"result": "c1", "kind": "bar", "x": "status", "y": "n", "color": "grp",
+       "title": "Totals of $\\foo$ and {"}
+model = ReplayModel(REPLIES)
+analyst = define_agent(name="analyst", model=model, store=sqlite_store(DB),
+                       connectors=[frame_tools({"rows": rows}), chart_tools()])
+"""
+
+HOSTILE_REPLIES = """[
+    Reply("Reading.", [ToolCall("c1", "frames_select", {"table": "rows"})]),
+    Reply("Drawing.", [ToolCall("c2", "chart", bar)]),
+    "Drawn.",
+]"""
+
+
+@pytest.mark.parametrize("kernel", ["7.4"], indirect=True)
+def test_a_chart_of_bad_math_markup_fails_no_run_and_no_view(
+    kernel: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A title and category values that are bad mathtext: the live run completes with its
+    chart, ``%loom show`` draws it, and ``%loom resume`` in a new kernel draws it again."""
+    require(importlib.util.find_spec("matplotlib") is not None, "matplotlib is not installed")
+
+    def setup(replies: str) -> str:
+        return HOSTILE_SETUP.replace("REPLIES", replies).replace("DB", repr(str(tmp_path / "l.db")))
+
+    first = execute(
+        [
+            setup(HOSTILE_REPLIES),
+            "%%loom analyst --result r\nChart the rows.",
+            "print(r.thread.id, r.error, len(r.charts), r.output)",
+            "%loom show",
+        ],
+        kernel,
+        tmp_path,
+    )
+    thread_id, error, charts, output = text_of(first.cells[2]).split()
+    assert (error, charts, output) == ("None", "1", "Drawn.")
+    [live] = with_class(first, "loom-chart")
+    [image] = _pngs_in(live["value"])
+    assert image.startswith(PNG)
+    assert not [o for c in first.cells for o in c["outputs"] if o["output_type"] == "error"]
+    [shown] = with_class(first, "loom-history")  # %loom show's view
+    assert _pngs_in(shown["value"]) == [image]
+    static = [_pngs_in(o["data"].get("text/html", "")) for o in first.cells[3]["outputs"]]
+    assert [image] in static  # the static HTML form beside the widget
+
+    second = execute([setup("[]"), f"%loom resume {thread_id}"], kernel, tmp_path)
+    assert not [o for c in second.cells for o in c["outputs"] if o["output_type"] == "error"]
+    [history] = with_class(second, "loom-history")
+    assert _pngs_in(history["value"]) == [image]

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -462,12 +463,21 @@ def test_a_wrong_password_in_loom_store_fails_when_the_agent_is_defined(
         define_agent(name="a", model=ReplayModel([]))
 
 
+@pytest.mark.parametrize("form", ["url", "keywords"])
 def test_loom_store_names_a_postgresql_database(
-    loom_database: LoomDatabase, monkeypatch: pytest.MonkeyPatch
+    form: str, loom_database: LoomDatabase, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):
+    monkeypatch.chdir(tmp_path)
     loom_database.new_schema("loom")
     try:
-        monkeypatch.setenv("LOOM_STORE", loom_database.dsn())
+        db = loom_database
+        monkeypatch.setenv(
+            "LOOM_STORE",
+            db.dsn()
+            if form == "url"  # libpq's keyword form, as postgres_store reads it
+            else f"host=127.0.0.1 port={db.server.port} dbname={db.dbname} user={db.app} "
+            f"password='{db.password}'",
+        )
         agent = define_agent(name="a", model=ReplayModel([Reply(text="hello")]))
         assert agent.store.describe().startswith("PostgreSQL loom_app@")  # type: ignore[attr-defined]
         assert agent.store.describe().endswith("schema loom")  # type: ignore[attr-defined]
@@ -476,6 +486,7 @@ def test_loom_store_names_a_postgresql_database(
         assert again.store is agent.store  # one connection for every agent
         loaded = again.thread(result.thread_id)
         assert [m.text for m in loaded.messages] == ["hi", "hello"]
+        assert list(tmp_path.iterdir()) == []  # no SQLite file named after the setting
     finally:
         loom_database.drop_schema("loom")
 

@@ -581,3 +581,89 @@ def test_hostile_writes_never_reach_the_database(rig: Rig) -> None:
     assert rig.shim.log == []
     assert superuser_rows(rig, "SELECT count(*) FROM orders WHERE total = 0") == [(0,)]
     assert superuser_rows(rig, "SELECT count(*) FROM tickets WHERE status = 'closed'") == [(0,)]
+
+
+# ---- errors keep the allowlist ------------------------------------------------------------------
+
+#: accounts has no row level security; tickets has it. Each allowlist hides a column.
+HIDDEN = {
+    "accounts": {"columns": ["id", "label", "plan"], "write": True},
+    "tickets": {"columns": ["id", "subject", "status"], "write": True},
+}
+#: Values of the hidden columns (seed.sql), and tickets' hidden owner.
+SECRETS = ("ak_live_HIDDEN_COLUMN", "Order 2 has not arrived", "Order 5 was broken", USER_A.id)
+
+
+def run_approved(rig: Rig, key: str, table: str, values: dict[str, Any], row: int = 1) -> Any:
+    """An update of one row, approved: its result and the agent whose model saw it."""
+    connector = supabase_tools(
+        client=lambda ctx: create_client(
+            rig.url, rig.anon_key, options=ClientOptions(headers={"Authorization": f"Bearer {key}"})
+        ),
+        tables=HIDDEN,
+    )
+    update = call(
+        "update", table=table, values=values, filters=[{"column": "id", "op": "eq", "value": row}]
+    )
+    agent = define_agent(
+        name="a", model=ReplayModel([update, "Could not."]), connectors=[connector]
+    )
+    asked = agent.run_sync("Change it")
+    assert asked.status == "awaiting_approval", asked.error
+    done = agent.resume_sync(asked.thread_id, {asked.pending[0].call_id: True})
+    assert done.status == "complete"
+    [outcome] = results(done)
+    return outcome, agent, done
+
+
+def seen_by_the_model_and_kept(agent: Any, done: Any) -> str:
+    """Everything the model was sent, and the thread as saved."""
+    sent = [m.to_dict() for request in agent.model.requests for m in request.messages]
+    kept = [m.to_dict() for m in agent.thread(done.thread_id).messages]
+    return json.dumps([sent, kept], default=str)
+
+
+@pytest.mark.parametrize(
+    "table, values, code",
+    [
+        ("accounts", {"label": None}, "23502"),  # NOT NULL
+        ("accounts", {"plan": "gold"}, "23514"),  # CHECK
+        ("accounts", {"label": "x" * 30}, "23514"),
+        ("tickets", {"subject": None}, "23502"),
+        ("tickets", {"status": "bogus"}, "23514"),
+    ],
+)
+@pytest.mark.parametrize("role", ["user", "service_role"])
+def test_a_violated_constraint_shows_the_model_no_value_of_a_hidden_column(
+    rig: Rig, table: str, values: dict[str, Any], code: str, role: str
+) -> None:
+    """PostgreSQL's detail is "Failing row contains (...)" with every column the role may
+    select, when row level security does not apply (accounts; tickets for the service role,
+    which bypasses it): it is left out, and said to be."""
+    key = rig.jwt(USER_A) if role == "user" else rig.service_key
+    with rig.superuser() as conn:  # what PostgreSQL itself says, through the real shim
+        before = conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+    outcome, agent, done = run_approved(rig, key, table, values)
+    assert outcome.is_error and outcome.approval == "approved"
+    error = json.loads(outcome.content)["error"]
+    assert error["code"] == code, error
+    [logged] = [s for s in rig.shim.log if s.method == "PATCH"]
+    assert logged.status == 400
+    said = seen_by_the_model_and_kept(agent, done)
+    assert not [s for s in SECRETS if s in said], said
+    if table == "accounts" or role == "service_role":
+        said_by_postgres = (logged.error or {}).get("details") or ""
+        assert said_by_postgres.startswith("Failing row contains ("), logged.error
+        assert any(s in said_by_postgres for s in SECRETS)  # what the model must not see
+        assert error["details_left_out"].startswith("PostgreSQL's details were left out")
+    with rig.superuser() as conn:
+        assert conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall() == before
+
+
+def test_a_key_of_allowed_columns_reaches_the_model_in_a_data_block(rig: Rig) -> None:
+    outcome, agent, done = run_approved(rig, rig.jwt(USER_A), "accounts", {"label": "globex"})
+    error = json.loads(outcome.content)["error"]
+    assert error["code"] == "23505" and "details_left_out" not in error
+    assert "Key (label)=(globex) already exists." in error["details"]
+    assert error["details"].index("<data-") < error["details"].index("Key (label)")
+    assert "ak_live" not in seen_by_the_model_and_kept(agent, done)

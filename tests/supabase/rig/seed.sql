@@ -1,6 +1,7 @@
 -- The rows every test starts from (run by the superuser; RLS does not apply to it).
 -- User A: aaaaaaaa-..., user B: bbbbbbbb-... (see rig/__init__.py USER_A / USER_B).
-TRUNCATE public.orders, public.tickets, public.secrets, public.products, public.profiles
+TRUNCATE public.orders, public.tickets, public.secrets, public.accounts, public.products,
+  public.profiles
   RESTART IDENTITY CASCADE;
 
 INSERT INTO public.profiles (id, email, display_name) VALUES
@@ -26,3 +27,7 @@ INSERT INTO public.tickets (user_id, subject, body, status) VALUES
 
 INSERT INTO public.secrets (name, value, owner_id) VALUES
   ('stripe', 'sk_live_NEVER_SHOW_THIS', 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa');
+
+INSERT INTO public.accounts (label, plan, api_key) VALUES
+  ('acme', 'pro', 'ak_live_HIDDEN_COLUMN_1'),
+  ('globex', 'free', 'ak_live_HIDDEN_COLUMN_2');
