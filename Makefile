@@ -6,6 +6,11 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint lab bench clean
 
+# A second venv with the numpy floor pyproject.toml declares (pandas and matplotlib as pip
+# resolves them beside it): the chart bins test runs there, on the oldest numpy users may have.
+FLOOR_VENV ?= .venv-numpy-floor
+NUMPY_FLOOR := $(shell sed -n 's/.*"numpy>=\([0-9.]*\)".*/\1/p' pyproject.toml)
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -22,7 +27,13 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check loom_nb tests bench notebooks
 	$(BIN)/mypy
 
-test: lint
+$(FLOOR_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet "numpy==$(NUMPY_FLOOR)" pandas matplotlib \
+		|| $(FLOOR_VENV)/bin/python -m pip install --quiet "numpy<2.3" pandas matplotlib
+	touch $@
+
+test: lint $(FLOOR_VENV)/.installed
 	$(BIN)/python -m pytest
 
 # JupyterLab opening NB, with its folder as the root (make lab NB=.loom/demo/01-quickstart.ipynb
@@ -36,4 +47,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .loom .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(FLOOR_VENV) .loom .pytest_cache .mypy_cache

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from loom_nb.charts._bins import MAX_BINS, auto_bins, bin_edges
+from tests.conftest import require
 
 ROOT = Path(__file__).parents[2]
 NEW_RULE = tuple(int(p) for p in np.__version__.split(".")[:2]) >= (2, 3)
@@ -92,25 +93,15 @@ except MemoryError:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_histogram_with_an_outlier_stays_small_on_the_lowest_numpy(tmp_path: Path):
-    """A venv of its own with the numpy floor of pyproject.toml (pandas and matplotlib as pip
-    resolves them next to it), installed by pip from the package index it is configured with
-    (PyPI in CI): the test the shared environment, with a newer numpy, cannot be."""
+def test_a_histogram_with_an_outlier_stays_small_on_the_lowest_numpy():
+    """In the venv `make test` builds with the numpy floor of pyproject.toml (pandas and
+    matplotlib as pip resolves them next to it): the test the shared environment, with a newer
+    numpy, cannot be."""
     version = lowest_numpy()
-    if sys.version_info >= (3, 13):  # the floor has no wheel for it: the newest before 2.3
-        pin = "numpy<2.3"
-    else:
-        pin = f"numpy=={version}"
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    subprocess.run(
-        [python, "-m", "pip", "install", "-q", pin, "pandas", "matplotlib"],
-        check=True,
-        capture_output=True,
-    )
+    python = ROOT / ".venv-numpy-floor" / "bin" / "python"
+    require(python.exists(), "the numpy floor's venv (.venv-numpy-floor: `make test` builds it)")
     done = subprocess.run(
-        [python, "-c", UNDER_A_LIMIT],
+        [str(python), "-c", UNDER_A_LIMIT],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -118,7 +109,7 @@ def test_a_histogram_with_an_outlier_stays_small_on_the_lowest_numpy(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     installed, bins, rows, drawn, *said = done.stdout.split()
-    if pin.startswith("numpy=="):
+    if sys.version_info < (3, 13):  # the floor has no wheel for 3.13: the newest before 2.3
         assert installed == version
     assert tuple(int(p) for p in installed.split(".")[:2]) < (2, 3)
     assert (bins, rows, drawn) == ("50", "10001", "True")
