@@ -58,6 +58,7 @@ def table_connector(
     tables: Mapping[str, TableSpec],
     *,
     max_rows: int,
+    frame_rows: int,
     approve_writes: bool,
     list_tables: Read,
     select: Read,
@@ -81,7 +82,7 @@ def table_connector(
 
     def select_described(arguments: dict[str, Any]) -> str:
         known = words_tables(tables, arguments) if open_tables else tables
-        query = parse_select(arguments, known, max_rows)
+        query = parse_select(arguments, known, frame_rows)
         return select_words(query, columns_named=bool(arguments.get("columns")))
 
     def insert_described(arguments: dict[str, Any]) -> str:
@@ -101,10 +102,12 @@ def table_connector(
             description="Read rows of one table. Filters all must match: op is eq, neq, gt, gte, "
             "lt, lte, like / ilike (SQL wildcards: % any text, _ one character; ilike ignores "
             "case), in (a list of values) or is_null (no value); not=true negates one."
-            f"{select.notes} At most {max_rows} rows per call: page with offset; count=true "
-            "also returns the number of matching rows.\n"
+            f"{select.notes} {rows_rule(max_rows, frame_rows, 'rows')} count=true also "
+            "returns the number of matching rows.\n"
             f"Tables:\n{listed}",
-            input=select_schema(tables, max_rows, open_tables=bool(open_tables)),
+            input=select_schema(
+                tables, max_rows, open_tables=bool(open_tables), frame_rows=frame_rows
+            ),
             run=select.run,
             describe=select_described,
             code=select.code,
@@ -139,6 +142,14 @@ def table_connector(
             code=update.code,
         )
     return connector(name, tools)
+
+
+def rows_rule(max_rows: int, frame_rows: int, what: str) -> str:
+    """The two bounds, as the model is told them."""
+    return (
+        f"You see at most {max_rows} {what} of a result (page with offset); the user's "
+        f"DataFrame of the call holds every match up to {frame_rows:,} (or your limit)."
+    )
 
 
 def words_tables(tables: Mapping[str, TableSpec], arguments: dict[str, Any]) -> Mapping[str, Any]:

@@ -98,6 +98,22 @@ def check_connector_options(name: Any, max_rows: Any, approve_writes: Any) -> in
     return check_max_rows(max_rows)
 
 
+#: The rows of a call's DataFrame for the user, unless the connector says otherwise.
+FRAME_ROWS = 10_000
+
+
+def check_frame_rows(frame_rows: Any, max_rows: int) -> int:
+    """``frame_rows``: the rows a call's DataFrame holds for the user, at least ``max_rows``
+    (the model's page is the first rows of that frame)."""
+    if not isinstance(frame_rows, int) or isinstance(frame_rows, bool) or frame_rows < max_rows:
+        raise UserError(
+            f"frame_rows must be an int of at least max_rows ({max_rows}), got {frame_rows!r}: "
+            "it bounds the rows of the DataFrame you get from a call, of which the model sees "
+            "max_rows"
+        )
+    return frame_rows
+
+
 def check_max_rows(max_rows: Any) -> int:
     if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
         raise UserError(f"max_rows must be a positive int, got {max_rows!r}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import OPERATORS, AggregateRules
+from loom_nb._tables.grammar import MAX_BINS, OPERATORS, AggregateRules
 from loom_nb._tables.options import IDENTIFIER, TableSpec
 
 
@@ -47,15 +47,41 @@ def filters_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -
 
 
 def group_by_schema(
-    tables: Mapping[str, TableSpec], buckets: Sequence[str], open_tables: bool = False
+    tables: Mapping[str, TableSpec],
+    buckets: Sequence[str],
+    open_tables: bool = False,
+    bins: bool = False,
 ) -> dict[str, Any]:
     column = _column_schema(tables, open_tables)
+    binned = {
+        "type": "object",
+        "properties": {
+            "column": {**column, "description": "A numeric column."},
+            "bins": {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": MAX_BINS},
+                    {"type": "array", "items": {"type": "number"}, "minItems": 2},
+                ],
+                "description": "A number of equal-width bins from the smallest to the largest "
+                "matching value, or the bins' edges.",
+            },
+        },
+        "required": ["column", "bins"],
+        "additionalProperties": False,
+    }
     if not buckets:
         return {
             "type": "array",
             "items": column,
             "description": "Columns to group by; omit for one row of totals.",
         }
+    bins_text = (
+        " {column, bins} groups a numeric column into bins (bins: a number, or the edges): "
+        "its output column bin_column (like bin_total) holds each bin's left edge; a bin holds "
+        "values from its left edge up to its right one, the last one both edges."
+        if bins
+        else ""
+    )
     return {
         "type": "array",
         "items": {
@@ -70,13 +96,27 @@ def group_by_schema(
                     "required": ["column", "bucket"],
                     "additionalProperties": False,
                 },
+                *([binned] if bins else []),
             ]
         },
         "description": (
             "Columns to group by, or {column, bucket} to group a datetime column by day, week "
             "(weeks start on Monday), month, quarter or year, in the column's time zone. A "
             "bucket's output column is named bucket_column (like week_created_at) and holds "
-            "each bucket's start. Omit group_by for one summary row over all matches."
+            f"each bucket's start.{bins_text} Omit group_by for one summary row over all "
+            "matches."
+        ),
+    }
+
+
+def _limit_schema(max_rows: int, frame_rows: int | None, what: str) -> dict[str, Any]:
+    bound = f"at most {frame_rows:,}; " if frame_rows is not None else ""
+    return {
+        "type": "integer",
+        "minimum": 0,
+        "description": (
+            f"The {what} the call returns ({bound}omit for every match); you see at most "
+            f"{max_rows} of them."
         ),
     }
 
@@ -86,6 +126,7 @@ def aggregate_schema(
     max_rows: int,
     rules: AggregateRules,
     open_tables: bool = False,
+    frame_rows: int | None = None,
 ) -> dict[str, Any]:
     base = select_schema(tables, max_rows, open_tables)["properties"]
     column = base["columns"]["items"]
@@ -116,7 +157,7 @@ def aggregate_schema(
         "type": "object",
         "properties": {
             "table": base["table"],
-            "group_by": group_by_schema(tables, rules.buckets, open_tables),
+            "group_by": group_by_schema(tables, rules.buckets, open_tables, rules.bins),
             "aggregates": {
                 "type": "array",
                 "items": {
@@ -124,6 +165,19 @@ def aggregate_schema(
                     "properties": {
                         "fn": {"type": "string", "enum": list(rules.functions)},
                         "column": {**column, "description": "Omit with fn=count to count rows."},
+                        **(
+                            {
+                                "p": {
+                                    "type": "number",
+                                    "minimum": 0,
+                                    "maximum": 1,
+                                    "description": "For percentile: 0.9 gives the 90th, "
+                                    "output p90_column.",
+                                }
+                            }
+                            if "percentile" in rules.functions
+                            else {}
+                        ),
                     },
                     "required": ["fn"],
                     "additionalProperties": False,
@@ -133,13 +187,7 @@ def aggregate_schema(
             },
             "filters": base["filters"],
             "order": order,
-            "limit": {
-                "type": "integer",
-                "minimum": 0,
-                "description": (
-                    f"At most {max_rows} groups come back; a larger limit is cut to that."
-                ),
-            },
+            "limit": _limit_schema(max_rows, frame_rows, "groups"),
             "offset": base["offset"],
         },
         "required": ["table"],
@@ -148,7 +196,10 @@ def aggregate_schema(
 
 
 def select_schema(
-    tables: Mapping[str, TableSpec], max_rows: int, open_tables: bool = False
+    tables: Mapping[str, TableSpec],
+    max_rows: int,
+    open_tables: bool = False,
+    frame_rows: int | None = None,
 ) -> dict[str, Any]:
     column = _column_schema(tables, open_tables)
     return {
@@ -170,11 +221,7 @@ def select_schema(
                     "additionalProperties": False,
                 },
             },
-            "limit": {
-                "type": "integer",
-                "minimum": 0,
-                "description": f"At most {max_rows} rows come back; a larger limit is cut to that.",
-            },
+            "limit": _limit_schema(max_rows, frame_rows, "rows"),
             "offset": {"type": "integer", "minimum": 0},
             "count": {
                 "type": "boolean",

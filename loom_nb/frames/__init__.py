@@ -119,7 +119,12 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._errors import UserError
-from loom_nb._tables.options import check_connector_options, parse_tables
+from loom_nb._tables.options import (
+    FRAME_ROWS,
+    check_connector_options,
+    check_frame_rows,
+    parse_tables,
+)
 from loom_nb._tools import Connector
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 from loom_nb.frames._allowlist import Tables, check_frame
@@ -136,6 +141,7 @@ def frame_tools(
     *,
     namespace: bool | Mapping[str, Any] = False,
     max_rows: int = 50,
+    frame_rows: int = FRAME_ROWS,
     approve_writes: bool = True,
     name: str = "frames",
 ) -> Connector:
@@ -152,6 +158,7 @@ def frame_tools(
     :data:`NAMESPACE_FRAMES` of them (the first by name).
     """
     max_rows = check_connector_options(name, max_rows, approve_writes)
+    frame_rows = check_frame_rows(frame_rows, max_rows)
     source = namespace_source(namespace)
     if frames is None and source is not None:
         frames = {}
@@ -182,4 +189,5 @@ def frame_tools(
             )
         check_frame(table, spec, frame)
         data[table] = frame
-    return frame_connector(Tables(specs, data, max_rows, name, source), approve_writes)
+    tables = Tables(specs, data, max_rows, name, source, frame_rows=frame_rows)
+    return frame_connector(tables, approve_writes)

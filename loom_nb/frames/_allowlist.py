@@ -12,7 +12,7 @@ from pandas.api import types as ptypes
 
 from loom_nb._context import RunContext
 from loom_nb._errors import UserError
-from loom_nb._tables.options import IDENTIFIER, RESERVED, TableSpec
+from loom_nb._tables.options import FRAME_ROWS, IDENTIFIER, RESERVED, TableSpec
 from loom_nb._tools import ToolInputError
 from loom_nb.frames._namespace import Namespace, namespace_frames
 from loom_nb.frames._values import holds_missing
@@ -86,10 +86,13 @@ class Tables:
         name: str,
         namespace: Namespace | None = None,
         locks: dict[str, threading.RLock] | None = None,
+        frame_rows: int | None = None,
     ) -> None:
         self.specs = specs
         self.frames = frames
         self.max_rows = max_rows
+        #: The rows of a call's DataFrame for the user (the model sees ``max_rows`` of them).
+        self.frame_rows = frame_rows if frame_rows is not None else max(max_rows, FRAME_ROWS)
         self.name = name
         self.namespace = namespace
         #: The namespace's DataFrames left out of this listing (more than the limit).
@@ -111,7 +114,9 @@ class Tables:
         specs.update({n: TableSpec(n, "a DataFrame in the user's namespace") for n in found})
         locks = dict(self.locks)
         locks.update({n: threading.RLock() for n in found})
-        tables = Tables(specs, {**self.frames, **found}, self.max_rows, self.name, None, locks)
+        tables = Tables(
+            specs, {**self.frames, **found}, self.max_rows, self.name, None, locks, self.frame_rows
+        )
         tables.unlisted = unlisted
         if ctx is not None:
             ctx.state[self._key] = tables

@@ -17,7 +17,9 @@ import pandas as pd
 
 from loom_nb._code import CodeContext, py_literal, variable_for
 from loom_nb._tables.grammar import (
+    Aggregate,
     Filter,
+    GroupKey,
     parse_aggregate,
     parse_insert,
     parse_select,
@@ -33,7 +35,7 @@ _SORT = 'na_position="last", kind="stable"'
 
 
 def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
-    q = parse_select(args, tables.specs, tables.max_rows)
+    q = parse_select(args, tables.specs, tables.frame_rows)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
     lines, mask = _mask(frame, df, q.filters, ctx)
@@ -53,7 +55,7 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 
 
 def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
-    q = parse_aggregate(args, tables.specs, tables.max_rows, FRAME_AGGREGATES)
+    q = parse_aggregate(args, tables.specs, tables.frame_rows, FRAME_AGGREGATES)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
     lines, mask = _mask(frame, df, q.filters, ctx)
@@ -64,6 +66,9 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
     if q.group_by:
         keys = []
         for k in q.group_by:
+            if k.bins is not None:
+                keys.append(_bins(source, k, ctx, lines))
+                continue
             if k.bucket is None:
                 keys.append(py_literal(k.column))
                 continue
@@ -81,7 +86,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
         )
         parts = [
             f"{py_literal(a.output)}: "
-            + (f"{groups}.size()" if a.column is None else _aggregate(groups, a.fn, a.column))
+            + (f"{groups}.size()" if a.column is None else _aggregate(groups, a))
             for a in q.aggregates
         ]
         table = f"pd.DataFrame({{{', '.join(parts)}}}).reset_index()"
@@ -92,8 +97,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
             + (
                 f"[len({source})]"
                 if a.column is None
-                else _aggregate(source, a.fn, a.column, one_column_frame=True)
-                + ".reset_index(drop=True)"
+                else _aggregate(source, a, one_column_frame=True) + ".reset_index(drop=True)"
             )
             for a in q.aggregates
         ]
@@ -298,10 +302,30 @@ def _regex_literal(regex: str) -> str:
 _AGGREGATE_CALLS = {"sum": "sum(min_count=1)", "count_distinct": "nunique()"}
 
 
-def _aggregate(source: str, fn: str, column: str, *, one_column_frame: bool = False) -> str:
+def _aggregate(source: str, a: Aggregate, *, one_column_frame: bool = False) -> str:
     """``source["total"].fn()``, or ``source[["total"]].fn()``."""
-    key = f"[{py_literal(column)}]" if one_column_frame else py_literal(column)
-    return f"{source}[{key}].{_AGGREGATE_CALLS.get(fn, f'{fn}()')}"
+    assert a.column is not None
+    key = f"[{py_literal(a.column)}]" if one_column_frame else py_literal(a.column)
+    if a.fn == "percentile":
+        return f"{source}[{key}].quantile({a.p!r})"
+    return f"{source}[{key}].{_AGGREGATE_CALLS.get(a.fn, f'{a.fn}()')}"
+
+
+def _bins(source: str, k: GroupKey, ctx: CodeContext, lines: list[str]) -> str:
+    """The bins of ``k`` as ``frames_aggregate`` makes them (``bin_starts``): the edges, then
+    each value's bin by its left edge, ``[left, right)`` and the last ``[left, right]``."""
+    ctx.setup("import numpy as np")
+    column = f"{source}[{py_literal(k.column)}]"
+    edges, name = ctx.name(f"edges_{k.column}"), ctx.name(k.output)
+    if isinstance(k.bins, tuple):
+        lines.append(f"{edges} = np.array({py_literal(list(k.bins))})")
+    else:
+        lines.append(f"{edges} = np.histogram_bin_edges({column}.dropna(), bins={k.bins})")
+    lines.append(
+        f"{name} = pd.cut({column}, [*{edges}[:-1], np.nextafter({edges}[-1], np.inf)], "
+        f'right=False, labels={edges}[:-1]).astype("float64").rename({py_literal(k.output)})'
+    )
+    return name
 
 
 #: The time buckets of ``frames_aggregate`` (``loom_nb/frames/_buckets.py``) in plain pandas and

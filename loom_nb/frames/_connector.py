@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_nb._tables.builder import Read, Write, table_connector, words_tables
+from loom_nb._tables.builder import Read, Write, rows_rule, table_connector, words_tables
 from loom_nb._tables.filter_text import aggregate_words
 from loom_nb._tables.grammar import parse_aggregate
 from loom_nb._tables.schemas import aggregate_schema
@@ -20,7 +20,7 @@ from loom_nb.frames._writes import Writes
 
 def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
     """list_tables, select and aggregate; append and update when some frame is writable."""
-    n, max_rows = tables.name, tables.max_rows
+    n, max_rows, frame_rows = tables.name, tables.max_rows, tables.frame_rows
     writes = Writes(tables, approve_writes)
     # With namespace=..., each run sees the namespace's DataFrames as it finds them; the code
     # of a call reads them as they are now (for_run(None)).
@@ -33,7 +33,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
 
     def aggregate_described(args: dict[str, Any]) -> str:
         known = words_tables(tables.specs, args) if open_tables else tables.specs
-        return aggregate_words(parse_aggregate(args, known, max_rows, FRAME_AGGREGATES))
+        return aggregate_words(parse_aggregate(args, known, frame_rows, FRAME_AGGREGATES))
 
     aggregate = tool(
         description=(
@@ -44,11 +44,15 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             "median, min or max (count without a column counts rows). Output columns are "
             "named fn_column (count for the row count); order may use them, e.g. "
             f"[{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. Missing "
-            "values and missing timestamps form their own group, last. At most "
-            f"{max_rows} groups per call; the total number of groups is reported."
+            "values and missing timestamps form their own group, last. "
+            f"{rows_rule(max_rows, frame_rows, 'groups')} The number of groups is reported."
         ),
         input=aggregate_schema(
-            tables.specs, max_rows, FRAME_AGGREGATES, open_tables=bool(open_tables)
+            tables.specs,
+            max_rows,
+            FRAME_AGGREGATES,
+            open_tables=bool(open_tables),
+            frame_rows=frame_rows,
         ),
         run=lambda args, ctx=None: reads.aggregate(tables.for_run(ctx), args),
         describe=aggregate_described,
@@ -58,6 +62,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
         n,
         tables.specs,
         max_rows=max_rows,
+        frame_rows=frame_rows,
         approve_writes=approve_writes,
         open_tables=open_tables,
         list_tables=Read(

@@ -104,7 +104,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from loom_nb._errors import UserError
-from loom_nb._tables.options import check_connector_options, parse_tables
+from loom_nb._tables.options import (
+    FRAME_ROWS,
+    check_connector_options,
+    check_frame_rows,
+    parse_tables,
+)
 from loom_nb._tools import Connector
 from loom_nb.supabase._connector import ClientFactory, SupabaseConnector
 
@@ -116,6 +121,7 @@ def supabase_tools(
     client: ClientFactory,
     tables: Mapping[str, Mapping[str, Any] | None],
     max_rows: int = 50,
+    frame_rows: int = FRAME_ROWS,
     approve_writes: bool = True,
     name: str = "supabase",
     aggregates: bool = False,
@@ -137,7 +143,10 @@ def supabase_tools(
             "client=lambda ctx: my_client"
         )
     max_rows = check_connector_options(name, max_rows, approve_writes)
+    frame_rows = check_frame_rows(frame_rows, max_rows)
     if not isinstance(aggregates, bool):
         raise UserError(f"aggregates must be True or False, got {aggregates!r}")
     specs = parse_tables(tables)
-    return SupabaseConnector(client, specs, max_rows, approve_writes, name, aggregates).connector()
+    return SupabaseConnector(
+        client, specs, max_rows, approve_writes, name, aggregates, frame_rows
+    ).connector()

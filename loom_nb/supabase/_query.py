@@ -18,26 +18,27 @@ from loom_nb._tools import ToolInputError
 from loom_nb.supabase._aggregate import select_items
 
 
-def build_select(client: Any, query: Select) -> Any:
+def build_select(client: Any, query: Select, paged: bool = False) -> Any:
     columns = query.columns if query.columns is not None else ("*",)
     builder = client.table(query.table).select(*columns, count="exact" if query.count else None)
-    return _filtered_page(builder, query)
+    return _filtered_page(builder, query, paged)
 
 
-def build_aggregate(client: Any, query: AggregateQuery) -> Any:
+def build_aggregate(client: Any, query: AggregateQuery, paged: bool = False) -> Any:
     """``select=status,sum_total:total.sum()`` and the filters: PostgREST groups by the
     select's plain columns."""
-    return _filtered_page(client.table(query.table).select(*select_items(query)), query)
+    return _filtered_page(client.table(query.table).select(*select_items(query)), query, paged)
 
 
-def _filtered_page(builder: Any, query: Select | AggregateQuery) -> Any:
-    """A read's filters, order and page, after its select."""
+def _filtered_page(builder: Any, query: Select | AggregateQuery, paged: bool) -> Any:
+    """A read's filters, order and page, after its select; one page of several (``paged``)
+    names its offset, 0 included."""
     for f in query.filters:
         builder = _apply_filter(builder, f)
     for column, desc in query.order:
         builder = builder.order(column, desc=desc)
     builder = builder.limit(int(query.limit))
-    if query.offset:
+    if query.offset or paged:
         builder = builder.offset(int(query.offset))
     return builder
 

@@ -22,7 +22,7 @@ ARGS = {
     ],
     "order": [{"column": "total", "desc": True}],
 }
-WORDS = "frames_select · orders · status = 'open' AND total > 100 · order by total desc · 50 rows"
+WORDS = "frames_select · orders · status = 'open' AND total > 100 · order by total desc"
 CALL = Message("assistant", [ToolCall("c1", "frames_select", ARGS), ToolCall("c2", "ping", {})])
 RESULT = Message(
     "tool",
