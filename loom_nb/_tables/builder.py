@@ -8,14 +8,14 @@ the shared grammar and the allowlist, with the schemas' enums, and one approval 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from loom_nb._code import WriteCode
 from loom_nb._tables.filter_text import insert_words, select_words, update_words
 from loom_nb._tables.grammar import parse_insert, parse_select, parse_update
-from loom_nb._tables.options import IDENTIFIER, TableSpec
+from loom_nb._tables.options import IDENTIFIER, Relationship, TableSpec
 from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
 from loom_nb._tools import Connector, Tool, ToolInputError, connector, tool
 
@@ -67,6 +67,7 @@ def table_connector(
     insert_as: str = "insert",
     more_reads: Mapping[str, Tool] | None = None,
     open_tables: str = "",
+    relationships: Sequence[Relationship] = (),
 ) -> Connector:
     """``{name}_list_tables`` and ``{name}_select`` (then ``more_reads``, each named
     ``{name}_{key}``); ``{name}_{insert_as}`` and ``{name}_update`` when some table is
@@ -82,7 +83,7 @@ def table_connector(
 
     def select_described(arguments: dict[str, Any]) -> str:
         known = words_tables(tables, arguments) if open_tables else tables
-        query = parse_select(arguments, known, frame_rows)
+        query = parse_select(arguments, known, frame_rows, relationships)
         return select_words(query, columns_named=bool(arguments.get("columns")))
 
     def insert_described(arguments: dict[str, Any]) -> str:
@@ -106,7 +107,11 @@ def table_connector(
             "returns the number of matching rows.\n"
             f"Tables:\n{listed}",
             input=select_schema(
-                tables, max_rows, open_tables=bool(open_tables), frame_rows=frame_rows
+                tables,
+                max_rows,
+                open_tables=bool(open_tables),
+                frame_rows=frame_rows,
+                relationships=relationships,
             ),
             run=select.run,
             describe=select_described,

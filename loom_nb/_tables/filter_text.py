@@ -18,6 +18,7 @@ from loom_nb._tables.grammar import (
     Update,
     percent_text,
 )
+from loom_nb._tables.options import Relationship
 
 _SQL = {
     "eq": "=",
@@ -102,7 +103,7 @@ def filter_dict(f: Filter) -> dict[str, Any]:
 
 def select_words(q: Select, *, columns_named: bool) -> str:
     """A select in words; the columns appear when the model named them."""
-    parts = [q.table]
+    parts = [q.table, *join_words(q.joins)]
     if columns_named and q.columns is not None:
         parts.append(", ".join(q.columns))
     return " · ".join([*parts, *query_tail(q.filters, q.order, q.asked, q.offset)])
@@ -177,4 +178,11 @@ def aggregate_words(q: AggregateQuery) -> str:
     groups = group_words(q.group_by)
     if groups:
         summary += " by " + ", ".join(groups)
-    return " · ".join([q.table, summary, *query_tail(q.filters, q.order, q.asked, q.offset)])
+    return " · ".join(
+        [q.table, *join_words(q.joins), summary, *query_tail(q.filters, q.order, q.asked, q.offset)]
+    )
+
+
+def join_words(joins: Sequence[Relationship]) -> list[str]:
+    """``join customers on orders.customer_id = customers.id``, one piece a join."""
+    return [f"join {r.other} on {r.text}" for r in joins]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from loom_nb._tables.options import IDENTIFIER, RESERVED, TableSpec
+from loom_nb._tables.options import IDENTIFIER, RESERVED, Relationship, TableSpec
 from loom_nb._tools import ToolInputError
 
 Operator = Literal["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "in", "is_null"]
@@ -118,6 +118,8 @@ class AggregateQuery:
     offset: int
     #: The limit the model asked for (None: every group, up to ``frame_rows``).
     asked: int | None = None
+    #: The declared relationships the call joins along.
+    joins: tuple[Relationship, ...] = ()
 
     @property
     def outputs(self) -> list[str]:
@@ -157,6 +159,8 @@ class Select:
     count: bool = False
     #: The limit the model asked for (None: every matching row, up to ``frame_rows``).
     asked: int | None = None
+    #: The declared relationships the call joins along.
+    joins: tuple[Relationship, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,10 +186,35 @@ def lookup_table(tables: Mapping[str, TableSpec], name: Any, *, write: bool = Fa
     return spec
 
 
-def check_column(spec: TableSpec, name: Any) -> str:
+@dataclass(frozen=True)
+class Scope:
+    """A table and the tables a call joins to it: their columns are written ``customers.tier``."""
+
+    spec: TableSpec
+    joined: Mapping[str, TableSpec]
+
+
+Columns = TableSpec | Scope
+
+
+def check_column(spec: Columns, name: Any) -> str:
+    if isinstance(spec, Scope):
+        if isinstance(name, str) and "." in name:
+            table, _, column = name.partition(".")
+            other = spec.joined.get(table)
+            if other is None:
+                joined = sorted(spec.joined)
+                raise ToolInputError(
+                    f"{name!r} names table {table!r}, which this call does not join"
+                    + (f" (it joins {joined})" if joined else "")
+                    + "; name a related table in join, like join: ['customers']"
+                )
+            return f"{table}.{check_column(other, column)}"
+        spec = spec.spec
     if not isinstance(name, str) or not IDENTIFIER.match(name) or name.lower() in RESERVED:
         raise ToolInputError(
-            f"{name!r} is not a plain column name (no relations, JSON paths, casts or aliases)"
+            f"{name!r} is not a plain column name (no relations, JSON paths, casts or aliases; "
+            "a joined table's column is written customers.tier)"
         )
     if spec.columns is not None and name not in spec.columns:
         raise ToolInputError(
@@ -194,13 +223,43 @@ def check_column(spec: TableSpec, name: Any) -> str:
     return name
 
 
+def parse_joins(
+    args: Mapping[str, Any],
+    spec: TableSpec,
+    tables: Mapping[str, TableSpec],
+    relationships: Sequence[Relationship],
+) -> tuple[Scope, tuple[Relationship, ...]]:
+    """``join: ["customers"]``: tables related to ``spec`` by a declared relationship (this
+    table holding the reference), each once; the scope their columns are read in."""
+    raw = args.get("join")
+    related = {r.other: r for r in relationships if r.table == spec.name}
+    if raw is None or raw == []:
+        return Scope(spec, {}), ()
+    if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
+        raise ToolInputError("join must be a list of table names, like ['customers']")
+    joins: list[Relationship] = []
+    for name in dict.fromkeys(raw):
+        r = related.get(name)
+        if r is None:
+            may = sorted(related)
+            raise ToolInputError(
+                f"{spec.name!r} has no declared relationship to {name!r}, so it cannot be "
+                f"joined; {spec.name} may join {may}"
+                if may
+                else f"{spec.name!r} has no declared relationship to {name!r}, so it cannot be "
+                f"joined (no relationship is declared from {spec.name!r})"
+            )
+        joins.append(r)
+    return Scope(spec, {r.other: tables[r.other] for r in joins}), tuple(joins)
+
+
 def _scalar(value: Any, where: str) -> Scalar:
     if isinstance(value, (str, int, float, bool)):
         return value
     raise ToolInputError(f"{where}: expected a string, number or boolean, got {value!r}")
 
 
-def parse_filters(spec: TableSpec, raw: Any) -> tuple[Filter, ...]:
+def parse_filters(spec: Columns, raw: Any) -> tuple[Filter, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -253,7 +312,7 @@ def parse_int(value: Any, name: str, default: int) -> int:
 
 
 def parse_group_by(
-    spec: TableSpec,
+    spec: Columns,
     raw: Any,
     buckets: Sequence[str],
     bins: bool = False,
@@ -342,11 +401,13 @@ def parse_aggregate(
     tables: Mapping[str, TableSpec],
     frame_rows: int,
     rules: AggregateRules,
+    relationships: Sequence[Relationship] = (),
 ) -> AggregateQuery:
     """The aggregate tool's arguments (table, group_by, aggregates, filters, order, paging)
     checked against the allowlist and what ``rules``' backend can compute; at most
     ``frame_rows`` groups."""
-    spec = lookup_table(tables, args.get("table"))
+    table = lookup_table(tables, args.get("table"))
+    spec, joins = parse_joins(args, table, tables, relationships)
     group_by = parse_group_by(spec, args.get("group_by"), rules.buckets, rules.bins, rules.backend)
     group_outputs = [k.output for k in group_by]
     raw = args.get("aggregates") or [{"fn": "count"}]
@@ -400,7 +461,7 @@ def parse_aggregate(
 
     limit, asked = parse_limit(args, frame_rows)
     return AggregateQuery(
-        table=spec.name,
+        table=table.name,
         group_by=group_by,
         aggregates=tuple(aggregates),
         filters=parse_filters(spec, args.get("filters")),
@@ -408,18 +469,29 @@ def parse_aggregate(
         limit=limit,
         offset=parse_int(args.get("offset"), "offset", 0),
         asked=asked,
+        joins=joins,
     )
 
 
 def parse_select(
-    args: Mapping[str, Any], tables: Mapping[str, TableSpec], frame_rows: int
+    args: Mapping[str, Any],
+    tables: Mapping[str, TableSpec],
+    frame_rows: int,
+    relationships: Sequence[Relationship] = (),
 ) -> Select:
     """The select tool's arguments checked against the allowlist; at most ``frame_rows``
     rows."""
-    spec = lookup_table(tables, args.get("table"))
+    table = lookup_table(tables, args.get("table"))
+    spec, joins = parse_joins(args, table, tables, relationships)
     raw_columns = args.get("columns")
     if raw_columns is None or raw_columns == []:
-        columns = spec.columns  # None: every column; a list: expanded, so '*' is never sent
+        columns = table.columns  # None: every column; a list: expanded, so '*' is never sent
+        if columns is not None and joins:  # and every allowed column of the joined tables
+            joined = [(r.other, tables[r.other].columns) for r in joins]
+            if all(c is not None for _, c in joined):
+                columns = (*columns, *(f"{t}.{c}" for t, cs in joined for c in cs or ()))
+            else:
+                columns = None
     else:
         if not isinstance(raw_columns, list):
             raise ToolInputError("columns must be a list of column names")
@@ -430,7 +502,7 @@ def parse_select(
     if not isinstance(count, bool):
         raise ToolInputError("count must be true or false")
     return Select(
-        table=spec.name,
+        table=table.name,
         columns=columns,
         filters=parse_filters(spec, args.get("filters")),
         order=tuple(order),
@@ -438,6 +510,7 @@ def parse_select(
         offset=parse_int(args.get("offset"), "offset", 0),
         count=count,
         asked=asked,
+        joins=joins,
     )
 
 

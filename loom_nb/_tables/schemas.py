@@ -8,24 +8,47 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loom_nb._tables.grammar import MAX_BINS, OPERATORS, AggregateRules
-from loom_nb._tables.options import IDENTIFIER, TableSpec
+from loom_nb._tables.options import IDENTIFIER, Relationship, TableSpec
+
+#: A column, or a joined table's column (``customers.tier``).
+_JOINED = r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$"
 
 
-def _column_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+def _column_schema(
+    tables: Mapping[str, TableSpec],
+    open_tables: bool = False,
+    relationships: Sequence[Relationship] = (),
+) -> dict[str, Any]:
     if not open_tables and all(s.columns is not None for s in tables.values()):
-        names = sorted({c for s in tables.values() for c in s.columns or ()})
-        return {"type": "string", "enum": names}
-    return {"type": "string", "pattern": IDENTIFIER.pattern}
+        names = {c for s in tables.values() for c in s.columns or ()}
+        names |= {f"{r.other}.{c}" for r in relationships for c in tables[r.other].columns or ()}
+        return {"type": "string", "enum": sorted(names)}
+    return {"type": "string", "pattern": _JOINED if relationships else IDENTIFIER.pattern}
 
 
-def filters_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+def join_schema(relationships: Sequence[Relationship]) -> dict[str, Any]:
+    """``join``: the tables related to the call's table by a declared relationship."""
+    pairs = "; ".join(f"{r.table} may join {r.other} ({r.text})" for r in relationships)
+    return {
+        "type": "array",
+        "items": {"type": "string", "enum": sorted({r.other for r in relationships})},
+        "description": f"Related tables to read beside each row: {pairs}. Their columns are "
+        "written table.column (customers.tier) wherever a column goes.",
+    }
+
+
+def filters_schema(
+    tables: Mapping[str, TableSpec],
+    open_tables: bool = False,
+    relationships: Sequence[Relationship] = (),
+) -> dict[str, Any]:
     return {
         "type": "array",
         "description": "All filters must match (AND).",
         "items": {
             "type": "object",
             "properties": {
-                "column": _column_schema(tables, open_tables),
+                "column": _column_schema(tables, open_tables, relationships),
                 "op": {
                     "type": "string",
                     "enum": list(OPERATORS),
@@ -51,8 +74,9 @@ def group_by_schema(
     buckets: Sequence[str],
     open_tables: bool = False,
     bins: bool = False,
+    relationships: Sequence[Relationship] = (),
 ) -> dict[str, Any]:
-    column = _column_schema(tables, open_tables)
+    column = _column_schema(tables, open_tables, relationships)
     binned = {
         "type": "object",
         "properties": {
@@ -127,8 +151,9 @@ def aggregate_schema(
     rules: AggregateRules,
     open_tables: bool = False,
     frame_rows: int | None = None,
+    relationships: Sequence[Relationship] = (),
 ) -> dict[str, Any]:
-    base = select_schema(tables, max_rows, open_tables)["properties"]
+    base = select_schema(tables, max_rows, open_tables, relationships=relationships)["properties"]
     column = base["columns"]["items"]
     # Order names a result's column: any output, or (where totals cannot be ordered by) a
     # group_by column of the allowlist.
@@ -157,7 +182,9 @@ def aggregate_schema(
         "type": "object",
         "properties": {
             "table": base["table"],
-            "group_by": group_by_schema(tables, rules.buckets, open_tables, rules.bins),
+            "group_by": group_by_schema(
+                tables, rules.buckets, open_tables, rules.bins, relationships
+            ),
             "aggregates": {
                 "type": "array",
                 "items": {
@@ -185,6 +212,7 @@ def aggregate_schema(
                 "description": "Output columns are named fn_column, or count for a row count. "
                 "Default: [{fn: count}].",
             },
+            **({"join": base["join"]} if relationships else {}),
             "filters": base["filters"],
             "order": order,
             "limit": _limit_schema(max_rows, frame_rows, "groups"),
@@ -200,18 +228,20 @@ def select_schema(
     max_rows: int,
     open_tables: bool = False,
     frame_rows: int | None = None,
+    relationships: Sequence[Relationship] = (),
 ) -> dict[str, Any]:
-    column = _column_schema(tables, open_tables)
+    column = _column_schema(tables, open_tables, relationships)
     return {
         "type": "object",
         "properties": {
             "table": table_schema(tables, open_tables),
+            **({"join": join_schema(relationships)} if relationships else {}),
             "columns": {
                 "type": "array",
                 "items": column,
                 "description": "Columns to return; omit for all allowed columns.",
             },
-            "filters": filters_schema(tables, open_tables),
+            "filters": filters_schema(tables, open_tables, relationships),
             "order": {
                 "type": "array",
                 "items": {

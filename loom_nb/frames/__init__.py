@@ -123,11 +123,12 @@ from loom_nb._tables.options import (
     FRAME_ROWS,
     check_connector_options,
     check_frame_rows,
+    parse_relationships,
     parse_tables,
 )
 from loom_nb._tools import Connector
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
-from loom_nb.frames._allowlist import Tables, check_frame
+from loom_nb.frames._allowlist import Tables, check_frame, usable_name
 from loom_nb.frames._connector import frame_connector
 from loom_nb.frames._namespace import NAMESPACE_FRAMES, namespace_source
 
@@ -142,6 +143,7 @@ def frame_tools(
     namespace: bool | Mapping[str, Any] = False,
     max_rows: int = 50,
     frame_rows: int = FRAME_ROWS,
+    relationships: Mapping[str, str] | None = None,
     approve_writes: bool = True,
     name: str = "frames",
 ) -> Connector:
@@ -189,5 +191,14 @@ def frame_tools(
             )
         check_frame(table, spec, frame)
         data[table] = frame
-    tables = Tables(specs, data, max_rows, name, source, frame_rows=frame_rows)
+    related = parse_relationships(relationships, specs)
+    for r in related:  # the keys exist in the frames, and the agent may name them
+        for t, c in ((r.table, r.column), (r.other, r.other_column)):
+            if c not in data[t].columns or not usable_name(c):
+                raise UserError(
+                    f"relationships names {t}.{c}, but frame {t!r} has no usable column {c!r}"
+                )
+    tables = Tables(
+        specs, data, max_rows, name, source, frame_rows=frame_rows, relationships=related
+    )
     return frame_connector(tables, approve_writes)

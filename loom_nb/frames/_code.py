@@ -25,9 +25,11 @@ from loom_nb._tables.grammar import (
     parse_select,
     parse_update,
 )
+from loom_nb._tables.options import Relationship
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._filters import like_regex
+from loom_nb.frames._joins import inner_tables, join, joined_columns
 from loom_nb.frames._values import BadValue, holds_missing, value_for, value_to_write
 
 _COMPARE = {"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -35,10 +37,16 @@ _SORT = 'na_position="last", kind="stable"'
 
 
 def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
-    q = parse_select(args, tables.specs, tables.frame_rows)
+    q = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
+    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table, ctx)
+    if columns is not None and q.joins and q.columns is None and ctx.data is None:
+        columns = [*columns, *(f"{r.other}.{c}" for r in q.joins for c in tables.columns(r.other))]
+    names = [*(columns or []), *(f.column for f in q.filters), *(c for c, _ in q.order)]
+    joined, frame, df = _join(tables, q.table, q.joins, names, q.filters, frame, df, ctx)
     lines, mask = _mask(frame, df, q.filters, ctx)
+    lines = [*joined, *lines]
     chain = [f"{frame}[{mask}]" if mask else frame]
     if q.order:
         desc: dict[str, bool] = {}
@@ -47,7 +55,6 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
         keys = list(desc)
         chain.append(_sort(keys, [not desc[k] for k in keys]))
     chain.append(_page(q.offset, q.limit))
-    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table, ctx)
     if columns is not None and (df is None or columns != list(df.columns)):
         chain.append(f"[{py_literal(columns)}]")
     lines.append(_assign(ctx.result, chain))
@@ -55,10 +62,19 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 
 
 def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
-    q = parse_aggregate(args, tables.specs, tables.frame_rows, FRAME_AGGREGATES)
+    q = parse_aggregate(
+        args, tables.specs, tables.frame_rows, FRAME_AGGREGATES, tables.relationships
+    )
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
+    names = [
+        *(k.column for k in q.group_by),
+        *(a.column for a in q.aggregates if a.column is not None),
+        *(f.column for f in q.filters),
+    ]
+    joined, frame, df = _join(tables, q.table, q.joins, names, q.filters, frame, df, ctx)
     lines, mask = _mask(frame, df, q.filters, ctx)
+    lines = [*joined, *lines]
     source = frame
     if mask:
         source = ctx.name("matched")
@@ -175,6 +191,48 @@ def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 def _frame(tables: Tables, table: str, ctx: CodeContext) -> str:
     ctx.setup("import pandas as pd")
     return ctx.expect(variable_for(table), f"the DataFrame the agent read as table {table!r}")
+
+
+def _join(
+    tables: Tables,
+    table: str,
+    joins: Sequence[Relationship],
+    names: Sequence[str],
+    filters: Sequence[Filter],
+    frame: str,
+    df: pd.DataFrame | None,
+    ctx: CodeContext,
+) -> tuple[list[str], str, pd.DataFrame | None]:
+    """The ``merge`` of each join (``loom_nb.frames._joins``): the lines, the variable of the
+    joined frame, and the joined frame as it is now (for the filters' values)."""
+    if not joins:
+        return [], frame, df
+    inner = inner_tables(filters)
+    used = joined_columns(joins, names)
+    name = ctx.name("joined")
+    lines = []
+    source = frame
+    for r in joins:
+        other = _frame(tables, r.other, ctx)
+        key = f"{r.other}.{r.other_column}"
+        lines.append(
+            f"{name} = {source}.merge(\n"
+            f"    {other}[{py_literal(used[r.other])}]"
+            f".add_prefix({py_literal(r.other + '.')}).dropna(subset=[{py_literal(key)}]),\n"
+            f'    how="left",\n'
+            f"    left_on={py_literal(r.column)},\n"
+            f"    right_on={py_literal(key)},\n"
+            f'    validate="many_to_one",\n'
+            f").set_axis({source}.index)"
+        )
+        if r.other in inner:  # a filter names its columns: an inner join, as !inner
+            lines.append(f"{name} = {name}[{name}[{py_literal(key)}].notna()]")
+        source = name
+    if df is not None and all(r.other in tables.frames for r in joins):
+        df = join(df, joins, tables.frames, used, inner)[0]
+    else:
+        df = None
+    return lines, name, df
 
 
 def _usable(tables: Tables, table: str, ctx: CodeContext) -> list[str] | None:

@@ -33,7 +33,9 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
 
     def aggregate_described(args: dict[str, Any]) -> str:
         known = words_tables(tables.specs, args) if open_tables else tables.specs
-        return aggregate_words(parse_aggregate(args, known, frame_rows, FRAME_AGGREGATES))
+        return aggregate_words(
+            parse_aggregate(args, known, frame_rows, FRAME_AGGREGATES, tables.relationships)
+        )
 
     aggregate = tool(
         description=(
@@ -53,6 +55,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
             FRAME_AGGREGATES,
             open_tables=bool(open_tables),
             frame_rows=frame_rows,
+            relationships=tables.relationships,
         ),
         run=lambda args, ctx=None: reads.aggregate(tables.for_run(ctx), args),
         describe=aggregate_described,
@@ -65,6 +68,7 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
         frame_rows=frame_rows,
         approve_writes=approve_writes,
         open_tables=open_tables,
+        relationships=tables.relationships,
         list_tables=Read(
             lambda _args, ctx=None: reads.list_tables(tables.for_run(ctx)),
             notes=" The tables are pandas DataFrames: each also gives its row count, and each "

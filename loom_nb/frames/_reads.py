@@ -11,7 +11,8 @@ import pandas as pd
 
 from loom_nb._counts import counts, frame_note, with_counts
 from loom_nb._render import data_block, frame_for_model
-from loom_nb._tables.grammar import Select, parse_aggregate, parse_select
+from loom_nb._tables.grammar import Filter, Select, parse_aggregate, parse_select
+from loom_nb._tables.options import Relationship
 from loom_nb._tools import ToolInputError, ToolOutput
 from loom_nb.frames._aggregate import (
     FRAME_AGGREGATES,
@@ -22,6 +23,7 @@ from loom_nb.frames._aggregate import (
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._buckets import check_bucket
 from loom_nb.frames._filters import filter_mask
+from loom_nb.frames._joins import inner_tables, join, joined_columns, unmatched_text
 from loom_nb.frames._values import category_list
 
 
@@ -78,13 +80,12 @@ def list_tables(tables: Tables) -> ToolOutput:
 
 
 def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
-    q: Select = parse_select(args, tables.specs, tables.frame_rows)
-    with tables.locks[q.table]:
-        df = tables.frames[q.table]
-        columns = list(q.columns) if q.columns is not None else tables.columns(q.table)
-        tables.check_columns(
-            q.table, [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
-        )
+    q: Select = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
+    with tables.locked([q.table, *(r.other for r in q.joins)]):
+        columns = list(q.columns) if q.columns is not None else _every_column(tables, q)
+        names = [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
+        tables.check_columns(q.table, names)
+        df, joined = _joined(tables, q.table, q.joins, names, q.filters)
         mask = filter_mask(df, q.table, q.filters)
         matches = np.flatnonzero(mask)  # positions in df; no column is copied for them
         if q.order:
@@ -99,8 +100,36 @@ def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
         offset=q.offset,
         frame_rows=tables.frame_rows,
     )
-    text = _page_text(tables, q.table, frame, len(matches), q.offset, q.count, found)
+    text = joined + _page_text(tables, q.table, frame, len(matches), q.offset, q.count, found)
     return ToolOutput(text, with_counts(frame, found))
+
+
+def _every_column(tables: Tables, q: Select) -> list[str]:
+    """A select without columns: the table's allowed columns, then each joined table's."""
+    own = tables.columns(q.table)
+    return [*own, *(f"{r.other}.{c}" for r in q.joins for c in tables.columns(r.other))]
+
+
+def _joined(
+    tables: Tables,
+    table: str,
+    joins: Sequence[Relationship],
+    names: Sequence[str],
+    filters: Sequence[Filter],
+) -> tuple[pd.DataFrame, str]:
+    """The frame a call reads: the table itself, or the table with the joined columns it
+    names beside each row (``merge`` on the declared keys); and what the model is told of
+    the rows without a match."""
+    df = tables.frames[table]
+    if not joins:
+        return df, ""
+    tables.check_columns(table, [r.column for r in joins])
+    own = [n for n in names if "." not in n]
+    base = df[list(dict.fromkeys([*own, *(r.column for r in joins)]))]
+    inner = inner_tables(filters)
+    used = joined_columns(joins, names)
+    out, unmatched = join(base, joins, tables.frames, used, inner)
+    return out, unmatched_text(table, unmatched, inner) + "\n"
 
 
 def _ordered(
@@ -188,13 +217,16 @@ def _sort_keys(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
-    q = parse_aggregate(args, tables.specs, tables.frame_rows, FRAME_AGGREGATES)
+    q = parse_aggregate(
+        args, tables.specs, tables.frame_rows, FRAME_AGGREGATES, tables.relationships
+    )
     aggregated = (a.column for a in q.aggregates if a.column is not None)
     grouped = (k.column for k in q.group_by)
     used = list(dict.fromkeys([*grouped, *aggregated]))  # each column once, in order
-    with tables.locks[q.table]:
-        df = tables.frames[q.table]
-        tables.check_columns(q.table, [*used, *(f.column for f in q.filters)])
+    with tables.locked([q.table, *(r.other for r in q.joins)]):
+        names = [*used, *(f.column for f in q.filters)]
+        tables.check_columns(q.table, names)
+        df, joined = _joined(tables, q.table, q.joins, names, q.filters)
         for k in q.group_by:
             if k.bucket is not None:
                 check_bucket(q.table, df, k, tables.columns(q.table))
@@ -233,7 +265,7 @@ def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
         buckets={k.output: k.bucket for k in q.group_by if k.bucket is not None},
         edges=edges,
     )
-    text = _page_text(tables, q.table, frame, groups, q.offset, True, found)
+    text = joined + _page_text(tables, q.table, frame, groups, q.offset, True, found)
     return ToolOutput(text, with_counts(frame, found))
 
 
