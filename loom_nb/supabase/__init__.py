@@ -108,6 +108,7 @@ from loom_nb._tables.options import (
     FRAME_ROWS,
     check_connector_options,
     check_frame_rows,
+    parse_relationships,
     parse_tables,
 )
 from loom_nb._tools import Connector
@@ -122,6 +123,7 @@ def supabase_tools(
     tables: Mapping[str, Mapping[str, Any] | None],
     max_rows: int = 50,
     frame_rows: int = FRAME_ROWS,
+    relationships: Mapping[str, str] | None = None,
     approve_writes: bool = True,
     name: str = "supabase",
     aggregates: bool = False,
@@ -147,6 +149,7 @@ def supabase_tools(
     if not isinstance(aggregates, bool):
         raise UserError(f"aggregates must be True or False, got {aggregates!r}")
     specs = parse_tables(tables)
+    related = parse_relationships(relationships, specs)
     return SupabaseConnector(
-        client, specs, max_rows, approve_writes, name, aggregates, frame_rows
+        client, specs, max_rows, approve_writes, name, aggregates, frame_rows, related
     ).connector()

@@ -14,6 +14,7 @@ from loom_nb._tables.cards import SAMPLE_ROWS
 from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
 from loom_nb.supabase._aggregate import select_items
+from loom_nb.supabase._query import embedded_columns, select_columns
 
 #: The rows of one request (``loom_nb.supabase._connector.PAGE_ROWS``).
 PAGE_ROWS = 1000
@@ -98,14 +99,16 @@ class SupabaseCode:
 
     def select(self, args: dict[str, Any], ctx: CodeContext) -> str:
         q = self._select(args)
-        columns = q.columns if q.columns is not None else ("*",)
-        select = ", ".join(py_literal(c) for c in columns)
+        select = ", ".join(py_literal(c) for c in select_columns(q))
         count = ', count="exact"' if q.count else ""
         chain = [f".table({py_literal(q.table)})", f".select({select}{count})"]
         chain += [_filter(f) for f in q.filters]
-        chain += [f".order({py_literal(c)}, desc={d})" for c, d in q.order]
+        chain += [f".order({py_literal(_order_column(c))}, desc={d})" for c, d in q.order]
         listed = "None" if q.columns is None else py_literal(list(q.columns))
         request, rows = self._pages(chain, q.limit, q.offset, ctx)
+        flat = _flattened(q, rows, ctx)
+        if flat:
+            request, rows = f"{request}\n{flat[0]}", flat[1]
         return (
             f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({rows}, {listed}).head({q.limit})"
         )
@@ -212,6 +215,36 @@ class SupabaseCode:
         wait = "await " if self.awaits else ""
         body = "\n    ".join([self._client(ctx), *chain, ".execute()"])
         return f"{ctx.name(name)} = {wait}(\n    {body}\n)"
+
+
+def _order_column(column: str) -> str:
+    """A joined column as PostgREST orders by it: ``customers(tier)``."""
+    other, _, name = column.partition(".")
+    return f"{other}({name})" if name else column
+
+
+def _flattened(q: Select, rows: str, ctx: CodeContext) -> tuple[str, str] | None:
+    """Each row's embeds as ``customers.tier`` columns beside its own (``flatten_embeds``)."""
+    if not q.joins:
+        return None
+    flat, row = ctx.name("flat_rows"), ctx.name("row")
+    parts = []
+    for r in q.joins:
+        named = embedded_columns(q, r.other)
+        embed = f"({row}.get({py_literal(r.other)}) or {{}})"
+        if named is None:
+            parts.append(f"**{{{py_literal(r.other + '.')} + k: v for k, v in {embed}.items()}}")
+        else:
+            prefix, names = py_literal(r.other + "."), py_literal(named)
+            parts.append(f"**{{{prefix} + c: {embed}.get(c) for c in {names}}}")
+    others = py_literal([r.other for r in q.joins])
+    line = (
+        f"{flat} = [  # each row's embeds as columns beside its own: customers.tier\n"
+        f"    {{**{{k: v for k, v in {row}.items() if k not in {others}}}, "
+        + ", ".join(parts)
+        + f"}}\n    for {row} in {rows}\n]"
+    )
+    return line, flat
 
 
 def _postgrest_frame(ctx: CodeContext) -> str:

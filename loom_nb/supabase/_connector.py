@@ -35,9 +35,9 @@ from loom_nb._tables.grammar import (
     parse_select,
     parse_update,
 )
-from loom_nb._tables.options import FRAME_ROWS, TableSpec, describe_tables
+from loom_nb._tables.options import FRAME_ROWS, Relationship, TableSpec, describe_tables
 from loom_nb._tables.schemas import aggregate_schema
-from loom_nb._tools import Connector, Tool, ToolOutput, tool
+from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, tool
 from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES
 from loom_nb.supabase._code import SupabaseCode
 from loom_nb.supabase._query import (
@@ -46,6 +46,7 @@ from loom_nb.supabase._query import (
     build_matching,
     build_select,
     build_update,
+    flatten_embeds,
     sendable_filters,
     sendable_row,
 )
@@ -82,8 +83,10 @@ class SupabaseConnector:
         name: str,
         aggregates: bool = False,
         frame_rows: int = FRAME_ROWS,
+        relationships: tuple[Relationship, ...] = (),
     ) -> None:
         self.factory = factory
+        self.relationships = relationships
         self.tables = tables
         self.max_rows = max_rows
         self.frame_rows = frame_rows
@@ -128,6 +131,7 @@ class SupabaseConnector:
             self.tables,
             max_rows=self.max_rows,
             frame_rows=self.frame_rows,
+            relationships=self.relationships,
             approve_writes=self.approve_writes,
             list_tables=Read(self.list_tables),
             select=Read(self.select, notes=_SELECT_NOTES, code=code.select),
@@ -151,10 +155,13 @@ class SupabaseConnector:
     async def select(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_select(arguments)
         spec = self.tables[query.table]
+        if spec.columns is not None and query.joins:  # each row's embeds come back too
+            spec = TableSpec(spec.name, columns=(*spec.columns, *(r.other for r in query.joins)))
         fetched = await self._pages(ctx, spec, query, build_select)
         if isinstance(fetched, ToolOutput):
             return fetched
         rows, count = fetched
+        rows = flatten_embeds(rows, query)
         frame = records_to_frame(rows, query.columns).head(query.limit)
         found = counts(
             rows=len(frame),
@@ -163,7 +170,25 @@ class SupabaseConnector:
             offset=query.offset,
             frame_rows=self.frame_rows,
         )
-        return ToolOutput(self._page_text(query.table, frame, found), with_counts(frame, found))
+        text = self._unmatched(query, frame) + self._page_text(query.table, frame, found)
+        return ToolOutput(text, with_counts(frame, found))
+
+    @staticmethod
+    def _unmatched(query: Select, frame: pd.DataFrame) -> str:
+        """How many rows had no row of each joined table (or row level security hid it)."""
+        notes = []
+        for r in query.joins:
+            embedded = [c for c in frame.columns if str(c).startswith(f"{r.other}.")]
+            if not embedded or any(f.column.startswith(f"{r.other}.") for f in query.filters):
+                continue  # an inner embed: rows without a match are not returned
+            n = int(frame[embedded].isna().all(axis=1).sum())
+            notes.append(
+                f"{n:,} of these {r.table} rows had no {r.other} row (or row level security "
+                f"hid it): their {r.other}.* are empty."
+                if n
+                else f"Every one of these {r.table} rows has its {r.other} row."
+            )
+        return " ".join(notes) + "\n" if notes else ""
 
     async def aggregate(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_aggregate(arguments)
@@ -260,13 +285,20 @@ class SupabaseConnector:
     # ---- the model's arguments, checked ---------------------------------------------------
 
     def _parse_select(self, arguments: dict[str, Any]) -> Select:
-        query = parse_select(arguments, self.tables, self.frame_rows)
+        query = parse_select(arguments, self.tables, self.frame_rows, self.relationships)
         return dataclasses.replace(
             query, filters=sendable_filters(query.filters), offset=_sendable_offset(query)
         )
 
     def _parse_aggregate(self, arguments: dict[str, Any]) -> AggregateQuery:
-        """The same sending rules as a select: its filters as PostgREST reads them."""
+        """The same sending rules as a select: its filters as PostgREST reads them. A join is
+        refused before any request: these totals are PostgREST's over one table."""
+        if arguments.get("join"):
+            raise ToolInputError(
+                f"{self.name}_aggregate totals one table; PostgREST's aggregates cannot be "
+                f"grouped by a joined table here. Use {self.name}_select with join, or "
+                "aggregate the table by its own columns"
+            )
         query = parse_aggregate(arguments, self.tables, self.frame_rows, SUPABASE_AGGREGATES)
         # Groups come in pages: without an order PostgreSQL may give each page its own, so
         # they are ordered by the group columns (as frames_aggregate orders its groups).
