@@ -104,7 +104,7 @@ def table_connector(
             "lt, lte, like / ilike (SQL wildcards: % any text, _ one character; ilike ignores "
             "case), in (a list of values) or is_null (no value); not=true negates one."
             f"{select.notes} {rows_rule(max_rows, frame_rows, 'rows')} count=true also "
-            "returns the number of matching rows.\n"
+            f"returns the number of matching rows.{_joins_text(relationships)}\n"
             f"Tables:\n{listed}",
             input=select_schema(
                 tables,
@@ -147,6 +147,17 @@ def table_connector(
             code=update.code,
         )
     return connector(name, tools)
+
+
+def _joins_text(relationships: Sequence[Relationship]) -> str:
+    if not relationships:
+        return ""
+    pairs = "; ".join(f"{r.table} may join {r.other} on {r.text}" for r in relationships)
+    return (
+        f" join: [table] reads a related table beside each row ({pairs}); its columns are "
+        "written table.column (customers.tier) in columns, filters and order, and a filter "
+        "on them keeps only the rows that have a match. Nothing else can be joined."
+    )
 
 
 def rows_rule(max_rows: int, frame_rows: int, what: str) -> str:

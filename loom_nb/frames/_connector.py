@@ -41,12 +41,16 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
         description=(
             "Summarize one table: group_by columns, or time buckets of a datetime column "
             "like {column: 'created_at', bucket: 'week'} (day, week from Monday, month, "
-            "quarter, year; output column week_created_at holds each bucket's start), "
-            "and aggregates [{fn, column}] with fn count, count_distinct, sum, mean, "
-            "median, min or max (count without a column counts rows). Output columns are "
-            "named fn_column (count for the row count); order may use them, e.g. "
-            f"[{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. Missing "
-            "values and missing timestamps form their own group, last. "
+            "quarter, year; output column week_created_at holds each bucket's start), or "
+            "bins of a numeric column like {column: 'total', bins: 20} (or the edges; "
+            "output bin_total holds each bin's left edge), and aggregates [{fn, column}] "
+            "with fn count, count_distinct, sum, mean, median, min, max, std, var (the "
+            "sample's) or percentile with p from 0 to 1 (p90_total for p 0.9; several per "
+            "call) (count without a column counts rows). Every matching row counts, not "
+            "only the rows you see. Output columns are named fn_column (count for the row "
+            "count); order may use them, e.g. "
+            f"[{{column: 'sum_total', desc: true}}]. Filters and join as in {n}_select. "
+            "Missing values and missing timestamps form their own group, last. "
             f"{rows_rule(max_rows, frame_rows, 'groups')} The number of groups is reported."
         ),
         input=aggregate_schema(
