@@ -22,9 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
+
+from bench.bench_frames import median_ms
 
 JOIN = {
     "table": "orders",
@@ -111,15 +112,6 @@ def duckdb_runner(orders: Any, customers: Any) -> Callable[[str], Any] | None:
     con.register("orders", orders)
     con.register("customers", customers)
     return lambda sql: con.execute(sql).df()
-
-
-def median_ms(fn: Callable[[], Any], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def main() -> None:

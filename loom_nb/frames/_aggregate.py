@@ -9,23 +9,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loom_nb._tables.grammar import BUCKETS, Aggregate, AggregateQuery, AggregateRules, GroupKey
+from loom_nb._tables.grammar import (
+    BUCKETS,
+    KNOWN_FUNCTIONS,
+    Aggregate,
+    AggregateQuery,
+    AggregateRules,
+    GroupKey,
+)
 from loom_nb._tools import ToolInputError
 from loom_nb.frames._buckets import bucket_keys, bucket_labels
 from loom_nb.frames._values import dtype_kind
 
-AGGREGATE_FUNCTIONS: tuple[str, ...] = (
-    "count",
-    "count_distinct",
-    "sum",
-    "mean",
-    "median",
-    "min",
-    "max",
-    "std",
-    "var",
-    "percentile",
-)
+#: Every function the grammar knows but PostgREST's ``avg`` (pandas says ``mean``).
+AGGREGATE_FUNCTIONS: tuple[str, ...] = tuple(f for f in KNOWN_FUNCTIONS if f != "avg")
 
 #: pandas groups by time buckets and bins too, and orders the groups by any output.
 FRAME_AGGREGATES = AggregateRules("pandas", AGGREGATE_FUNCTIONS, buckets=BUCKETS, bins=True)
