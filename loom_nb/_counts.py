@@ -49,13 +49,18 @@ def with_counts(df: Any, found: Mapping[str, Any]) -> Any:
 
 
 def counts_of(attrs: Any) -> dict[str, Any] | None:
-    """The counts in a frame's ``attrs`` (or in the attrs mapping itself), if any."""
+    """The counts in a frame's ``attrs`` (or in the attrs mapping itself), if any. pandas
+    copies ``attrs`` to frames made from this one (``df.head(5)``): counts that are not of a
+    frame's own rows are not its counts."""
+    frame = None
     if not isinstance(attrs, Mapping):
-        attrs = getattr(attrs, "attrs", None)
+        frame, attrs = attrs, getattr(attrs, "attrs", None)
     found = attrs.get(ATTR) if isinstance(attrs, Mapping) else None
-    if isinstance(found, Mapping) and isinstance(found.get("rows"), int):
-        return dict(found)
-    return None
+    if not isinstance(found, Mapping) or not isinstance(found.get("rows"), int):
+        return None
+    if frame is not None and len(frame) != found["rows"]:
+        return None
+    return dict(found)
 
 
 def cut(found: Mapping[str, Any]) -> bool:

@@ -140,3 +140,10 @@ def test_a_call_header_without_counts_is_the_words() -> None:
     call = ToolCall("c1", "frames_select", {"table": "orders"})
     conn = frame_tools({"orders": weekly_orders()})
     assert CallText(conn.tools).words(call) == "frames_select · orders"
+
+
+def test_a_frame_made_from_a_result_does_not_claim_its_counts() -> None:
+    _, result = run(frame_tools({"orders": weekly_orders()}), ("frames_aggregate", WEEKS))
+    frame = result.frames[-1]
+    assert "53 groups" in frame_html(frame, 5)
+    assert "53 groups" not in frame_html(frame.head(5), 5)  # pandas copied attrs to it
