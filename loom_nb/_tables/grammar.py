@@ -444,6 +444,8 @@ def parse_aggregate(
                 f"aggregates[{i}] would be named {agg.output!r}, like a group_by column"
             )
         if agg not in aggregates:
+            if agg.output in (a.output for a in aggregates):  # p=0.9 and p=0.9000000001
+                raise ToolInputError(f"aggregates[{i}] would be named {agg.output!r} twice")
             aggregates.append(agg)
     outputs = {*group_outputs, *(a.output for a in aggregates)}
 

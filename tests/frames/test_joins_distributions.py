@@ -296,3 +296,19 @@ def test_the_grammar_refuses_an_undeclared_join_behind_the_schema() -> None:
         parse_select({"table": "orders", "join": ["notes"]}, specs, 100, related)
     with pytest.raises(ToolInputError, match="no relationship is declared from 'customers'"):
         parse_select({"table": "customers", "join": ["orders"]}, specs, 100, related)
+
+
+def test_two_percentiles_of_one_name_are_refused_not_merged() -> None:
+    conn = frame_tools({"orders": pd.DataFrame({"total": [1.0, 2.0]})})
+    twice = [
+        {"fn": "percentile", "column": "total", "p": 0.9},
+        {"fn": "percentile", "column": "total", "p": 0.9000000001},
+    ]
+    with pytest.raises(ToolInputError, match="would be named 'p90_total' twice"):
+        call(conn, "frames_aggregate", {"table": "orders", "aggregates": twice})
+    with pytest.raises(ToolInputError, match="percentile needs p, a number from 0 to 1"):
+        call(
+            conn,
+            "frames_aggregate",
+            {"table": "orders", "aggregates": [{"fn": "percentile", "column": "total"}]},
+        )
