@@ -13,6 +13,7 @@ BENCHES = [
     "bench_postgres",
     "bench_supabase",
     "bench_frames",
+    "bench_joins",
     "bench_buckets",
     "bench_charts",
     "bench_widget",

@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from loom_nb import _counts
+
 TAG = "__loom__"
 
 
@@ -71,13 +73,17 @@ class FrameHead:
     columns: int
     #: The whole frame's index is an unnamed 0..n-1 (nothing worth showing).
     plain_index: bool
+    #: How many rows the call matched, when a table tool said (``loom_nb._counts``).
+    counts: dict[str, Any] | None = None
 
 
 def frame_head(value: Any, rows: int) -> FrameHead | None:
     """:class:`FrameHead` of a DataFrame, or of an encoded one without decoding the rest of
     it (a saved thread shows a few rows of each frame); None for anything else."""
     if is_dataframe(value):
-        return FrameHead(value.head(rows), len(value), value.shape[1], _plain_index(value.index))
+        found = _counts.counts_of(value)
+        head = value.head(rows)
+        return FrameHead(head, len(value), value.shape[1], _plain_index(value.index), found)
     if not (isinstance(value, dict) and value.get(TAG) == "dataframe"):
         return None
     names = value["index_names"]
@@ -87,7 +93,8 @@ def frame_head(value: Any, rows: int) -> FrameHead | None:
         plain = not names or names == [None]
     else:
         plain = _plain_index(_decode_index(value, None))
-    return FrameHead(_decode_frame(value, max(rows, 0)), total, len(body), plain)
+    found = _counts.counts_of(value.get("attrs"))
+    return FrameHead(_decode_frame(value, max(rows, 0)), total, len(body), plain, found)
 
 
 def _plain_index(index: Any) -> bool:
@@ -107,13 +114,17 @@ def _encode_frame(df: Any) -> dict[str, Any]:
     levels = [df.index.get_level_values(i) for i in range(n_index)]
     flat = [pd.Series(level, dtype=level.dtype) for level in levels]
     flat += [df.iloc[:, j] for j in range(df.shape[1])]
-    return {
+    out = {
         "columns": [_encode_column(c) for c in flat],
         "labels": [encode(c) for c in df.columns],
         "labels_dtype": str(df.columns.dtype),
         "index_names": list(df.index.names)[:n_index],
         "default_index": default,
     }
+    found = _counts.counts_of(df)
+    if found is not None:  # a table tool's counts: the views say them after a restart
+        out["attrs"] = {_counts.ATTR: found}
+    return out
 
 
 def _is_default_index(df: Any) -> bool:
@@ -306,7 +317,9 @@ def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
     build = _private(pd.DataFrame, "_from_arrays")  # pandas' own constructor: no checks
     if build is not None:
         try:
-            return build(arrays, columns=columns, index=index, verify_integrity=False)
+            return _with_attrs(
+                build(arrays, columns=columns, index=index, verify_integrity=False), data
+            )
         except (TypeError, ValueError):  # a pandas whose private constructor changed
             pass
     frame = pd.DataFrame(
@@ -314,6 +327,13 @@ def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
         index=index,
     )
     frame.columns = columns
+    return _with_attrs(frame, data)
+
+
+def _with_attrs(frame: Any, data: dict[str, Any]) -> Any:
+    found = _counts.counts_of(data.get("attrs"))
+    if found is not None:
+        _counts.with_counts(frame, found)
     return frame
 
 

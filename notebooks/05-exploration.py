@@ -174,6 +174,127 @@ print(f"the exported notebook gives the thread's frame: {len(redone)} weeks, "
       f"{redone.sum_total.sum():,.2f} in total")
 
 # %% [markdown]
+# ## 6. Every row, and two tables
+#
+# The agent sees at most `max_rows` rows of a result (50 here); the DataFrame you get holds
+# every matching row or group, up to `frame_rows` (10,000 by default), and every view says how
+# many came back. Here: a year of 20,000 orders and their customers, with the relationship
+# between them declared, so the agent may join them and nothing else.
+
+# %%
+import numpy as np
+
+rng = np.random.default_rng(2026)
+customers = pd.DataFrame({
+    "id": np.arange(1, 501),
+    "tier": rng.choice(["basic", "plus", "gold"], 500, p=[0.6, 0.3, 0.1]),
+})
+year = pd.DataFrame({
+    "id": np.arange(1, 20_001),
+    "customer_id": rng.integers(1, 501, 20_000),
+    "total": rng.gamma(2.0, 40.0, 20_000).round(2),
+    "created_at": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.uniform(0, 366, 20_000), "D"),
+})
+year.head()
+
+# %% [markdown]
+# The stand-in's script: revenue by customer tier with its 90th percentile (a join), the
+# distribution of every order's total (bins computed over all 20,000 rows, then a histogram of
+# them), and orders per week over the whole year (53 weeks, each bar one week wide).
+
+# %%
+QUESTIONS = {
+    "Revenue by customer tier?": [("frames_aggregate", {
+        "table": "orders", "join": ["customers"], "group_by": ["customers.tier"],
+        "aggregates": [{"fn": "sum", "column": "total"},
+                       {"fn": "percentile", "column": "total", "p": 0.9}],
+        "order": [{"column": "sum_total", "desc": True}],
+    })],
+    "How are order totals distributed?": [("frames_aggregate", {
+        "table": "orders", "group_by": [{"column": "total", "bins": 20}],
+    })],
+    "Orders per week this year?": [("frames_aggregate", {
+        "table": "orders", "group_by": [{"column": "created_at", "bucket": "week"}],
+    })],
+}
+CHARTS = {
+    "How are order totals distributed?": {"kind": "histogram", "x": "bin_total", "y": "count",
+                                          "title": "Order totals, every order"},
+    "Orders per week this year?": {"kind": "bar", "x": "week_created_at", "y": "count",
+                                   "title": "Orders per week, 2024"},
+}
+
+def stand_in_2(request):
+    """OFFLINE STAND-IN MODEL: a script, not an LLM."""
+    asked = next(m.text for m in reversed(request.messages) if m.role == "user")
+    last = request.messages[-1]
+    if last.role == "user":
+        return Reply("Let me compute that over every order.", QUESTIONS[asked])
+    result = last.tool_results[-1]
+    if result.name == "frames_aggregate" and asked in CHARTS:
+        return Reply("And a chart of it.", [("chart", {"result": result.call_id,
+                                                       **CHARTS[asked]})])
+    start = max(i for i, m in enumerate(request.messages) if m.role == "user")
+    frame = [r for m in request.messages[start:] for r in m.tool_results
+             if r.name == "frames_aggregate"][-1].data
+    if "customers.tier" in frame:
+        top = frame.iloc[0]
+        return (f"**{top['customers.tier']}** customers bring the most revenue "
+                f"({top.sum_total:,.2f}); 90% of their orders are under {top.p90_total:,.2f}.")
+    return f"Done: {len(frame)} {'bins' if 'bin_total' in frame else 'weeks'}, every order counted."
+
+
+analyst = define_agent(
+    name="analyst",
+    model=FunctionModel(stand_in_2),   # OFFLINE STAND-IN
+    connectors=[
+        frame_tools({"orders": year, "customers": customers},
+                    relationships={"orders.customer_id": "customers.id"}),
+        chart_tools(),
+    ],
+    store=sqlite_store(".loom/analyst.db"),
+)
+
+# %% [markdown]
+# The join reads as words (`join customers on orders.customer_id = customers.id`) and, unfolded,
+# as the pandas `merge` that reproduces it:
+
+# %% magic_args="analyst -o tiers" language="loom"
+# Revenue by customer tier?
+
+# %%
+tiers
+
+# %% [markdown]
+# The hand-written pandas for the same answer:
+
+# %%
+by_hand = year.merge(customers, left_on="customer_id", right_on="id").groupby("tier")["total"]
+print(by_hand.sum().round(2).to_dict())
+print(by_hand.quantile(0.9).round(2).to_dict())
+
+# %% [markdown]
+# A histogram over every row: the bins are an aggregate of all 20,000 orders, not a picture of
+# the 50 rows the model sees. `bin_total` holds each bin's left edge.
+
+# %% magic_args="analyst -o bins" language="loom"
+# How are order totals distributed?
+
+# %%
+print(f"{int(bins['count'].sum()):,} orders in {len(bins)} of 20 bins (empty bins are not rows)")
+
+# %% [markdown]
+# A weekly chart with all its weeks: 53 groups, more than `max_rows`, all in your frame and
+# on the chart, each bar one week wide and labelled with its ISO week.
+
+# %% magic_args="analyst -o weeks" language="loom"
+# Orders per week this year?
+
+# %%
+print(weeks.shape, weeks.attrs["loom"]["matched"], "weeks matched")
+analyst.thread(analyst.threads()[0].id).charts[-1]
+
+# %% [markdown]
 # Next: `01-quickstart.ipynb` (approvals, kernel restart), `02-supabase.ipynb` (your Supabase
 # tables), `03-your-own-connector.ipynb` (your own tools, with `describe=` and `code=` so they
 # read as words and export as code), `04-real-models.ipynb`.

@@ -335,6 +335,18 @@ def test_exploration(tmp_path: Path) -> None:
     )
     exported = nbformat.read(tmp_path / "work" / "exported" / "weekly-open-orders.ipynb", 4)
     assert any('result_2 = draw_chart(result_1, "bar"' in c.source for c in exported.cells)
+    # Every row, and two tables: a join with a p90, a histogram of every row, 53 weeks.
+    tiers = output(nb, "tiers")
+    assert "customers.tier" in tiers and "p90_total" in tiers
+    by_hand = output(nb, "print(by_hand.sum()").splitlines()
+    for tier, total in eval(by_hand[0]).items():  # the hand-written merge + groupby
+        assert f"{tier}" in tiers and f"{total:.2f}"[:6] in tiers.replace(",", "")
+    assert output(nb, "print(f\"{int(bins['count'].sum()):,} orders in").strip() == (
+        "20,000 orders in 19 of 20 bins (empty bins are not rows)"
+    )
+    assert output(nb, "print(weeks.shape").startswith("(53, 2) 53 weeks matched")
+    shown = json.dumps(widget_values(nb, "loom-chart"))
+    assert "20,000 rows in 20 bins" in shown and "53 bars, one week each" in shown
     # The store: one thread, the aggregate then the chart of its result.
     [thread] = threads(tmp_path / "work" / ".loom" / "loom.db")
     calls = [p for m in thread["messages"] for p in m["parts"] if p["kind"] == "tool_call"]

@@ -8,14 +8,14 @@ the shared grammar and the allowlist, with the schemas' enums, and one approval 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from loom_nb._code import WriteCode
 from loom_nb._tables.filter_text import insert_words, select_words, update_words
 from loom_nb._tables.grammar import parse_insert, parse_select, parse_update
-from loom_nb._tables.options import IDENTIFIER, TableSpec
+from loom_nb._tables.options import IDENTIFIER, Relationship, TableSpec
 from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
 from loom_nb._tools import Connector, Tool, ToolInputError, connector, tool
 
@@ -58,6 +58,7 @@ def table_connector(
     tables: Mapping[str, TableSpec],
     *,
     max_rows: int,
+    frame_rows: int,
     approve_writes: bool,
     list_tables: Read,
     select: Read,
@@ -66,6 +67,7 @@ def table_connector(
     insert_as: str = "insert",
     more_reads: Mapping[str, Tool] | None = None,
     open_tables: str = "",
+    relationships: Sequence[Relationship] = (),
 ) -> Connector:
     """``{name}_list_tables`` and ``{name}_select`` (then ``more_reads``, each named
     ``{name}_{key}``); ``{name}_{insert_as}`` and ``{name}_update`` when some table is
@@ -81,7 +83,7 @@ def table_connector(
 
     def select_described(arguments: dict[str, Any]) -> str:
         known = words_tables(tables, arguments) if open_tables else tables
-        query = parse_select(arguments, known, max_rows)
+        query = parse_select(arguments, known, frame_rows, relationships)
         return select_words(query, columns_named=bool(arguments.get("columns")))
 
     def insert_described(arguments: dict[str, Any]) -> str:
@@ -101,10 +103,16 @@ def table_connector(
             description="Read rows of one table. Filters all must match: op is eq, neq, gt, gte, "
             "lt, lte, like / ilike (SQL wildcards: % any text, _ one character; ilike ignores "
             "case), in (a list of values) or is_null (no value); not=true negates one."
-            f"{select.notes} At most {max_rows} rows per call: page with offset; count=true "
-            "also returns the number of matching rows.\n"
+            f"{select.notes} {rows_rule(max_rows, frame_rows, 'rows')} count=true also "
+            f"returns the number of matching rows.{_joins_text(relationships)}\n"
             f"Tables:\n{listed}",
-            input=select_schema(tables, max_rows, open_tables=bool(open_tables)),
+            input=select_schema(
+                tables,
+                max_rows,
+                open_tables=bool(open_tables),
+                frame_rows=frame_rows,
+                relationships=relationships,
+            ),
             run=select.run,
             describe=select_described,
             code=select.code,
@@ -139,6 +147,25 @@ def table_connector(
             code=update.code,
         )
     return connector(name, tools)
+
+
+def _joins_text(relationships: Sequence[Relationship]) -> str:
+    if not relationships:
+        return ""
+    pairs = "; ".join(f"{r.table} may join {r.other} on {r.text}" for r in relationships)
+    return (
+        f" join: [table] reads a related table beside each row ({pairs}); its columns are "
+        "written table.column (customers.tier) in columns, filters and order, and a filter "
+        "on them keeps only the rows that have a match. Nothing else can be joined."
+    )
+
+
+def rows_rule(max_rows: int, frame_rows: int, what: str) -> str:
+    """The two bounds, as the model is told them."""
+    return (
+        f"You see at most {max_rows} {what} of a result (page with offset); the user's "
+        f"DataFrame of the call holds every match up to {frame_rows:,} (or your limit)."
+    )
 
 
 def words_tables(tables: Mapping[str, TableSpec], arguments: dict[str, Any]) -> Mapping[str, Any]:

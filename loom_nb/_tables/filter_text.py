@@ -8,7 +8,17 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import AggregateQuery, Filter, GroupKey, Insert, Select, Update
+from loom_nb._tables.grammar import (
+    Aggregate,
+    AggregateQuery,
+    Filter,
+    GroupKey,
+    Insert,
+    Select,
+    Update,
+    percent_text,
+)
+from loom_nb._tables.options import Relationship
 
 _SQL = {
     "eq": "=",
@@ -93,28 +103,38 @@ def filter_dict(f: Filter) -> dict[str, Any]:
 
 def select_words(q: Select, *, columns_named: bool) -> str:
     """A select in words; the columns appear when the model named them."""
-    parts = [q.table]
+    parts = [q.table, *join_words(q.joins)]
     if columns_named and q.columns is not None:
         parts.append(", ".join(q.columns))
-    return " · ".join([*parts, *query_tail(q.filters, q.order, q.limit, q.offset)])
+    return " · ".join([*parts, *query_tail(q.filters, q.order, q.asked, q.offset)])
 
 
 def query_tail(
     filters: Sequence[Filter],
     order: Sequence[tuple[str, bool]],
-    limit: int,
+    limit: int | None,
     offset: int,
-    what: str = "row",
 ) -> list[str]:
-    """The filter, the order and the page, each a piece of a call's words (when present)."""
+    """The filter, the order and the page, each a piece of a call's words (when present).
+    The page is what the model asked for (``limit 50 from offset 100``); what came back is
+    the result's to say (``loom_nb._counts``)."""
     parts = []
     if filters:
         parts.append(where_text(filters))
     if order:
         parts.append("order by " + ", ".join(f"{c} desc" if d else c for c, d in order))
-    page = f"{limit} {what}{'' if limit == 1 else 's'}"
-    parts.append(f"{page} from offset {offset}" if offset else page)
+    page = page_words(limit, offset)
+    if page:
+        parts.append(page)
     return parts
+
+
+def page_words(limit: int | None, offset: int) -> str:
+    """``limit 50``, ``from offset 100``, both, or nothing."""
+    words = [] if limit is None else [f"limit {limit:,}"]
+    if offset:
+        words.append(f"from offset {offset:,}")
+    return " ".join(words)
 
 
 def insert_words(q: Insert) -> str:
@@ -132,14 +152,37 @@ def _value(value: Any) -> str:
 
 def group_words(keys: Sequence[GroupKey]) -> list[str]:
     """``status``, ``week of created_at``: each group_by entry as a person reads it."""
-    return [k.column if k.bucket is None else f"{k.bucket} of {k.column}" for k in keys]
+    return [_group_word(k) for k in keys]
+
+
+def _group_word(k: GroupKey) -> str:
+    if isinstance(k.bins, tuple):
+        return f"{k.column} in bins {', '.join(f'{e:g}' for e in k.bins)}"
+    if k.bins is not None:
+        return f"{k.column} in {k.bins} bin{'' if k.bins == 1 else 's'}"
+    return k.column if k.bucket is None else f"{k.bucket} of {k.column}"
+
+
+def aggregate_word(a: Aggregate) -> str:
+    """``count``, ``sum(total)``, ``p90(total)``."""
+    if a.column is None:
+        return a.fn
+    if a.fn == "percentile" and a.p is not None:
+        return f"p{percent_text(a.p).replace('_', '.')}({a.column})"
+    return f"{a.fn}({a.column})"
 
 
 def aggregate_words(q: AggregateQuery) -> str:
     """``orders · count, sum(total) by status · status = 'open' · 50 groups``."""
-    summary = ", ".join(a.fn if a.column is None else f"{a.fn}({a.column})" for a in q.aggregates)
+    summary = ", ".join(aggregate_word(a) for a in q.aggregates)
     groups = group_words(q.group_by)
     if groups:
         summary += " by " + ", ".join(groups)
-    what = "group" if groups else "row"
-    return " · ".join([q.table, summary, *query_tail(q.filters, q.order, q.limit, q.offset, what)])
+    return " · ".join(
+        [q.table, *join_words(q.joins), summary, *query_tail(q.filters, q.order, q.asked, q.offset)]
+    )
+
+
+def join_words(joins: Sequence[Relationship]) -> list[str]:
+    """``join customers on orders.customer_id = customers.id``, one piece a join."""
+    return [f"join {r.other} on {r.text}" for r in joins]

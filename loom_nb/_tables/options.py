@@ -30,6 +30,79 @@ class TableSpec:
     write: bool = False
 
 
+@dataclass(frozen=True)
+class Relationship:
+    """A declared relationship: ``table.column`` refers to ``other.other_column``
+    (``{"orders.customer_id": "customers.id"}``: an order's customer). A call on ``table``
+    may join ``other`` along it; nothing else can be joined."""
+
+    table: str
+    column: str
+    other: str
+    other_column: str
+
+    @property
+    def text(self) -> str:
+        """``orders.customer_id = customers.id``."""
+        return f"{self.table}.{self.column} = {self.other}.{self.other_column}"
+
+
+def parse_relationships(
+    relationships: Any, tables: Mapping[str, TableSpec]
+) -> tuple[Relationship, ...]:
+    """``relationships={"orders.customer_id": "customers.id"}`` checked at definition time:
+    both tables allowlisted, both columns plain identifiers and allowed, one relationship a
+    pair of tables."""
+    if relationships is None:
+        return ()
+    if not isinstance(relationships, Mapping):
+        raise UserError(
+            'relationships must be a dict like {"orders.customer_id": "customers.id"}, got '
+            f"{type(relationships).__name__}"
+        )
+    found: list[Relationship] = []
+    for key, value in relationships.items():
+        (table, column), (other, other_column) = (
+            _reference(key, relationships),
+            _reference(value, relationships),
+        )
+        if table == other:
+            raise UserError(
+                f"relationships[{key!r}] relates {table!r} to itself, which cannot be joined"
+            )
+        if any(r.table == table and r.other == other for r in found):
+            raise UserError(
+                f"relationships declares two ways from {table!r} to {other!r}; keep one"
+            )
+        found.append(Relationship(table, column, other, other_column))
+    for r in found:
+        for t, c in ((r.table, r.column), (r.other, r.other_column)):
+            spec = tables.get(t)
+            if spec is None:
+                raise UserError(
+                    f"relationships names table {t!r}, which is not among the tables "
+                    f"{sorted(tables)}; both tables of a relationship must be allowlisted"
+                )
+            if spec.columns is not None and c not in spec.columns:
+                raise UserError(
+                    f"relationships names {t}.{c}, but {c!r} is not among the allowed columns "
+                    f"of {t!r} ({list(spec.columns)}); add it to its 'columns'"
+                )
+    return tuple(found)
+
+
+def _reference(text: Any, relationships: Any) -> tuple[str, str]:
+    table, _, column = text.partition(".") if isinstance(text, str) else ("", "", "")
+    if not column:
+        raise UserError(
+            f"relationships: {text!r} must be 'table.column' (like 'orders.customer_id'); "
+            f"got {dict(relationships)!r}"
+        )
+    return check_identifier(table, "relationship table"), check_identifier(
+        column, "relationship column"
+    )
+
+
 def check_identifier(name: Any, what: str) -> str:
     """Raise :class:`UserError` unless ``name`` is a plain identifier (configuration time)."""
     if not isinstance(name, str) or not IDENTIFIER.match(name):
@@ -96,6 +169,22 @@ def check_connector_options(name: Any, max_rows: Any, approve_writes: Any) -> in
     if not isinstance(approve_writes, bool):
         raise UserError(f"approve_writes must be True or False, got {approve_writes!r}")
     return check_max_rows(max_rows)
+
+
+#: The rows of a call's DataFrame for the user, unless the connector says otherwise.
+FRAME_ROWS = 10_000
+
+
+def check_frame_rows(frame_rows: Any, max_rows: int) -> int:
+    """``frame_rows``: the rows a call's DataFrame holds for the user, at least ``max_rows``
+    (the model's page is the first rows of that frame)."""
+    if not isinstance(frame_rows, int) or isinstance(frame_rows, bool) or frame_rows < max_rows:
+        raise UserError(
+            f"frame_rows must be an int of at least max_rows ({max_rows}), got {frame_rows!r}: "
+            "it bounds the rows of the DataFrame you get from a call, of which the model sees "
+            "max_rows"
+        )
+    return frame_rows
 
 
 def check_max_rows(max_rows: Any) -> int:

@@ -7,25 +7,48 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import OPERATORS, AggregateRules
-from loom_nb._tables.options import IDENTIFIER, TableSpec
+from loom_nb._tables.grammar import MAX_BINS, OPERATORS, AggregateRules
+from loom_nb._tables.options import IDENTIFIER, Relationship, TableSpec
+
+#: A column, or a joined table's column (``customers.tier``).
+_JOINED = r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$"
 
 
-def _column_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+def _column_schema(
+    tables: Mapping[str, TableSpec],
+    open_tables: bool = False,
+    relationships: Sequence[Relationship] = (),
+) -> dict[str, Any]:
     if not open_tables and all(s.columns is not None for s in tables.values()):
-        names = sorted({c for s in tables.values() for c in s.columns or ()})
-        return {"type": "string", "enum": names}
-    return {"type": "string", "pattern": IDENTIFIER.pattern}
+        names = {c for s in tables.values() for c in s.columns or ()}
+        names |= {f"{r.other}.{c}" for r in relationships for c in tables[r.other].columns or ()}
+        return {"type": "string", "enum": sorted(names)}
+    return {"type": "string", "pattern": _JOINED if relationships else IDENTIFIER.pattern}
 
 
-def filters_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -> dict[str, Any]:
+def join_schema(relationships: Sequence[Relationship]) -> dict[str, Any]:
+    """``join``: the tables related to the call's table by a declared relationship."""
+    pairs = "; ".join(f"{r.table} may join {r.other} ({r.text})" for r in relationships)
+    return {
+        "type": "array",
+        "items": {"type": "string", "enum": sorted({r.other for r in relationships})},
+        "description": f"Related tables to read beside each row: {pairs}. Their columns are "
+        "written table.column (customers.tier) wherever a column goes.",
+    }
+
+
+def filters_schema(
+    tables: Mapping[str, TableSpec],
+    open_tables: bool = False,
+    relationships: Sequence[Relationship] = (),
+) -> dict[str, Any]:
     return {
         "type": "array",
         "description": "All filters must match (AND).",
         "items": {
             "type": "object",
             "properties": {
-                "column": _column_schema(tables, open_tables),
+                "column": _column_schema(tables, open_tables, relationships),
                 "op": {
                     "type": "string",
                     "enum": list(OPERATORS),
@@ -47,15 +70,42 @@ def filters_schema(tables: Mapping[str, TableSpec], open_tables: bool = False) -
 
 
 def group_by_schema(
-    tables: Mapping[str, TableSpec], buckets: Sequence[str], open_tables: bool = False
+    tables: Mapping[str, TableSpec],
+    buckets: Sequence[str],
+    open_tables: bool = False,
+    bins: bool = False,
+    relationships: Sequence[Relationship] = (),
 ) -> dict[str, Any]:
-    column = _column_schema(tables, open_tables)
+    column = _column_schema(tables, open_tables, relationships)
+    binned = {
+        "type": "object",
+        "properties": {
+            "column": {**column, "description": "A numeric column."},
+            "bins": {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": MAX_BINS},
+                    {"type": "array", "items": {"type": "number"}, "minItems": 2},
+                ],
+                "description": "A number of equal-width bins from the smallest to the largest "
+                "matching value, or the bins' edges.",
+            },
+        },
+        "required": ["column", "bins"],
+        "additionalProperties": False,
+    }
     if not buckets:
         return {
             "type": "array",
             "items": column,
             "description": "Columns to group by; omit for one row of totals.",
         }
+    bins_text = (
+        " {column, bins} groups a numeric column into bins (bins: a number, or the edges): "
+        "its output column bin_column (like bin_total) holds each bin's left edge; a bin holds "
+        "values from its left edge up to its right one, the last one both edges."
+        if bins
+        else ""
+    )
     return {
         "type": "array",
         "items": {
@@ -70,13 +120,27 @@ def group_by_schema(
                     "required": ["column", "bucket"],
                     "additionalProperties": False,
                 },
+                *([binned] if bins else []),
             ]
         },
         "description": (
             "Columns to group by, or {column, bucket} to group a datetime column by day, week "
             "(weeks start on Monday), month, quarter or year, in the column's time zone. A "
             "bucket's output column is named bucket_column (like week_created_at) and holds "
-            "each bucket's start. Omit group_by for one summary row over all matches."
+            f"each bucket's start.{bins_text} Omit group_by for one summary row over all "
+            "matches."
+        ),
+    }
+
+
+def _limit_schema(max_rows: int, frame_rows: int | None, what: str) -> dict[str, Any]:
+    bound = f"at most {frame_rows:,}; " if frame_rows is not None else ""
+    return {
+        "type": "integer",
+        "minimum": 0,
+        "description": (
+            f"The {what} the call returns ({bound}omit for every match); you see at most "
+            f"{max_rows} of them."
         ),
     }
 
@@ -86,8 +150,10 @@ def aggregate_schema(
     max_rows: int,
     rules: AggregateRules,
     open_tables: bool = False,
+    frame_rows: int | None = None,
+    relationships: Sequence[Relationship] = (),
 ) -> dict[str, Any]:
-    base = select_schema(tables, max_rows, open_tables)["properties"]
+    base = select_schema(tables, max_rows, open_tables, relationships=relationships)["properties"]
     column = base["columns"]["items"]
     # Order names a result's column: any output, or (where totals cannot be ordered by) a
     # group_by column of the allowlist.
@@ -116,7 +182,9 @@ def aggregate_schema(
         "type": "object",
         "properties": {
             "table": base["table"],
-            "group_by": group_by_schema(tables, rules.buckets, open_tables),
+            "group_by": group_by_schema(
+                tables, rules.buckets, open_tables, rules.bins, relationships
+            ),
             "aggregates": {
                 "type": "array",
                 "items": {
@@ -124,6 +192,19 @@ def aggregate_schema(
                     "properties": {
                         "fn": {"type": "string", "enum": list(rules.functions)},
                         "column": {**column, "description": "Omit with fn=count to count rows."},
+                        **(
+                            {
+                                "p": {
+                                    "type": "number",
+                                    "minimum": 0,
+                                    "maximum": 1,
+                                    "description": "For percentile: 0.9 gives the 90th, "
+                                    "output p90_column.",
+                                }
+                            }
+                            if "percentile" in rules.functions
+                            else {}
+                        ),
                     },
                     "required": ["fn"],
                     "additionalProperties": False,
@@ -131,15 +212,10 @@ def aggregate_schema(
                 "description": "Output columns are named fn_column, or count for a row count. "
                 "Default: [{fn: count}].",
             },
+            **({"join": base["join"]} if relationships else {}),
             "filters": base["filters"],
             "order": order,
-            "limit": {
-                "type": "integer",
-                "minimum": 0,
-                "description": (
-                    f"At most {max_rows} groups come back; a larger limit is cut to that."
-                ),
-            },
+            "limit": _limit_schema(max_rows, frame_rows, "groups"),
             "offset": base["offset"],
         },
         "required": ["table"],
@@ -148,19 +224,24 @@ def aggregate_schema(
 
 
 def select_schema(
-    tables: Mapping[str, TableSpec], max_rows: int, open_tables: bool = False
+    tables: Mapping[str, TableSpec],
+    max_rows: int,
+    open_tables: bool = False,
+    frame_rows: int | None = None,
+    relationships: Sequence[Relationship] = (),
 ) -> dict[str, Any]:
-    column = _column_schema(tables, open_tables)
+    column = _column_schema(tables, open_tables, relationships)
     return {
         "type": "object",
         "properties": {
             "table": table_schema(tables, open_tables),
+            **({"join": join_schema(relationships)} if relationships else {}),
             "columns": {
                 "type": "array",
                 "items": column,
                 "description": "Columns to return; omit for all allowed columns.",
             },
-            "filters": filters_schema(tables, open_tables),
+            "filters": filters_schema(tables, open_tables, relationships),
             "order": {
                 "type": "array",
                 "items": {
@@ -170,11 +251,7 @@ def select_schema(
                     "additionalProperties": False,
                 },
             },
-            "limit": {
-                "type": "integer",
-                "minimum": 0,
-                "description": f"At most {max_rows} rows come back; a larger limit is cut to that.",
-            },
+            "limit": _limit_schema(max_rows, frame_rows, "rows"),
             "offset": {"type": "integer", "minimum": 0},
             "count": {
                 "type": "boolean",

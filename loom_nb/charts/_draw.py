@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from loom_nb._errors import MissingExtra
-from loom_nb.charts._plot import Plot
+from loom_nb.charts._plot import Plot, bucket_days
 
 #: matplotlib's tab10, written out so that the user's colour cycle does not decide.
 PALETTE = (
@@ -83,7 +83,9 @@ def _draw_series(mpl: _Matplotlib, ax: Any, plot: Plot, shift: float) -> None:
         label = _short(series.label) if labelled and series.label is not None else None
         x, y = series.x + shift, series.y
         if plot.kind in ("bar", "histogram"):
-            width = plot.width / n  # the series' bars side by side in each x's slot
+            width: Any = plot.width / n  # the series' bars side by side in each x's slot
+            if plot.bucket is not None:  # one bucket wide: a month is as long as it is
+                width = bucket_days(series.x, plot.bucket) / n
             if plot.x_kind == "time" and plot.kind == "bar":
                 left = x + i * width  # a time bucket is labelled by its start: bars begin there
             else:
@@ -105,7 +107,7 @@ def _draw_series(mpl: _Matplotlib, ax: Any, plot: Plot, shift: float) -> None:
 def _bars(
     mpl: _Matplotlib,
     left: np.ndarray,
-    width: float,
+    width: float | np.ndarray,
     y: np.ndarray,
     colour: str,
     edge: str,
@@ -137,7 +139,19 @@ def _axes(ax: Any, plot: Plot, dates: Any, ticker: Any) -> None:
     ax.set_axisbelow(True)
     if all(np.all(np.mod(s.y[~np.isnan(s.y)], 1) == 0) for s in plot.series):
         ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))  # counts: no 2.5 ticks
-    if plot.x_kind == "time":
+    if plot.ticks is not None:  # each bucket labelled with its period
+        middles, periods = plot.ticks
+        every = -(-len(middles) // _MAX_TICKS)
+        epoch = float(dates.date2num(np.datetime64("1970-01-01T00:00:00")))
+        many = len(middles) > 8
+        ax.set_xticks(
+            [m + epoch for m in middles[::every]],
+            list(periods[::every]),
+            rotation=60 if many else 0,
+            ha="right" if many else "center",
+            fontsize="small",
+        )
+    elif plot.x_kind == "time":
         locator = dates.AutoDateLocator()
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator))

@@ -81,6 +81,12 @@ class Plot:
     notes: tuple[str, ...]
     #: A histogram's bin edges.
     bins: np.ndarray | None = None
+    #: The time bucket of x (day, week, month, quarter, year): each bar is one bucket wide.
+    bucket: str | None = None
+    #: Tick positions and their labels (a bucket's period, like 2024-W01), when x has them.
+    ticks: tuple[tuple[float, ...], tuple[str, ...]] | None = None
+    #: What the chart covers, said in its caption: ``10,000 of 20,000 rows``.
+    covers: str | None = None
 
 
 def default_title(kind: str, x: str, y: str | None) -> str:
@@ -119,8 +125,40 @@ def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
         if missing
         else []
     )
+    drawn = spec.get("drawn") or {}
+    if drawn.get("of"):
+        notes.append(
+            f"the first {drawn['rows']:,} of {drawn['of']:,} rows drawn (a chart holds at most "
+            f"{drawn['max_points']:,}; aggregate first)"
+        )
+    covered = spec.get("covers")
+    covers = None
+    if covered:
+        what = covered.get("what", "row")
+        if covered.get("matched") is not None:
+            covers = f"{covered['rows']:,} of {_plural(covered['matched'], what)}"
+        else:
+            covers = f"the first {_plural(covered['rows'], what)} (more may match)"
+        notes.append(f"the result holds {covers}")
+    bucket = spec.get("bucket") if x_kind == "time" else None
+    edges = spec.get("edges")
     bins = None
-    if kind == "histogram":
+    if kind == "histogram" and edges is not None:  # a bins aggregate: y counts each bin
+        bins = np.asarray(edges, dtype="float64")
+        ys = frame[y].to_numpy(dtype="float64", na_value=np.nan)
+        at = np.searchsorted(bins, xs, side="right") - 1
+        at[xs == bins[-1]] = len(bins) - 2  # the last bin holds its right edge
+        inside = (at >= 0) & (at < len(bins) - 1)
+        series = tuple(
+            Series(
+                label,
+                (bins[:-1] + bins[1:]) / 2,
+                np.bincount(at[mask & inside], ys[mask & inside], len(bins) - 1),
+            )
+            for label, mask in groups
+        )
+        width = float(np.diff(bins).min())
+    elif kind == "histogram":
         bins = bin_edges(xs)
         centres = (bins[:-1] + bins[1:]) / 2
         series = tuple(
@@ -139,6 +177,8 @@ def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
             built.append(Series(label, sx, sy))
         series = tuple(built)
         width = 0.8 * _step(xs) if x_kind != "category" else 0.8
+        if bucket is not None:
+            width = 1.0  # each bar is one bucket wide: the widths follow from bucket_days
         repeats = sum(len(s.x) - len(np.unique(s.x)) for s in series)
         if repeats and kind != "scatter":
             what = "bars overlap" if kind == "bar" else "the line doubles back"
@@ -146,21 +186,65 @@ def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
                 f"{_plural(repeats, 'x value')} repeat within a series, so {what}: "
                 "chart an aggregate with one row per x"
             )
+    rows = len(frame)
+    if kind == "histogram" and edges is not None:
+        rows = int(np.nansum(frame[y].to_numpy(dtype="float64", na_value=np.nan)))
     return Plot(
         kind=kind,
         x_kind=x_kind,
         tz=None if tz is None else str(tz),
         x_label=f"{x} ({tz})" if tz is not None else x,
-        y_label="rows" if kind == "histogram" else str(y),
+        y_label="rows" if kind == "histogram" and edges is None else str(y),
         title=spec.get("title") or default_title(kind, x, y),
         color=color,
         series=series,
         categories=categories,
         width=width,
-        rows=len(frame),
+        rows=rows,
         notes=tuple(notes),
         bins=bins,
+        bucket=bucket,
+        ticks=_period_ticks(xs, bucket) if bucket is not None else None,
+        covers=covers,
     )
+
+
+#: numpy's unit of each time bucket, and how many of them one bucket spans.
+_BUCKET_UNITS = {"day": ("D", 1), "week": ("D", 7), "month": ("M", 1), "quarter": ("M", 3)}
+_BUCKET_UNITS["year"] = ("Y", 1)
+
+
+def bucket_days(starts: np.ndarray, bucket: str) -> np.ndarray:
+    """How many days each bucket lasts, from its start (days since 1970-01-01): a week 7, a
+    month 28 to 31, a quarter and a year as the calendar says."""
+    unit, n = _BUCKET_UNITS[bucket]
+    day = np.floor(starts).astype("int64").astype("datetime64[D]")
+    start = day.astype(f"datetime64[{unit}]")
+    end = (start + n).astype("datetime64[D]")
+    days: np.ndarray = (end - day).astype("int64").astype("float64")
+    return days
+
+
+def period_label(start: float, bucket: str) -> str:
+    """A bucket's period as a person reads it: 2024-01-05, 2024-W01, 2024-01, 2024-Q1, 2024."""
+    stamp = pd.Timestamp(round(start * _DAY_US), unit="us")
+    if bucket == "week":
+        year, week, _ = stamp.isocalendar()
+        return f"{year}-W{week:02d}"
+    if bucket == "month":
+        return f"{stamp.year}-{stamp.month:02d}"
+    if bucket == "quarter":
+        return f"{stamp.year}-Q{(stamp.month - 1) // 3 + 1}"
+    if bucket == "year":
+        return str(stamp.year)
+    return str(stamp.strftime("%Y-%m-%d"))
+
+
+def _period_ticks(xs: np.ndarray, bucket: str) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """A tick at the middle of each bucket, labelled with its period."""
+    starts = np.unique(xs[~np.isnan(xs)])
+    middles = starts + bucket_days(starts, bucket) / 2
+    return tuple(float(m) for m in middles), tuple(period_label(s, bucket) for s in starts)
 
 
 def describe(plot: Plot, spec: Mapping[str, Any]) -> str:
@@ -211,11 +295,16 @@ def describe(plot: Plot, spec: Mapping[str, Any]) -> str:
 
 
 def caption(plot: Plot) -> str:
-    """One line: ``bar chart · count by week_created_at · 10 bars``."""
+    """One line: ``bar chart · count by week_created_at · 10 bars``, and what it covers when
+    the result holds part of the matching rows (``of 10,000 of 20,000 rows``)."""
     if plot.kind == "histogram":
         size = f"{_plural(plot.rows, 'row')} in {_plural(len(plot.series[0].y), 'bin')}"
     else:
         size = _plural(plot.rows, "bar" if plot.kind == "bar" else "point")
+    if plot.bucket is not None:
+        size += f", one {plot.bucket} each"
+    if plot.covers is not None:
+        size += f" · of {plot.covers}"
     return f"{_NAMES[plot.kind].split(' ', 1)[1]} · {plot.title} · {size}"
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from loom_nb import _codec
+from loom_nb._counts import counts_of, cut, partial
 from loom_nb._messages import ToolResult
 from loom_nb._tools import ToolInputError
 from loom_nb.charts._plot import KINDS, MAX_SERIES, axis_kind, default_title
@@ -42,11 +43,19 @@ def chart_spec(
     if not len(frame):  # before the dtypes: a database result without rows has none to tell
         raise ToolInputError(f"nothing to draw: {where} has no rows")
     y_arg, color_arg = args.get("y"), args.get("color")
-    if kind == "histogram":
+    found = counts_of(result.data) or {}
+    edges = (found.get("edges") or {}).get(x)
+    if kind == "histogram" and edges is not None:  # the bins of an aggregate: y counts them
+        if y_arg is None:
+            raise ToolInputError(
+                f"{x} holds the bins of an aggregate: give y, its count column (like count)"
+            )
+        y = _column(frame, y_arg, "y", where)
+    elif kind == "histogram":
         if y_arg is not None:
             raise ToolInputError(
-                "a histogram counts the rows in bins of x; leave y out (or draw a bar chart "
-                "of an aggregate)"
+                "a histogram counts the rows in bins of x; leave y out (or aggregate with a "
+                'bins group, {"column": x, "bins": 20}, and chart its count as y)'
             )
         if axis_kind(frame[x]) == "category":
             raise ToolInputError(
@@ -80,11 +89,10 @@ def chart_spec(
     if not len(plotted):
         missing = f"a {x} value" if y is None else f"both {x} and {y}"
         raise ToolInputError(f"nothing to draw: no row of {where} has {missing}")
-    if len(plotted) > max_points:
-        raise ToolInputError(
-            f"{where} has {len(plotted):,} rows to draw; a chart holds at most {max_points:,} "
-            "points. Aggregate first (for example by a time bucket) and chart that"
-        )
+    drawn = {"rows": len(plotted)}
+    if len(plotted) > max_points:  # the chart's own bound: the first rows, and it says so
+        plotted = plotted.head(max_points)
+        drawn = {"rows": len(plotted), "of": drawn["rows"], "max_points": max_points}
     if color is not None:
         series = plotted[color].nunique(dropna=False)
         if series > MAX_SERIES:
@@ -102,8 +110,20 @@ def chart_spec(
         "color": color,
         "title": (title or "").strip() or default_title(kind, x, y),
         "left_out": left_out,
+        "drawn": drawn,
         "data": _codec.encode(plotted),
     }
+    if found and (cut(found) or partial(found)):  # a chart of part of the matching rows
+        spec["covers"] = {
+            "rows": found["rows"],
+            "matched": found.get("matched"),
+            "what": found.get("what", "row"),
+        }
+    bucket = (found.get("buckets") or {}).get(x)
+    if bucket is not None and axis_kind(plotted[x]) == "time":
+        spec["bucket"] = bucket
+    if edges is not None:
+        spec["edges"] = edges
     return spec, plotted
 
 

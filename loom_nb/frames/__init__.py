@@ -18,17 +18,42 @@ Tools (``frames`` is the ``name=`` prefix):
 ``frames_list_tables()``
     Each frame: name, description, row count, columns with dtypes (and the values of
     categorical columns), writable or not.
-``frames_select(table, columns?, filters?, order?, limit?, offset?, count?)``
+``frames_select(table, join?, columns?, filters?, order?, limit?, offset?, count?)``
     The arguments and checks of the Supabase select: filters ``{column, op, value, not}`` with
     ``op`` one of eq, neq, gt, gte, lt, lte, like, ilike, in, is_null; ``order``
-    ``[{column, desc}]``; ``limit`` at most ``max_rows``; ``offset`` for paging; ``count`` for
-    the number of matching rows.
-``frames_aggregate(table, group_by?, aggregates?, filters?, order?, limit?, offset?)``
-    ``group_by`` lists columns and time buckets ``{"column": "created_at", "bucket": "week"}``
-    (day, week, month, quarter, year; datetime columns only). ``aggregates`` ``[{fn, column}]``
-    with ``fn`` one of count, count_distinct, sum, mean, median, min, max; output columns are
-    named ``fn_column`` (``count`` counts rows). At most ``max_rows`` groups come back;
+    ``[{column, desc}]``; ``limit`` at most ``frame_rows``; ``offset`` for paging; ``count``
+    for the number of matching rows.
+``frames_aggregate(table, join?, group_by?, aggregates?, filters?, order?, limit?, offset?)``
+    ``group_by`` lists columns, time buckets ``{"column": "created_at", "bucket": "week"}``
+    (day, week, month, quarter, year; datetime columns only) and bins of a numeric column
+    ``{"column": "total", "bins": 20}`` (or explicit edges ``[0, 10, 100]``). ``aggregates``
+    ``[{fn, column}]`` with ``fn`` one of count, count_distinct, sum, mean, median, min, max,
+    std, var, percentile (``{"fn": "percentile", "column": "total", "p": 0.9}``); output
+    columns are named ``fn_column`` (``count`` counts rows; ``p90_total``, ``std_total``).
     ``order`` may name a group column or an output column.
+
+Two bounds: the model sees at most ``max_rows`` rows of any result; the DataFrame of the call
+(``result.frames[-1]``, ``-o``, exports) holds every matching row, or every group, up to
+``frame_rows`` (default 10,000), and its ``attrs["loom"]`` says how many matched. Where
+``frame_rows`` cuts it, the call's header, the frame's caption and the saved view say
+``50 of 53 groups (frame_rows=50 cut it)``.
+
+Joins, along ``relationships={"orders.customer_id": "customers.id"}`` only: ``"join":
+["customers"]`` in a call on ``orders`` puts the named ``customers`` columns beside each row,
+written ``customers.tier`` wherever a column goes. It is ``orders.merge(customers, how="left",
+left_on="customer_id", right_on="id", validate="many_to_one")`` (the joined columns prefixed),
+keeping ``orders``' index; a filter on a joined column makes it an inner join; a missing key
+matches nothing; the model is told how many rows had no match. Both tables must be in
+``frames`` and the keys allowed columns; the target key must not repeat.
+
+Distributions: ``std`` and ``var`` are the sample's (pandas' default, SQL's ``stddev``), a
+percentile interpolates linearly (``Series.quantile``). A bins group's output (``bin_total``)
+holds each bin's **left edge** as a float (not a pandas ``Interval``: it sorts, charts and
+exports as a number); bins are ``[left, right)`` with the last one ``[left, right]``, as
+``np.histogram``; ``bins: 20`` spans the smallest to the largest matching value
+(``np.histogram_bin_edges``); a missing value, or one outside explicit edges, is the missing
+group. Only bins that hold rows come back; the edges are in ``attrs["loom"]["edges"]``.
+
 ``frames_append(table, rows)`` and ``frames_update(table, values, filters)``
     Only when a frame has ``write: True``. Each waits for Approve unless
     ``approve_writes=False``. An update without a filter is refused.
@@ -119,10 +144,16 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._errors import UserError
-from loom_nb._tables.options import check_connector_options, parse_tables
+from loom_nb._tables.options import (
+    FRAME_ROWS,
+    check_connector_options,
+    check_frame_rows,
+    parse_relationships,
+    parse_tables,
+)
 from loom_nb._tools import Connector
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
-from loom_nb.frames._allowlist import Tables, check_frame
+from loom_nb.frames._allowlist import Tables, check_frame, usable_name
 from loom_nb.frames._connector import frame_connector
 from loom_nb.frames._namespace import NAMESPACE_FRAMES, namespace_source
 
@@ -136,6 +167,8 @@ def frame_tools(
     *,
     namespace: bool | Mapping[str, Any] = False,
     max_rows: int = 50,
+    frame_rows: int = FRAME_ROWS,
+    relationships: Mapping[str, str] | None = None,
     approve_writes: bool = True,
     name: str = "frames",
 ) -> Connector:
@@ -150,8 +183,13 @@ def frame_tools(
     name (IPython's namespace; in a script pass a mapping, ``namespace=globals()``): listed
     afresh at each run, read-only, names starting with ``_`` left out, at most
     :data:`NAMESPACE_FRAMES` of them (the first by name).
+
+    ``max_rows`` bounds the rows the model sees of a result; ``frame_rows`` the rows of the
+    DataFrame you get from a call. ``relationships={"orders.customer_id": "customers.id"}``
+    lets a call on ``orders`` join ``customers`` (both must be in ``frames``).
     """
     max_rows = check_connector_options(name, max_rows, approve_writes)
+    frame_rows = check_frame_rows(frame_rows, max_rows)
     source = namespace_source(namespace)
     if frames is None and source is not None:
         frames = {}
@@ -182,4 +220,14 @@ def frame_tools(
             )
         check_frame(table, spec, frame)
         data[table] = frame
-    return frame_connector(Tables(specs, data, max_rows, name, source), approve_writes)
+    related = parse_relationships(relationships, specs)
+    for r in related:  # the keys exist in the frames, and the agent may name them
+        for t, c in ((r.table, r.column), (r.other, r.other_column)):
+            if c not in data[t].columns or not usable_name(c):
+                raise UserError(
+                    f"relationships names {t}.{c}, but frame {t!r} has no usable column {c!r}"
+                )
+    tables = Tables(
+        specs, data, max_rows, name, source, frame_rows=frame_rows, relationships=related
+    )
+    return frame_connector(tables, approve_writes)

@@ -12,7 +12,7 @@ from pandas.api import types as ptypes
 
 from loom_nb._context import RunContext
 from loom_nb._errors import UserError
-from loom_nb._tables.options import IDENTIFIER, RESERVED, TableSpec
+from loom_nb._tables.options import FRAME_ROWS, IDENTIFIER, RESERVED, Relationship, TableSpec
 from loom_nb._tools import ToolInputError
 from loom_nb.frames._namespace import Namespace, namespace_frames
 from loom_nb.frames._values import holds_missing
@@ -86,10 +86,16 @@ class Tables:
         name: str,
         namespace: Namespace | None = None,
         locks: dict[str, threading.RLock] | None = None,
+        frame_rows: int | None = None,
+        relationships: tuple[Relationship, ...] = (),
     ) -> None:
         self.specs = specs
         self.frames = frames
         self.max_rows = max_rows
+        #: The rows of a call's DataFrame for the user (the model sees ``max_rows`` of them).
+        self.frame_rows = frame_rows if frame_rows is not None else max(max_rows, FRAME_ROWS)
+        #: The declared relationships a call may join along.
+        self.relationships = relationships
         self.name = name
         self.namespace = namespace
         #: The namespace's DataFrames left out of this listing (more than the limit).
@@ -111,7 +117,16 @@ class Tables:
         specs.update({n: TableSpec(n, "a DataFrame in the user's namespace") for n in found})
         locks = dict(self.locks)
         locks.update({n: threading.RLock() for n in found})
-        tables = Tables(specs, {**self.frames, **found}, self.max_rows, self.name, None, locks)
+        tables = Tables(
+            specs,
+            {**self.frames, **found},
+            self.max_rows,
+            self.name,
+            None,
+            locks,
+            self.frame_rows,
+            self.relationships,
+        )
         tables.unlisted = unlisted
         if ctx is not None:
             ctx.state[self._key] = tables
@@ -129,12 +144,23 @@ class Tables:
         present = self.columns(table)
         frame_columns = set(self.frames[table].columns)
         for n in names:
+            other, _, column = n.partition(".")
+            if column and other in self.frames and other != table:  # a joined table's column
+                self.check_columns(other, [column])
+                continue
             if n not in present or n not in frame_columns:
                 raise ToolInputError(f"{table!r} has no column {n!r}; its columns are {present}")
 
     def source(self, table: str) -> str:
         """The name the model sees on a rendered result, like ``frames.orders``."""
         return f"{self.name}.{table}"
+
+    def locked(self, tables: Sequence[str]) -> contextlib.ExitStack:
+        """The locks of ``tables``, taken in name order (two calls never wait on each other)."""
+        stack = contextlib.ExitStack()
+        for t in sorted(set(tables)):
+            stack.enter_context(self.locks[t])
+        return stack
 
     def lock_for(self, args: dict[str, Any]) -> Any:
         """The lock of the table ``args`` name, or none when they name no known table (the

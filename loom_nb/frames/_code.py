@@ -17,15 +17,19 @@ import pandas as pd
 
 from loom_nb._code import CodeContext, py_literal, variable_for
 from loom_nb._tables.grammar import (
+    Aggregate,
     Filter,
+    GroupKey,
     parse_aggregate,
     parse_insert,
     parse_select,
     parse_update,
 )
+from loom_nb._tables.options import Relationship
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._filters import like_regex
+from loom_nb.frames._joins import inner_tables, join, joined_columns
 from loom_nb.frames._values import BadValue, holds_missing, value_for, value_to_write
 
 _COMPARE = {"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -33,10 +37,16 @@ _SORT = 'na_position="last", kind="stable"'
 
 
 def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
-    q = parse_select(args, tables.specs, tables.max_rows)
+    q = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
+    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table, ctx)
+    if columns is not None and q.joins and q.columns is None and ctx.data is None:
+        columns = [*columns, *(f"{r.other}.{c}" for r in q.joins for c in tables.columns(r.other))]
+    names = [*(columns or []), *(f.column for f in q.filters), *(c for c, _ in q.order)]
+    joined, frame, df = _join(tables, q.table, q.joins, names, q.filters, frame, df, ctx)
     lines, mask = _mask(frame, df, q.filters, ctx)
+    lines = [*joined, *lines]
     chain = [f"{frame}[{mask}]" if mask else frame]
     if q.order:
         desc: dict[str, bool] = {}
@@ -45,7 +55,6 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
         keys = list(desc)
         chain.append(_sort(keys, [not desc[k] for k in keys]))
     chain.append(_page(q.offset, q.limit))
-    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table, ctx)
     if columns is not None and (df is None or columns != list(df.columns)):
         chain.append(f"[{py_literal(columns)}]")
     lines.append(_assign(ctx.result, chain))
@@ -53,10 +62,19 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 
 
 def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
-    q = parse_aggregate(args, tables.specs, tables.max_rows, FRAME_AGGREGATES)
+    q = parse_aggregate(
+        args, tables.specs, tables.frame_rows, FRAME_AGGREGATES, tables.relationships
+    )
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
+    names = [
+        *(k.column for k in q.group_by),
+        *(a.column for a in q.aggregates if a.column is not None),
+        *(f.column for f in q.filters),
+    ]
+    joined, frame, df = _join(tables, q.table, q.joins, names, q.filters, frame, df, ctx)
     lines, mask = _mask(frame, df, q.filters, ctx)
+    lines = [*joined, *lines]
     source = frame
     if mask:
         source = ctx.name("matched")
@@ -64,6 +82,9 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
     if q.group_by:
         keys = []
         for k in q.group_by:
+            if k.bins is not None:
+                keys.append(_bins(source, k, ctx, lines))
+                continue
             if k.bucket is None:
                 keys.append(py_literal(k.column))
                 continue
@@ -81,7 +102,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
         )
         parts = [
             f"{py_literal(a.output)}: "
-            + (f"{groups}.size()" if a.column is None else _aggregate(groups, a.fn, a.column))
+            + (f"{groups}.size()" if a.column is None else _aggregate(groups, a))
             for a in q.aggregates
         ]
         table = f"pd.DataFrame({{{', '.join(parts)}}}).reset_index()"
@@ -92,8 +113,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
             + (
                 f"[len({source})]"
                 if a.column is None
-                else _aggregate(source, a.fn, a.column, one_column_frame=True)
-                + ".reset_index(drop=True)"
+                else _aggregate(source, a, one_column_frame=True) + ".reset_index(drop=True)"
             )
             for a in q.aggregates
         ]
@@ -171,6 +191,48 @@ def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 def _frame(tables: Tables, table: str, ctx: CodeContext) -> str:
     ctx.setup("import pandas as pd")
     return ctx.expect(variable_for(table), f"the DataFrame the agent read as table {table!r}")
+
+
+def _join(
+    tables: Tables,
+    table: str,
+    joins: Sequence[Relationship],
+    names: Sequence[str],
+    filters: Sequence[Filter],
+    frame: str,
+    df: pd.DataFrame | None,
+    ctx: CodeContext,
+) -> tuple[list[str], str, pd.DataFrame | None]:
+    """The ``merge`` of each join (``loom_nb.frames._joins``): the lines, the variable of the
+    joined frame, and the joined frame as it is now (for the filters' values)."""
+    if not joins:
+        return [], frame, df
+    inner = inner_tables(filters)
+    used = joined_columns(joins, names)
+    name = ctx.name("joined")
+    lines = []
+    source = frame
+    for r in joins:
+        other = _frame(tables, r.other, ctx)
+        key = f"{r.other}.{r.other_column}"
+        lines.append(
+            f"{name} = {source}.merge(\n"
+            f"    {other}[{py_literal(used[r.other])}]"
+            f".add_prefix({py_literal(r.other + '.')}).dropna(subset=[{py_literal(key)}]),\n"
+            f'    how="left",\n'
+            f"    left_on={py_literal(r.column)},\n"
+            f"    right_on={py_literal(key)},\n"
+            f'    validate="many_to_one",\n'
+            f").set_axis({source}.index)"
+        )
+        if r.other in inner:  # a filter names its columns: an inner join, as !inner
+            lines.append(f"{name} = {name}[{name}[{py_literal(key)}].notna()]")
+        source = name
+    if df is not None and all(r.other in tables.frames for r in joins):
+        df = join(df, joins, tables.frames, used, inner)[0]
+    else:
+        df = None
+    return lines, name, df
 
 
 def _usable(tables: Tables, table: str, ctx: CodeContext) -> list[str] | None:
@@ -298,10 +360,30 @@ def _regex_literal(regex: str) -> str:
 _AGGREGATE_CALLS = {"sum": "sum(min_count=1)", "count_distinct": "nunique()"}
 
 
-def _aggregate(source: str, fn: str, column: str, *, one_column_frame: bool = False) -> str:
+def _aggregate(source: str, a: Aggregate, *, one_column_frame: bool = False) -> str:
     """``source["total"].fn()``, or ``source[["total"]].fn()``."""
-    key = f"[{py_literal(column)}]" if one_column_frame else py_literal(column)
-    return f"{source}[{key}].{_AGGREGATE_CALLS.get(fn, f'{fn}()')}"
+    assert a.column is not None
+    key = f"[{py_literal(a.column)}]" if one_column_frame else py_literal(a.column)
+    if a.fn == "percentile":
+        return f"{source}[{key}].quantile({a.p!r})"
+    return f"{source}[{key}].{_AGGREGATE_CALLS.get(a.fn, f'{a.fn}()')}"
+
+
+def _bins(source: str, k: GroupKey, ctx: CodeContext, lines: list[str]) -> str:
+    """The bins of ``k`` as ``frames_aggregate`` makes them (``bin_starts``): the edges, then
+    each value's bin by its left edge, ``[left, right)`` and the last ``[left, right]``."""
+    ctx.setup("import numpy as np")
+    column = f"{source}[{py_literal(k.column)}]"
+    edges, name = ctx.name(f"edges_{k.column}"), ctx.name(k.output)
+    if isinstance(k.bins, tuple):
+        lines.append(f"{edges} = np.array({py_literal(list(k.bins))})")
+    else:
+        lines.append(f"{edges} = np.histogram_bin_edges({column}.dropna(), bins={k.bins})")
+    lines.append(
+        f"{name} = pd.cut({column}, [*{edges}[:-1], np.nextafter({edges}[-1], np.inf)], "
+        f'right=False, labels={edges}[:-1]).astype("float64").rename({py_literal(k.output)})'
+    )
+    return name
 
 
 #: The time buckets of ``frames_aggregate`` (``loom_nb/frames/_buckets.py``) in plain pandas and

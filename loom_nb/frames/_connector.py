@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_nb._tables.builder import Read, Write, table_connector, words_tables
+from loom_nb._tables.builder import Read, Write, rows_rule, table_connector, words_tables
 from loom_nb._tables.filter_text import aggregate_words
 from loom_nb._tables.grammar import parse_aggregate
 from loom_nb._tables.schemas import aggregate_schema
@@ -20,7 +20,7 @@ from loom_nb.frames._writes import Writes
 
 def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
     """list_tables, select and aggregate; append and update when some frame is writable."""
-    n, max_rows = tables.name, tables.max_rows
+    n, max_rows, frame_rows = tables.name, tables.max_rows, tables.frame_rows
     writes = Writes(tables, approve_writes)
     # With namespace=..., each run sees the namespace's DataFrames as it finds them; the code
     # of a call reads them as they are now (for_run(None)).
@@ -33,22 +33,33 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
 
     def aggregate_described(args: dict[str, Any]) -> str:
         known = words_tables(tables.specs, args) if open_tables else tables.specs
-        return aggregate_words(parse_aggregate(args, known, max_rows, FRAME_AGGREGATES))
+        return aggregate_words(
+            parse_aggregate(args, known, frame_rows, FRAME_AGGREGATES, tables.relationships)
+        )
 
     aggregate = tool(
         description=(
             "Summarize one table: group_by columns, or time buckets of a datetime column "
             "like {column: 'created_at', bucket: 'week'} (day, week from Monday, month, "
-            "quarter, year; output column week_created_at holds each bucket's start), "
-            "and aggregates [{fn, column}] with fn count, count_distinct, sum, mean, "
-            "median, min or max (count without a column counts rows). Output columns are "
-            "named fn_column (count for the row count); order may use them, e.g. "
-            f"[{{column: 'sum_total', desc: true}}]. Filters as in {n}_select. Missing "
-            "values and missing timestamps form their own group, last. At most "
-            f"{max_rows} groups per call; the total number of groups is reported."
+            "quarter, year; output column week_created_at holds each bucket's start), or "
+            "bins of a numeric column like {column: 'total', bins: 20} (or the edges; "
+            "output bin_total holds each bin's left edge), and aggregates [{fn, column}] "
+            "with fn count, count_distinct, sum, mean, median, min, max, std, var (the "
+            "sample's) or percentile with p from 0 to 1 (p90_total for p 0.9; several per "
+            "call) (count without a column counts rows). Every matching row counts, not "
+            "only the rows you see. Output columns are named fn_column (count for the row "
+            "count); order may use them, e.g. "
+            f"[{{column: 'sum_total', desc: true}}]. Filters and join as in {n}_select. "
+            "Missing values and missing timestamps form their own group, last. "
+            f"{rows_rule(max_rows, frame_rows, 'groups')} The number of groups is reported."
         ),
         input=aggregate_schema(
-            tables.specs, max_rows, FRAME_AGGREGATES, open_tables=bool(open_tables)
+            tables.specs,
+            max_rows,
+            FRAME_AGGREGATES,
+            open_tables=bool(open_tables),
+            frame_rows=frame_rows,
+            relationships=tables.relationships,
         ),
         run=lambda args, ctx=None: reads.aggregate(tables.for_run(ctx), args),
         describe=aggregate_described,
@@ -58,8 +69,10 @@ def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
         n,
         tables.specs,
         max_rows=max_rows,
+        frame_rows=frame_rows,
         approve_writes=approve_writes,
         open_tables=open_tables,
+        relationships=tables.relationships,
         list_tables=Read(
             lambda _args, ctx=None: reads.list_tables(tables.for_run(ctx)),
             notes=" The tables are pandas DataFrames: each also gives its row count, and each "

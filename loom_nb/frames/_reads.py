@@ -9,13 +9,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loom_nb._counts import counts, frame_note, with_counts
 from loom_nb._render import data_block, frame_for_model
-from loom_nb._tables.grammar import Select, parse_aggregate, parse_select
+from loom_nb._tables.grammar import Filter, Select, parse_aggregate, parse_select
+from loom_nb._tables.options import Relationship
 from loom_nb._tools import ToolInputError, ToolOutput
-from loom_nb.frames._aggregate import FRAME_AGGREGATES, check_aggregate, compute_aggregate
+from loom_nb.frames._aggregate import (
+    FRAME_AGGREGATES,
+    check_aggregate,
+    check_bins,
+    compute_aggregate,
+)
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._buckets import check_bucket
 from loom_nb.frames._filters import filter_mask
+from loom_nb.frames._joins import inner_tables, join, joined_columns, unmatched_text
 from loom_nb.frames._values import category_list
 
 
@@ -72,21 +80,56 @@ def list_tables(tables: Tables) -> ToolOutput:
 
 
 def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
-    q: Select = parse_select(args, tables.specs, tables.max_rows)
-    with tables.locks[q.table]:
-        df = tables.frames[q.table]
-        columns = list(q.columns) if q.columns is not None else tables.columns(q.table)
-        tables.check_columns(
-            q.table, [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
-        )
+    q: Select = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
+    with tables.locked([q.table, *(r.other for r in q.joins)]):
+        columns = list(q.columns) if q.columns is not None else _every_column(tables, q)
+        names = [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
+        tables.check_columns(q.table, names)
+        df, joined = _joined(tables, q.table, q.joins, names, q.filters)
         mask = filter_mask(df, q.table, q.filters)
         matches = np.flatnonzero(mask)  # positions in df; no column is copied for them
         if q.order:
             positions = matches[_ordered(df, q.table, q.order, matches, q.offset + q.limit)]
         else:
             positions = matches
-        page = df.iloc[positions[q.offset : q.offset + q.limit]][columns].copy()
-    return ToolOutput(_page_text(tables, q.table, page, len(matches), q.offset, q.count), page)
+        frame = df.iloc[positions[q.offset : q.offset + q.limit]][columns].copy()
+    found = counts(
+        rows=len(frame),
+        matched=len(matches),
+        limit=q.asked,
+        offset=q.offset,
+        frame_rows=tables.frame_rows,
+    )
+    text = joined + _page_text(tables, q.table, frame, len(matches), q.offset, q.count, found)
+    return ToolOutput(text, with_counts(frame, found))
+
+
+def _every_column(tables: Tables, q: Select) -> list[str]:
+    """A select without columns: the table's allowed columns, then each joined table's."""
+    own = tables.columns(q.table)
+    return [*own, *(f"{r.other}.{c}" for r in q.joins for c in tables.columns(r.other))]
+
+
+def _joined(
+    tables: Tables,
+    table: str,
+    joins: Sequence[Relationship],
+    names: Sequence[str],
+    filters: Sequence[Filter],
+) -> tuple[pd.DataFrame, str]:
+    """The frame a call reads: the table itself, or the table with the joined columns it
+    names beside each row (``merge`` on the declared keys); and what the model is told of
+    the rows without a match."""
+    df = tables.frames[table]
+    if not joins:
+        return df, ""
+    tables.check_columns(table, [r.column for r in joins])
+    own = [n for n in names if "." not in n]
+    base = df[list(dict.fromkeys([*own, *(r.column for r in joins)]))]
+    inner = inner_tables(filters)
+    used = joined_columns(joins, names)
+    out, unmatched = join(base, joins, tables.frames, used, inner)
+    return out, unmatched_text(table, unmatched, inner) + "\n"
 
 
 def _ordered(
@@ -174,23 +217,29 @@ def _sort_keys(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
-    q = parse_aggregate(args, tables.specs, tables.max_rows, FRAME_AGGREGATES)
+    q = parse_aggregate(
+        args, tables.specs, tables.frame_rows, FRAME_AGGREGATES, tables.relationships
+    )
     aggregated = (a.column for a in q.aggregates if a.column is not None)
     grouped = (k.column for k in q.group_by)
     used = list(dict.fromkeys([*grouped, *aggregated]))  # each column once, in order
-    with tables.locks[q.table]:
-        df = tables.frames[q.table]
-        tables.check_columns(q.table, [*used, *(f.column for f in q.filters)])
+    with tables.locked([q.table, *(r.other for r in q.joins)]):
+        names = [*used, *(f.column for f in q.filters)]
+        tables.check_columns(q.table, names)
+        df, joined = _joined(tables, q.table, q.joins, names, q.filters)
         for k in q.group_by:
             if k.bucket is not None:
                 check_bucket(q.table, df, k, tables.columns(q.table))
+            if k.bins is not None:
+                check_bins(q.table, df[k.column], k)
         for a in q.aggregates:
             if a.column is not None:
                 check_aggregate(q.table, df[a.column], a)
         mask = filter_mask(df, q.table, q.filters)
+        edges: dict[str, list[float]] = {}
         sub = df.loc[mask, used] if mask.sum() < len(df) else df[used]
         try:
-            out = compute_aggregate(sub, q)
+            out = compute_aggregate(sub, q, edges)
         except (TypeError, ValueError, NotImplementedError) as exc:  # float16 keys, dicts, ...
             raise ToolInputError(f"cannot aggregate {q.table}: {exc}") from None
     if q.order:
@@ -204,38 +253,51 @@ def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
         except TypeError as exc:
             raise ToolInputError(f"cannot sort the groups by {q.order}: {exc}") from None
     groups = len(out)
-    page = out.iloc[q.offset : q.offset + q.limit].reset_index(drop=True)
-    return ToolOutput(
-        _page_text(tables, q.table, page, groups, q.offset, True, "group" if q.group_by else "row"),
-        page,
+    frame = out.iloc[q.offset : q.offset + q.limit].reset_index(drop=True)
+    what = "group" if q.group_by else "row"
+    found = counts(
+        rows=len(frame),
+        matched=groups,
+        what=what,
+        limit=q.asked,
+        offset=q.offset,
+        frame_rows=tables.frame_rows,
+        buckets={k.output: k.bucket for k in q.group_by if k.bucket is not None},
+        edges=edges,
     )
+    text = joined + _page_text(tables, q.table, frame, groups, q.offset, True, found)
+    return ToolOutput(text, with_counts(frame, found))
 
 
 def _page_text(
     tables: Tables,
     table: str,
-    page: pd.DataFrame,
+    frame: pd.DataFrame,
     matched: int,
     offset: int,
     count: bool,
-    what: str = "row",
+    found: dict[str, Any],
 ) -> str:
-    """The rendering of one page, after a line that says how to get the rest."""
-    last = offset + len(page)
+    """The rendering of the model's page (the first ``max_rows`` rows of the user's frame),
+    after a line that says how to get the rest and what the user's frame holds."""
+    what = found["what"]
+    shown = min(len(frame), tables.max_rows)
+    last = offset + shown
     notes = [f"{_plural(matched, what)} match."] if count else []
-    if len(page) and last < matched:
+    if shown and last < matched:
         notes.append(f"More match: the next page starts at offset={last}.")
-    elif not len(page) and matched and offset >= matched:
+    elif not shown and matched and offset >= matched:
         notes.append(f"offset={offset} is past the last match.")
+    notes.append(frame_note(found))
     rendered = frame_for_model(
-        page,
+        frame,
         source=tables.source(table),
         max_rows=tables.max_rows,
         total_rows=matched if count else None,
         offset=offset,
         limit_reached=not count and last < matched,
     )
-    return (" ".join(notes) + "\n" if notes else "") + rendered
+    return " ".join(notes) + "\n" + rendered
 
 
 def _plural(count: int, what: str) -> str:

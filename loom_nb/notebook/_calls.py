@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from loom_nb._code import CodeContext, call_code, call_words
+from loom_nb._counts import counts_text
 from loom_nb._messages import ToolCall, ToolResult
+from loom_nb._tables.filter_text import page_words
 from loom_nb._tools import Tool
 from loom_nb.notebook._html import esc, pre, to_json
 
@@ -40,9 +42,25 @@ class CallText:
 
 
 def summary(words: str, result: ToolResult | None) -> str:
-    """The folded line as text, with the approval outcome when there is one."""
+    """The folded line as text: with what came back when the result counts its rows (``3
+    rows (limit 50)``, ``50 of 53 groups (frame_rows=50 cut it)``: the page the model asked
+    for, in the words, gives way to it), and the approval outcome when there is one."""
     badge = f" · {result.approval}" if result is not None and result.approval else ""
+    found = result_counts(result)
+    if found is not None:
+        asked = page_words(found.get("limit"), found.get("offset", 0))
+        if asked and words.endswith(f" · {asked}"):
+            words = words[: -len(asked) - 3]
+        words = f"{words} · {counts_text(found)}"
     return f"{words}{badge}"
+
+
+def result_counts(result: ToolResult | None) -> dict[str, Any] | None:
+    """The counts a table tool saved with its frame (without decoding a saved frame)."""
+    if result is None or result.is_error:
+        return None
+    head = result.frame_head(0)
+    return head.counts if head is not None else None
 
 
 def body_html(call: ToolCall, code: str | None, result: ToolResult | None) -> str:

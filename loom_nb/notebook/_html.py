@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
+from loom_nb._counts import counts_text
 from loom_nb._errors import MissingExtra
 from loom_nb._tables.filter_text import shown_text, unseen
 
@@ -125,9 +126,12 @@ def head_html(found: FrameHead, title: str = "") -> str:
         if more > 0
         else ""
     )
+    said = ""
+    if found.counts is not None:  # what the call matched: "50 of 53 groups (frame_rows=...)"
+        said = f" · {esc(counts_text(found.counts))}"
     return (
         f'<div style="font-size:90%;color:#555">{caption}DataFrame · '
-        f"{_shape_words(found.rows, found.columns)}</div>"
+        f"{_shape_words(found.rows, found.columns)}{said}</div>"
         f'<div class="loom-table" style="overflow-x:auto">{table}</div>{footer}'
     )
 

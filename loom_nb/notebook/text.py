@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from loom_nb._agent import RunResult
 from loom_nb._codec import is_dataframe
+from loom_nb._counts import counts_of, counts_text
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import NEWER, Message, PendingApproval, Resolution, Thread, ToolResult, Usage
 from loom_nb._tools import Tool
@@ -36,7 +37,9 @@ def format_frame(df: Any, rows: int) -> str:
     shown = df.head(max(rows, 0))
     more = len(df) - len(shown)
     footer = f"\n… {more:,} more row{'s' if more != 1 else ''}" if more > 0 else ""
-    return f"[DataFrame {shape_text(df)}]\n{shown.to_string(max_cols=20)}{footer}"
+    found = counts_of(df)
+    said = f" · {counts_text(found)}" if found is not None else ""
+    return f"[DataFrame {shape_text(df)}{said}]\n{shown.to_string(max_cols=20)}{footer}"
 
 
 def format_pending(p: PendingApproval, rows: int) -> str:

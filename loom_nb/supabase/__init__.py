@@ -26,7 +26,7 @@ tool                        arguments
                             ``filters`` (list of ``{column, op, value, not}``, all must match;
                             ``op`` is one of eq, neq, gt, gte, lt, lte, like, ilike, in,
                             is_null; ``not: true`` negates); ``order`` (list of
-                            ``{column, desc}``); ``limit`` (int, at most ``max_rows``);
+                            ``{column, desc}``); ``limit`` (int, at most ``frame_rows``);
                             ``offset`` (int, for paging); ``count`` (bool: also report the
                             exact number of matching rows). Returns a DataFrame.
 ``{name}_insert``           ``table`` (a writable one); ``rows`` (list of ``{column: value}``).
@@ -44,6 +44,24 @@ tool                        arguments
 ==========================  ===================================================================
 
 ``{name}_insert`` and ``{name}_update`` exist only when some table has ``"write": True``.
+
+Two bounds: the model sees at most ``max_rows`` rows of a result; the DataFrame of the call
+holds every matching row (or group) up to ``frame_rows`` (default 10,000), fetched with the
+same client, filters and order in requests of at most 1,000 rows (Supabase's default
+``max-rows``; a project set lower than that would end the pages early), each a bounded
+``limit``/``offset`` page. An aggregate's groups are ordered by its group columns when the
+model gives no order, so its pages agree. Where ``frame_rows`` cuts the frame, every view says
+so.
+
+Joins, only along ``relationships={"orders.customer_id": "customers.id"}`` between two
+allowlisted tables: ``{name}_select`` with ``"join": ["customers"]`` sends a PostgREST to-one
+embed along that foreign key, named by its column (``select=id,customers!customer_id(tier)``;
+``!inner`` when a filter names ``customers.tier``, as a filter on a plain embed would only
+empty the embed), and ``order=customers(tier).desc``. The rows come back with
+``customers.tier`` columns beside their own (empty where no customer matched, or row level
+security hid it). ``{name}_aggregate`` totals one table: a join, and what PostgREST's
+aggregates cannot compute (median, std, var, percentile, bins), are refused before any
+request, by name.
 
 Aggregates (``aggregates=True``) are computed by PostgREST's aggregate functions
 (``select=status,count:count(),sum_total:total.sum()``), so totals cover every matching row,
@@ -68,8 +86,9 @@ How the rules are kept:
   ``order`` from plain identifiers (the allowed columns are listed, ``*`` is sent only for a
   table without a ``columns`` list), filters through the client's named methods (``eq``,
   ``neq``, ``gt``, ``gte``, ``lt``, ``lte``, ``like``, ``ilike``, ``in_``, ``is_(col, None)``,
-  ``not_``), never ``or_`` or ``filter``; ``limit`` an int clamped to ``max_rows``; the rows
-  are cut again after the response. A refused input sends no request at all.
+  ``not_``), never ``or_`` or ``filter``; ``limit`` an int of at most 1,000 a page; the rows
+  are cut again after the response; an embed only along a declared relationship. A refused
+  input sends no request at all.
 * Filter values cannot change a query's shape: PostgREST reads a single value verbatim after
   ``op.``, and supabase-py quotes ``in`` list items that hold ``,:()"\\``. The one place where
   PostgREST trims (spaces before the first ``in`` item) is avoided by ordering the items.
@@ -104,7 +123,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from loom_nb._errors import UserError
-from loom_nb._tables.options import check_connector_options, parse_tables
+from loom_nb._tables.options import (
+    FRAME_ROWS,
+    check_connector_options,
+    check_frame_rows,
+    parse_relationships,
+    parse_tables,
+)
 from loom_nb._tools import Connector
 from loom_nb.supabase._connector import ClientFactory, SupabaseConnector
 
@@ -116,6 +141,8 @@ def supabase_tools(
     client: ClientFactory,
     tables: Mapping[str, Mapping[str, Any] | None],
     max_rows: int = 50,
+    frame_rows: int = FRAME_ROWS,
+    relationships: Mapping[str, str] | None = None,
     approve_writes: bool = True,
     name: str = "supabase",
     aggregates: bool = False,
@@ -137,7 +164,11 @@ def supabase_tools(
             "client=lambda ctx: my_client"
         )
     max_rows = check_connector_options(name, max_rows, approve_writes)
+    frame_rows = check_frame_rows(frame_rows, max_rows)
     if not isinstance(aggregates, bool):
         raise UserError(f"aggregates must be True or False, got {aggregates!r}")
     specs = parse_tables(tables)
-    return SupabaseConnector(client, specs, max_rows, approve_writes, name, aggregates).connector()
+    related = parse_relationships(relationships, specs)
+    return SupabaseConnector(
+        client, specs, max_rows, approve_writes, name, aggregates, frame_rows, related
+    ).connector()

@@ -14,6 +14,10 @@ from loom_nb._tables.cards import SAMPLE_ROWS
 from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
 from loom_nb.supabase._aggregate import select_items
+from loom_nb.supabase._query import embedded_columns, select_columns
+
+#: The rows of one request (``loom_nb.supabase._connector.PAGE_ROWS``).
+PAGE_ROWS = 1000
 
 #: What ``records_to_frame`` (``_responses.py``) does, as code an export carries; a test
 #: checks that the two agree.
@@ -95,20 +99,18 @@ class SupabaseCode:
 
     def select(self, args: dict[str, Any], ctx: CodeContext) -> str:
         q = self._select(args)
-        columns = q.columns if q.columns is not None else ("*",)
-        select = ", ".join(py_literal(c) for c in columns)
+        select = ", ".join(py_literal(c) for c in select_columns(q))
         count = ', count="exact"' if q.count else ""
         chain = [f".table({py_literal(q.table)})", f".select({select}{count})"]
         chain += [_filter(f) for f in q.filters]
-        chain += [f".order({py_literal(c)}, desc={d})" for c, d in q.order]
-        chain.append(f".limit({q.limit})")
-        if q.offset:
-            chain.append(f".offset({q.offset})")
+        chain += [f".order({py_literal(_order_column(c))}, desc={d})" for c, d in q.order]
         listed = "None" if q.columns is None else py_literal(list(q.columns))
-        request = self._request(chain, ctx)
+        request, rows = self._pages(chain, q.limit, q.offset, ctx)
+        flat = _flattened(q, rows, ctx)
+        if flat:
+            request, rows = f"{request}\n{flat[0]}", flat[1]
         return (
-            f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({ctx.name('response')}.data, "
-            f"{listed}).head({q.limit})"
+            f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({rows}, {listed}).head({q.limit})"
         )
 
     def aggregate(self, args: dict[str, Any], ctx: CodeContext) -> str:
@@ -118,13 +120,10 @@ class SupabaseCode:
             f".select({', '.join(py_literal(item) for item in select_items(q))})",
             *(_filter(f) for f in q.filters),
             *(f".order({py_literal(c)}, desc={d})" for c, d in q.order),
-            f".limit({q.limit})",
         ]
-        if q.offset:
-            chain.append(f".offset({q.offset})")
-        request = self._request(chain, ctx)
+        request, rows = self._pages(chain, q.limit, q.offset, ctx)
         return (
-            f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({ctx.name('response')}.data, "
+            f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({rows}, "
             f"{py_literal(q.outputs)}).head({q.limit})"
         )
 
@@ -169,9 +168,35 @@ class SupabaseCode:
             + self._request([*chain, f".max_affected({counted}.count)"], ctx)
         )
 
-    def _request(self, chain: list[str], ctx: CodeContext, name: str = "response") -> str:
-        """``response = (client.table(...)....execute())`` with the factory called on the run
-        context the export defines."""
+    def _pages(
+        self, chain: list[str], limit: int, offset: int, ctx: CodeContext
+    ) -> tuple[str, str]:
+        """The request of a read and the expression of its rows: one request when its rows fit
+        one page, else the pages of at most ``PAGE_ROWS`` rows the tool fetched, each a bounded
+        request with the same filters and order."""
+        if limit <= PAGE_ROWS:
+            page = [f".limit({limit})", *([f".offset({offset})"] if offset else [])]
+            return self._request([*chain, *page], ctx), f"{ctx.name('response')}.data"
+        client, rows, want = ctx.name("client"), ctx.name("rows"), ctx.name("want")
+        response = ctx.name("response")
+        start = f"{offset} + len({rows})" if offset else f"len({rows})"
+        body = "\n        ".join(
+            [client, *chain, f".limit({want})", f".offset({start})", ".execute()"]
+        )
+        wait = "await " if self.awaits else ""
+        return (
+            f"{client} = {self._client(ctx)}\n"
+            f"{rows} = []\n"
+            f"while True:  # pages of at most {PAGE_ROWS} rows, as the tool fetched them\n"
+            f"    {want} = min({PAGE_ROWS}, {limit} - len({rows}))\n"
+            f"    {response} = {wait}(\n        {body}\n    )\n"
+            f"    {rows} += {response}.data[:{want}]\n"
+            f"    if len({response}.data) < {want} or len({rows}) >= {limit}:\n"
+            "        break"
+        ), rows
+
+    def _client(self, ctx: CodeContext) -> str:
+        """The factory called on the run context the export defines."""
         factory = ctx.expect(
             self.factory_name, "the client factory you gave supabase_tools(client=...)"
         )
@@ -183,10 +208,43 @@ class SupabaseCode:
             f"{run} = RunContext({py_literal(ctx.agent)}, {py_literal(ctx.thread_id)}, "
             f"user_id={py_literal(ctx.user_id)}, data={context})"
         )
+        return f"(await {factory}({run}))" if self.awaits else f"{factory}({run})"
+
+    def _request(self, chain: list[str], ctx: CodeContext, name: str = "response") -> str:
+        """``response = (client.table(...)....execute())``."""
         wait = "await " if self.awaits else ""
-        head = f"({wait}{factory}({run}))" if self.awaits else f"{factory}({run})"
-        body = "\n    ".join([head, *chain, ".execute()"])
+        body = "\n    ".join([self._client(ctx), *chain, ".execute()"])
         return f"{ctx.name(name)} = {wait}(\n    {body}\n)"
+
+
+def _order_column(column: str) -> str:
+    """A joined column as PostgREST orders by it: ``customers(tier)``."""
+    other, _, name = column.partition(".")
+    return f"{other}({name})" if name else column
+
+
+def _flattened(q: Select, rows: str, ctx: CodeContext) -> tuple[str, str] | None:
+    """Each row's embeds as ``customers.tier`` columns beside its own (``flatten_embeds``)."""
+    if not q.joins:
+        return None
+    flat, row = ctx.name("flat_rows"), ctx.name("row")
+    parts = []
+    for r in q.joins:
+        named = embedded_columns(q, r.other)
+        embed = f"({row}.get({py_literal(r.other)}) or {{}})"
+        if named is None:
+            parts.append(f"**{{{py_literal(r.other + '.')} + k: v for k, v in {embed}.items()}}")
+        else:
+            prefix, names = py_literal(r.other + "."), py_literal(named)
+            parts.append(f"**{{{prefix} + c: {embed}.get(c) for c in {names}}}")
+    others = py_literal([r.other for r in q.joins])
+    line = (
+        f"{flat} = [  # each row's embeds as columns beside its own: customers.tier\n"
+        f"    {{**{{k: v for k, v in {row}.items() if k not in {others}}}, "
+        + ", ".join(parts)
+        + f"}}\n    for {row} in {rows}\n]"
+    )
+    return line, flat
 
 
 def _postgrest_frame(ctx: CodeContext) -> str:

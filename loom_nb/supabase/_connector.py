@@ -14,8 +14,9 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._context import RunContext
+from loom_nb._counts import counts, frame_note, with_counts
 from loom_nb._render import frame_for_model
-from loom_nb._tables.builder import Read, Write, table_connector
+from loom_nb._tables.builder import Read, Write, rows_rule, table_connector
 from loom_nb._tables.cards import (
     ROWS_MATCHED,
     SAMPLE_ROWS,
@@ -34,9 +35,9 @@ from loom_nb._tables.grammar import (
     parse_select,
     parse_update,
 )
-from loom_nb._tables.options import TableSpec, describe_tables
+from loom_nb._tables.options import FRAME_ROWS, Relationship, TableSpec, describe_tables
 from loom_nb._tables.schemas import aggregate_schema
-from loom_nb._tools import Connector, Tool, ToolOutput, tool
+from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, tool
 from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES
 from loom_nb.supabase._code import SupabaseCode
 from loom_nb.supabase._query import (
@@ -45,6 +46,7 @@ from loom_nb.supabase._query import (
     build_matching,
     build_select,
     build_update,
+    flatten_embeds,
     sendable_filters,
     sendable_row,
 )
@@ -63,6 +65,9 @@ _UPDATE_NOTES = (
     "values; if more rows match when the update runs, nothing is changed and you are told."
 )
 _GUARANTEE = "if more rows match when it runs, nothing is changed"
+#: The rows of one request of a read: Supabase's default ``max-rows`` (PostgREST cuts a
+#: response to it, so a page never asks for more).
+PAGE_ROWS = 1000
 
 
 class SupabaseConnector:
@@ -77,10 +82,14 @@ class SupabaseConnector:
         approve_writes: bool,
         name: str,
         aggregates: bool = False,
+        frame_rows: int = FRAME_ROWS,
+        relationships: tuple[Relationship, ...] = (),
     ) -> None:
         self.factory = factory
+        self.relationships = relationships
         self.tables = tables
         self.max_rows = max_rows
+        self.frame_rows = frame_rows
         self.approve_writes = approve_writes
         self.name = name
         self.aggregates = aggregates
@@ -108,9 +117,11 @@ class SupabaseConnector:
                     "[{fn, column}] with fn count, sum, avg, min or max (count without a "
                     "column counts rows). Output columns are named fn_column (count for the "
                     f"row count). Filters as in {self.name}_select; order may name group_by "
-                    f"columns. At most {self.max_rows} groups per call: page with offset."
+                    f"columns. {rows_rule(self.max_rows, self.frame_rows, 'groups')}"
                 ),
-                input=aggregate_schema(self.tables, self.max_rows, SUPABASE_AGGREGATES),
+                input=aggregate_schema(
+                    self.tables, self.max_rows, SUPABASE_AGGREGATES, frame_rows=self.frame_rows
+                ),
                 run=self.aggregate,
                 describe=self._aggregate_words,
                 code=code.aggregate,
@@ -119,6 +130,8 @@ class SupabaseConnector:
             self.name,
             self.tables,
             max_rows=self.max_rows,
+            frame_rows=self.frame_rows,
+            relationships=self.relationships,
             approve_writes=self.approve_writes,
             list_tables=Read(self.list_tables),
             select=Read(self.select, notes=_SELECT_NOTES, code=code.select),
@@ -141,33 +154,48 @@ class SupabaseConnector:
 
     async def select(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_select(arguments)
-        fetched = await self._fetch(ctx, query.table, lambda client: build_select(client, query))
+        spec = self.tables[query.table]
+        if spec.columns is not None and query.joins:  # each row's embeds come back too
+            spec = TableSpec(spec.name, columns=(*spec.columns, *(r.other for r in query.joins)))
+        fetched = await self._pages(ctx, spec, query, build_select)
         if isinstance(fetched, ToolOutput):
             return fetched
-        rows, response = fetched
-        count = getattr(response, "count", None)
-        frame = records_to_frame(rows, query.columns)
-        received = len(frame)
-        data = frame.head(query.limit)
-        content = frame_for_model(
-            frame,
-            source=f"{self.name}.{query.table}",
-            max_rows=query.limit,
-            total_rows=count if isinstance(count, int) else None,
+        rows, count = fetched
+        rows = flatten_embeds(rows, query)
+        frame = records_to_frame(rows, query.columns).head(query.limit)
+        found = counts(
+            rows=len(frame),
+            matched=count,
+            limit=query.asked,
             offset=query.offset,
-            limit_reached=query.limit > 0 and received >= query.limit and count is None,
+            frame_rows=self.frame_rows,
         )
-        return ToolOutput(content, data)
+        text = self._unmatched(query, frame) + self._page_text(query.table, frame, found)
+        return ToolOutput(text, with_counts(frame, found))
+
+    @staticmethod
+    def _unmatched(query: Select, frame: pd.DataFrame) -> str:
+        """How many rows had no row of each joined table (or row level security hid it)."""
+        notes = []
+        for r in query.joins:
+            embedded = [c for c in frame.columns if str(c).startswith(f"{r.other}.")]
+            if not embedded or any(f.column.startswith(f"{r.other}.") for f in query.filters):
+                continue  # an inner embed: rows without a match are not returned
+            n = int(frame[embedded].isna().all(axis=1).sum())
+            notes.append(
+                f"{n:,} of these {r.table} rows had no {r.other} row (or row level security "
+                f"hid it): their {r.other}.* are empty."
+                if n
+                else f"Every one of these {r.table} rows has its {r.other} row."
+            )
+        return " ".join(notes) + "\n" if notes else ""
 
     async def aggregate(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_aggregate(arguments)
         spec = TableSpec(query.table, columns=tuple(query.outputs))  # the rows hold these only
-        client = await self._client(ctx)
-        if isinstance(client, ToolOutput):
-            return client
-        response = await send(build_aggregate(client, query), self.tables[query.table].columns)
-        if isinstance(response, ToolOutput):
-            error = response.data["error"] if isinstance(response.data, dict) else {}
+        fetched = await self._pages(ctx, spec, query, build_aggregate)
+        if isinstance(fetched, ToolOutput):
+            error = fetched.data["error"] if isinstance(fetched.data, dict) else {}
             if error.get("code") == "PGRST123":
                 return error_output(
                     error["code"],
@@ -176,19 +204,42 @@ class SupabaseConnector:
                     "turn them on (pgrst.db_aggregates_enabled), or use the select tool instead.",
                     details=error.get("details"),
                 )
-            return response
-        rows = rows_of(response, spec)
-        if isinstance(rows, ToolOutput):
-            return rows
+            return fetched
+        rows, _ = fetched
         frame = records_to_frame(rows, query.outputs).head(query.limit)
+        # Every group came back unless the frame is full: then more may follow.
+        complete = len(frame) < query.limit
+        found = counts(
+            rows=len(frame),
+            matched=query.offset + len(frame) if complete else None,
+            what="group" if query.group_by else "row",
+            limit=query.asked,
+            offset=query.offset,
+            frame_rows=self.frame_rows,
+        )
+        return ToolOutput(self._page_text(query.table, frame, found), with_counts(frame, found))
+
+    def _page_text(self, table: str, frame: pd.DataFrame, found: dict[str, Any]) -> str:
+        """The model's page of the user's frame (its first ``max_rows`` rows), after what the
+        user's frame holds and where the next page starts."""
+        shown = min(len(frame), self.max_rows)
+        matched, offset = found["matched"], found["offset"]
+        more = len(frame) > shown or (matched is not None and offset + shown < matched)
+        notes = []
+        if matched is not None:
+            notes.append(f"{matched:,} {found['what']}{'' if matched == 1 else 's'} match.")
+        if more:
+            notes.append(f"More match: the next page starts at offset={offset + shown}.")
+        notes.append(frame_note(found))
         content = frame_for_model(
             frame,
-            source=f"{self.name}.{query.table}",
-            max_rows=query.limit,
-            offset=query.offset,
-            limit_reached=query.limit > 0 and len(frame) >= query.limit,
+            source=f"{self.name}.{table}",
+            max_rows=self.max_rows,
+            total_rows=matched,
+            offset=offset,
+            limit_reached=matched is None and len(frame) >= found["frame_rows"],
         )
-        return ToolOutput(content, frame)
+        return " ".join(notes) + "\n" + content
 
     async def insert(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_insert(arguments)
@@ -234,21 +285,34 @@ class SupabaseConnector:
     # ---- the model's arguments, checked ---------------------------------------------------
 
     def _parse_select(self, arguments: dict[str, Any]) -> Select:
-        query = parse_select(arguments, self.tables, self.max_rows)
+        query = parse_select(arguments, self.tables, self.frame_rows, self.relationships)
         return dataclasses.replace(
             query, filters=sendable_filters(query.filters), offset=_sendable_offset(query)
         )
 
     def _parse_aggregate(self, arguments: dict[str, Any]) -> AggregateQuery:
-        """The same sending rules as a select: its filters as PostgREST reads them."""
-        query = parse_aggregate(arguments, self.tables, self.max_rows, SUPABASE_AGGREGATES)
+        """The same sending rules as a select: its filters as PostgREST reads them. A join is
+        refused before any request: these totals are PostgREST's over one table."""
+        if arguments.get("join"):
+            raise ToolInputError(
+                f"{self.name}_aggregate totals one table; PostgREST's aggregates cannot be "
+                f"grouped by a joined table here. Use {self.name}_select with join, or "
+                "aggregate the table by its own columns"
+            )
+        query = parse_aggregate(arguments, self.tables, self.frame_rows, SUPABASE_AGGREGATES)
+        # Groups come in pages: without an order PostgreSQL may give each page its own, so
+        # they are ordered by the group columns (as frames_aggregate orders its groups).
+        order = query.order or tuple((k.column, False) for k in query.group_by)
         return dataclasses.replace(
-            query, filters=sendable_filters(query.filters), offset=_sendable_offset(query)
+            query,
+            filters=sendable_filters(query.filters),
+            offset=_sendable_offset(query),
+            order=order,
         )
 
     def _aggregate_words(self, arguments: dict[str, Any]) -> str:
         return aggregate_words(
-            parse_aggregate(arguments, self.tables, self.max_rows, SUPABASE_AGGREGATES)
+            parse_aggregate(arguments, self.tables, self.frame_rows, SUPABASE_AGGREGATES)
         )
 
     def _parse_insert(self, arguments: dict[str, Any]) -> Insert:
@@ -359,6 +423,43 @@ class SupabaseConnector:
         if isinstance(rows, ToolOutput):
             return rows
         return rows, response
+
+    async def _pages(
+        self,
+        ctx: RunContext,
+        spec: TableSpec,
+        query: Any,
+        build: Callable[[Any, Any, bool], Any],
+    ) -> tuple[list[dict[str, Any]], int | None] | ToolOutput:
+        """Every row ``query`` takes (its ``limit``: at most ``frame_rows``), in pages of at
+        most :data:`PAGE_ROWS` through the run's client, each a bounded request with the same
+        filters and order: never one unbounded request. The rows, and the exact count when the
+        query asked for one (on its first page). A page shorter than asked is the last."""
+        client = await self._client(ctx)
+        if isinstance(client, ToolOutput):
+            return client
+        rows: list[dict[str, Any]] = []
+        count: int | None = None
+        while True:
+            want = min(PAGE_ROWS, query.limit - len(rows))
+            first = not rows and count is None
+            page = dataclasses.replace(query, limit=want, offset=query.offset + len(rows))
+            if not first and isinstance(page, Select):
+                page = dataclasses.replace(page, count=False)
+            response = await send(
+                build(client, page, query.limit > PAGE_ROWS), self.tables[query.table].columns
+            )
+            if isinstance(response, ToolOutput):
+                return response
+            got = rows_of(response, spec)
+            if isinstance(got, ToolOutput):
+                return got
+            if first:
+                found = getattr(response, "count", None)
+                count = found if isinstance(found, int) else None
+            rows.extend(got[:want])  # cut again: the server may send more than asked
+            if len(got) < want or len(rows) >= query.limit or want == 0:
+                return rows, count
 
     async def _written(
         self, ctx: RunContext, spec: TableSpec, build: Callable[[Any], Any]

@@ -18,26 +18,71 @@ from loom_nb._tools import ToolInputError
 from loom_nb.supabase._aggregate import select_items
 
 
-def build_select(client: Any, query: Select) -> Any:
-    columns = query.columns if query.columns is not None else ("*",)
-    builder = client.table(query.table).select(*columns, count="exact" if query.count else None)
-    return _filtered_page(builder, query)
+def build_select(client: Any, query: Select, paged: bool = False) -> Any:
+    builder = client.table(query.table).select(
+        *select_columns(query), count="exact" if query.count else None
+    )
+    return _filtered_page(builder, query, paged)
 
 
-def build_aggregate(client: Any, query: AggregateQuery) -> Any:
+def select_columns(query: Select) -> list[str]:
+    """The ``select=`` items: the table's own columns (or ``*``), then one embed a join,
+    built from the declared relationship only: ``customers!customer_id(tier)``, the foreign
+    key column as the hint (PostgREST's ``!fk`` disambiguation), ``!inner`` when a filter
+    names the joined table (``!inner`` drops the rows whose embed is empty; without it a
+    filter on an embed only empties the embed)."""
+    own = None if query.columns is None else [c for c in query.columns if "." not in c]
+    items = ["*"] if own is None else own
+    inner = {f.column.partition(".")[0] for f in query.filters if "." in f.column}
+    for r in query.joins:
+        named = embedded_columns(query, r.other)
+        hint = f"{r.other}!{r.column}{'!inner' if r.other in inner else ''}"
+        items.append(f"{hint}({','.join(named) if named else '*'})")
+    return items
+
+
+def embedded_columns(query: Select, other: str) -> list[str] | None:
+    """The columns of ``other`` a select returns (None: every column, ``*``)."""
+    if query.columns is None:
+        return None
+    return [c.partition(".")[2] for c in query.columns if c.startswith(f"{other}.")]
+
+
+def flatten_embeds(rows: list[dict[str, Any]], query: Select) -> list[dict[str, Any]]:
+    """Each row's embed (``{"customers": {"tier": "gold"}}``, or None without a match) as
+    columns beside its own: ``customers.tier``."""
+    if not query.joins:
+        return rows
+    out = []
+    for row in rows:
+        flat = {k: v for k, v in row.items() if k not in {r.other for r in query.joins}}
+        for r in query.joins:
+            embed = row.get(r.other)
+            named = embedded_columns(query, r.other)
+            keys = named if named is not None else list(embed or {})
+            for c in keys:
+                flat[f"{r.other}.{c}"] = embed.get(c) if isinstance(embed, dict) else None
+        out.append(flat)
+    return out
+
+
+def build_aggregate(client: Any, query: AggregateQuery, paged: bool = False) -> Any:
     """``select=status,sum_total:total.sum()`` and the filters: PostgREST groups by the
     select's plain columns."""
-    return _filtered_page(client.table(query.table).select(*select_items(query)), query)
+    return _filtered_page(client.table(query.table).select(*select_items(query)), query, paged)
 
 
-def _filtered_page(builder: Any, query: Select | AggregateQuery) -> Any:
-    """A read's filters, order and page, after its select."""
+def _filtered_page(builder: Any, query: Select | AggregateQuery, paged: bool) -> Any:
+    """A read's filters, order and page, after its select; one page of several (``paged``)
+    names its offset, 0 included."""
     for f in query.filters:
         builder = _apply_filter(builder, f)
     for column, desc in query.order:
-        builder = builder.order(column, desc=desc)
+        other, _, name = column.partition(".")
+        # A joined column orders the rows as PostgREST reads it: order=customers(tier).desc
+        builder = builder.order(f"{other}({name})" if name else column, desc=desc)
     builder = builder.limit(int(query.limit))
-    if query.offset:
+    if query.offset or paged:
         builder = builder.offset(int(query.offset))
     return builder
 

@@ -27,6 +27,7 @@ SMOKE = {
     "bench_postgres": (["--quick"], r"loom / same-work floor .*\d\.\d+x"),
     "bench_supabase": ([], r"json\.dumps"),
     "bench_frames": (["--rows", "20000", "--runs", "2"], r"DuckDB ms +ratio"),
+    "bench_joins": (["--rows", "20000", "--runs", "2"], r"join \+ p90 .* x +\d"),
     "bench_buckets": (["--rows", "20000", "--runs", "2", "--grouper-runs", "1"], r"Grouper ms"),
     "bench_charts": (["--points", "200", "--runs", "2"], r"goal: draw"),
     "bench_widget": (["--quick"], r"naive: HTML\.value per delta"),

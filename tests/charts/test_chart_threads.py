@@ -176,7 +176,7 @@ def test_the_saved_thread_html_shows_the_chart_as_a_data_uri_png():
         r'<img class="loom-chart-image" src="data:image/png;base64,([^"]+)"', html
     )
     assert base64.b64decode(encoded).startswith(PNG)
-    assert 'alt="bar chart · Open orders above 100, by week · 3 bars"' in html
+    assert 'alt="bar chart · Open orders above 100, by week · 3 bars, one week each"' in html
     assert html.count('class="loom-chart"') == 1
 
 
@@ -185,9 +185,8 @@ def test_the_text_view_names_the_chart():
     result = agent.run_sync(QUESTION)
     out = io.StringIO()
     TextView(out=out).render(result.thread)
-    assert "  ← chart: [chart: bar chart · Open orders above 100, by week · 3 bars]\n" in (
-        out.getvalue()
-    )
+    caption = "bar chart · Open orders above 100, by week · 3 bars, one week each"
+    assert f"  ← chart: [chart: {caption}]\n" in out.getvalue()
 
 
 def test_the_widget_view_shows_the_chart_as_an_image():

@@ -160,11 +160,6 @@ MISTAKES = [
     (_args(color="segment"), "color: 'segment' is not a column of the result of call_week"),
     (_args(result="call_many", x="n", y="n", color="label"), "color label has 11 distinct values"),
     (
-        _args(result="call_big", x="n", y="n"),
-        "the result of call_big (mine) has 10,001 rows to draw; a chart holds at most 10,000 "
-        "points. Aggregate first",
-    ),
-    (
         _args(result="call_empty", x="n", y="n"),
         "nothing to draw: the result of call_empty (mine) has no rows",
     ),

@@ -94,8 +94,7 @@ def test_the_notebook_reads_like_the_conversation(tmp_path: Path) -> None:
     assert sources[3] == "**analyst:**\n\nLet me look."
     assert sources[4] == "*Call 1* · `frames_list_tables()` (its tool writes no code)"
     assert sources[5].splitlines()[0] == (
-        "# Call 2 · frames_select · orders · status = 'open' AND total > 5 · "
-        "order by total desc · 6 rows"
+        "# Call 2 · frames_select · orders · status = 'open' AND total > 5 · order by total desc"
     )
     assert sources[5].endswith("\nresult_2")
     write = sources[7].splitlines()
@@ -208,7 +207,8 @@ assert "IPython" not in sys.modules and "ipywidgets" not in sys.modules
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert 'result_1 = orders[(orders["total"] > 10)].head(50)' in (tmp_path / "t.py").read_text()
+    exported = (tmp_path / "t.py").read_text()
+    assert 'result_1 = orders[(orders["total"] > 10)].head(10000)' in exported  # frame_rows
 
 
 def test_a_100_call_thread_exports_in_well_under_a_second(tmp_path: Path) -> None:

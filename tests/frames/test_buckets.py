@@ -235,7 +235,8 @@ async def test_order_and_page_by_the_bucket(sessions):
 
 def test_the_schema_tells_the_model_the_bucket_form(sessions):
     group_by = sessions.tools["frames_aggregate"].parameters["properties"]["group_by"]
-    plain, bucketed = group_by["items"]["anyOf"]
+    plain, bucketed, binned = group_by["items"]["anyOf"]
+    assert binned["required"] == ["column", "bins"]
     assert plain["type"] == "string"
     assert bucketed["properties"]["bucket"]["enum"] == ["day", "week", "month", "quarter", "year"]
     assert bucketed["required"] == ["column", "bucket"]

@@ -103,6 +103,12 @@ group_keys = st.one_of(
             "bucket": st.sampled_from(BUCKETS),
         }
     ),
+    st.fixed_dictionaries(  # bins: a number of them, or edges (numeric columns only)
+        {
+            "column": st.sampled_from(COLUMNS),
+            "bins": st.one_of(st.integers(1, 6), st.just([0, 10.5, 100, 1000])),
+        }
+    ),
 )
 aggregate_args = st.fixed_dictionaries(
     {"table": st.just("orders")},
@@ -111,7 +117,10 @@ aggregate_args = st.fixed_dictionaries(
         "aggregates": st.lists(
             st.fixed_dictionaries(
                 {"fn": st.sampled_from(AGGREGATE_FUNCTIONS)},
-                optional={"column": st.sampled_from(COLUMNS)},
+                optional={
+                    "column": st.sampled_from(COLUMNS),
+                    "p": st.sampled_from([0, 0.5, 0.9, 0.999, 1]),
+                },
             ),
             max_size=3,
         ),
@@ -242,7 +251,7 @@ def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
     call = ToolCall("c1", "frames_aggregate", args)
     assert call_words(call, conn.tools["frames_aggregate"]) == (
         "frames_aggregate · orders · sum(total), median(total) by week of created_at · "
-        "status = 'open' · 50 groups"
+        "status = 'open'"
     )
     hook = conn.tools["frames_aggregate"].code
     assert hook is not None
@@ -254,7 +263,7 @@ def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
         "result = (\n"
         '    pd.DataFrame({"sum_total": groups["total"].sum(min_count=1), '
         '"median_total": groups["total"].median()}).reset_index()\n'
-        "    .head(50)\n"
+        "    .head(10000)\n"
         "    .reset_index(drop=True)\n)"
     )
     assert ctx.setups[:2] == ["import pandas as pd", "import numpy as np"]
@@ -277,7 +286,7 @@ def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
             "result = (\n"
             '    orders[(orders["status"] == "open") & (orders["total"] > 100)]\n'
             '    .sort_values("total", ascending=False, na_position="last", kind="stable")\n'
-            "    .head(5)\n)",
+            "    .head(50)\n)",
         ),
         (
             {
@@ -287,13 +296,14 @@ def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
             },
             "result = (\n"
             '    orders[(orders["status"] != "open") & orders["status"].notna()]\n'
-            "    .head(5)\n"
+            "    .head(100)\n"
             '    [["id", "total"]]\n)',
         ),
     ],
 )
 def test_the_code_reads_like_pandas_a_person_writes(args: dict[str, Any], expected: str) -> None:
-    conn = frame_tools({"orders": orders_frame()}, max_rows=5)
+    # The code gives the user's frame: the model's limit (50), else up to frame_rows (100).
+    conn = frame_tools({"orders": orders_frame()}, max_rows=5, frame_rows=100)
     hook = conn.tools["frames_select"].code
     assert hook is not None
     assert hook(args, CodeContext()) == expected
@@ -304,7 +314,7 @@ def test_a_call_reads_as_the_query_in_words() -> None:
     conn = frame_tools({"orders": orders_frame()})
     call = ToolCall("c1", "frames_select", args)
     assert call_words(call, conn.tools["frames_select"]) == (
-        "frames_select · orders · status = 'open' AND total > 100 · order by total desc · 50 rows"
+        "frames_select · orders · status = 'open' AND total > 100 · order by total desc · limit 50"
     )
     aggregate = ToolCall(
         "c2",
@@ -317,7 +327,7 @@ def test_a_call_reads_as_the_query_in_words() -> None:
         },
     )
     assert call_words(aggregate, conn.tools["frames_aggregate"]) == (
-        "frames_aggregate · orders · count, sum(total) by status · paid = TRUE · 50 groups"
+        "frames_aggregate · orders · count, sum(total) by status · paid = TRUE"
     )
     listing = ToolCall("c3", "frames_list_tables", {})
     assert call_words(listing, conn.tools["frames_list_tables"]) == "frames_list_tables()"

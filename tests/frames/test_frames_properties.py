@@ -158,12 +158,15 @@ def assert_bounded(out: ToolOutput | None) -> None:
     if out is None:
         return
     assert isinstance(out.data, pd.DataFrame)
-    assert len(out.data) <= MAX
+    assert len(out.data) <= READER_FRAME_ROWS  # the user's frame
     shown = re.search(r" rows=(\d+) ", out.content or "")
     assert shown is not None and int(shown.group(1)) <= MAX
 
 
-READER = frame_tools({"orders": orders_frame()}, max_rows=MAX)  # reads change nothing
+READER_FRAME_ROWS = MAX + 2
+READER = frame_tools(
+    {"orders": orders_frame()}, max_rows=MAX, frame_rows=READER_FRAME_ROWS
+)  # reads change nothing
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,7 +16,7 @@ from tests.frames._orders import open_orders_over
 ORDERS = pd.DataFrame({"id": [1, 2], "status": ["open", "paid"], "total": [150.0, 20.0]})
 TOOLS = frame_tools({"orders": ORDERS}).tools
 ARGS = open_orders_over(100)
-WORDS = "frames_select · orders · status = 'open' AND total > 100 · order by total desc · 50 rows"
+WORDS = "frames_select · orders · status = 'open' AND total > 100 · order by total desc"
 CALL = Message("assistant", [ToolCall("c1", "frames_select", ARGS), ToolCall("c2", "ping", {})])
 RESULT = Message(
     "tool",

@@ -90,7 +90,7 @@ def test_a_call_folds_to_its_query_in_words_and_unfolds_to_its_code_first():
     ]
     html = history_html(messages, rows=10, calls=CallText(tools))
     fold = html_escape(
-        "frames_select · orders · status = 'open' AND total > 100 · order by total desc · 50 rows"
+        "frames_select · orders · status = 'open' AND total > 100 · order by total desc"
     )
     assert f"<summary>{fold}</summary>" in html
     code, arguments, seen = (

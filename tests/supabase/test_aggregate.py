@@ -154,7 +154,7 @@ def test_groups_with_filters_order_and_paging(
     tool = supabase_tools(client=factory(rig), tables=TABLES, aggregates=True).tools
     assert call_words(first, tool["supabase_aggregate"]) == (
         "supabase_aggregate · orders · count, sum(total) by status · total > 100 · "
-        "order by status desc · 50 groups"
+        "order by status desc"
     )
 
 
@@ -189,7 +189,10 @@ def test_with_aggregates_off_the_model_is_told_how_to_turn_them_on(rig: Rig) -> 
         ({"table": "orders", "aggregates": [{"fn": "sum", "column": "total)"}]}, "not a plain"),
         ({"table": "orders", "aggregates": [{"fn": "sum", "column": "meta->x"}]}, "not a plain"),
         ({"table": "orders", "aggregates": [{"fn": "sum(total)),count"}]}, "is not one of"),
-        ({"table": "orders", "aggregates": [{"fn": "median", "column": "total"}]}, "not one of"),
+        (
+            {"table": "orders", "aggregates": [{"fn": "median", "column": "total"}]},
+            "PostgREST cannot compute median",
+        ),
         ({"table": "orders", "aggregates": [{"fn": "sum"}]}, "sum needs a column"),
         ({"table": "orders,secrets"}, "unknown table"),
         ({"table": "secrets"}, "unknown table"),

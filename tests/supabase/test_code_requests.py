@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
 import pytest
 from supabase import create_client
 
@@ -201,3 +202,44 @@ async def test_the_code_leaves_the_notebooks_variables_of_its_own_names_alone(se
         exec("\n\n".join([*ctx.setups, code]), namespace)
         assert sent(server) == expected, code
         assert all(namespace[n] is v for n, v in theirs.items()), code
+
+
+async def test_a_joins_code_sends_the_embed_and_gives_the_tools_frame(server):
+    """The code of a select that joins along a declared relationship sends the same embed,
+    filter and order, and flattens the embeds into the same DataFrame, a missing one too."""
+    client = create_client(server.url, KEY)
+    conn = supabase_tools(
+        client=lambda ctx: client,
+        tables={"tickets": {"columns": ["id", "owner"]}, "people": {"columns": ["id", "name"]}},
+        relationships={"tickets.owner": "people.id"},
+    )
+    rows = [
+        {"id": 1, "owner": 7, "people": {"name": "Ada"}},
+        {"id": 2, "owner": None, "people": None},
+    ]
+    answer, server.responder = server.responder, lambda req: rows_reply(rows)
+    args = {
+        "table": "tickets",
+        "join": ["people"],
+        "columns": ["id", "people.name"],
+        "order": [{"column": "people.name", "desc": True}],
+    }
+    try:
+        tool = conn.tools["supabase_select"]
+        server.clear()
+        out = await tool.call(args, RunContext("analyst", "t1"))
+        expected = sent(server)
+        assert "select=id%2Cpeople%21owner%28name%29" in expected[0][2]
+        assert "order=people%28name%29.desc" in expected[0][2]
+        assert out.data["people.name"].iloc[0] == "Ada" and out.data["people.name"].isna().iloc[1]
+        assert "1 of these tickets rows had no people row" in (out.content or "")
+        server.clear()
+        ctx = CodeContext("result_1", agent="analyst", thread_id="t1")
+        code = tool.code(args, ctx)
+        assert code is not None
+        namespace: dict[str, Any] = {"supabase_client": lambda ctx: client, "context": {}}
+        exec("\n\n".join([*ctx.setups, code]), namespace)
+        assert sent(server) == expected, code
+        pd.testing.assert_frame_equal(namespace["result_1"], out.data)
+    finally:
+        server.responder = answer

@@ -148,7 +148,7 @@ async def test_columns_are_expanded_never_star_and_only_asked_ones_sent(server, 
     first, second = server.requests
     assert first.param("select") == "id,name,price"
     assert second.param("select") == "price,id"
-    assert first.param("limit") == "50"  # max_rows by default
+    assert first.param("limit") == "1000"  # a page: the frame takes up to frame_rows
     assert "prefer" not in first.headers  # no count unless asked
 
 
@@ -161,24 +161,25 @@ async def test_a_table_without_a_column_list_is_read_with_star(server, factory):
 
 
 async def test_limit_is_clamped_and_extra_rows_are_cut_after_the_response(server, factory):
-    conn = tools(factory, max_rows=3)
-    rows = [{"id": i, "name": f"p{i}", "price": i * 1.5} for i in range(5)]
+    conn = tools(factory, max_rows=3, frame_rows=4)
+    rows = [{"id": i, "name": f"p{i}", "price": i * 1.5} for i in range(6)]
     server.reply(rows_reply(rows))  # a server that ignored the limit
     out = await call(conn, "supabase_select", {"table": "products", "limit": 1000})
-    assert only(server).param("limit") == "3"
-    assert out.data["id"].tolist() == [0, 1, 2]
-    assert "truncated=true" in out.content
+    assert only(server).param("limit") == "4"  # the user's frame: frame_rows
+    assert out.data["id"].tolist() == [0, 1, 2, 3]
+    assert "truncated=true" in out.content  # the model's page: max_rows
     assert "p3" not in out.content
 
 
-async def test_a_full_page_without_a_count_says_more_rows_may_match(server, factory):
-    conn = tools(factory, max_rows=2)
+async def test_a_full_frame_without_a_count_says_more_rows_may_match(server, factory):
+    conn = tools(factory, max_rows=2, frame_rows=2)
     server.reply(
         rows_reply([{"id": 1, "name": "a", "price": 1}, {"id": 2, "name": "b", "price": 2}])
     )
     out = await call(conn, "supabase_select", {"table": "products"})
     assert "limit_reached=true" in out.content
-    assert "more rows may match" in out.content
+    assert "2 rows (frame_rows=2 reached: more may match)" in out.content
+    assert out.data.attrs["loom"]["matched"] is None
 
 
 async def test_a_value_that_looks_like_the_end_of_the_data_stays_inside_it(server, factory):
@@ -510,8 +511,8 @@ async def test_a_value_reaches_postgrest_as_that_value_and_nothing_else(server, 
     )
     req = only(server)
     keys = [k for k, _ in req.params]
-    assert keys == ["select", "status", "status", "status", "status", "limit"]
-    assert req.param("limit") == "50"
+    assert keys == ["select", "status", "status", "status", "status", "limit", "offset"]
+    assert req.param("limit") == "1000"
     eq, in2, in1, like = [v for k, v in req.params if k == "status"]
     assert eq == f"eq.{value}"  # PostgREST takes everything after 'eq.' as the value
     assert like == f"like.{pattern}"
@@ -970,7 +971,7 @@ def test_schemas_name_the_allowed_tables_and_columns():
         "owner",
     }
     assert "maximum" not in select["properties"]["limit"]  # clamped, not refused
-    assert "At most 50 rows" in select["properties"]["limit"]["description"]
+    assert "you see at most 50" in select["properties"]["limit"]["description"]
     insert = conn.tools["supabase_insert"].parameters
     assert insert["properties"]["table"]["enum"] == ["tickets"]
     assert insert["properties"]["rows"]["items"]["propertyNames"]["enum"] == [

@@ -17,6 +17,7 @@ from loom_nb import RunContext
 from loom_nb._tables.options import IDENTIFIER, RESERVED
 from loom_nb._tools import Connector, ToolInputError
 from loom_nb.supabase import supabase_tools
+from loom_nb.supabase._connector import PAGE_ROWS
 from tests.supabase._capture import CaptureServer, Request
 
 MAX_ROWS = 7
@@ -267,7 +268,8 @@ def check_request(req: Request, tool: str) -> None:
             assert FILTER_VALUE.match(value) or value in ("is.null", "not.is.null"), value
             filters += 1
     if req.method == "GET":
-        assert len(limits) == 1 and 0 <= limits[0] <= MAX_ROWS, req.query
+        # One bounded page: the user's frame takes up to frame_rows in pages of PAGE_ROWS.
+        assert len(limits) == 1 and 0 <= limits[0] <= PAGE_ROWS, req.query
     else:
         assert limits == []
     if req.method == "PATCH":

@@ -196,14 +196,16 @@ def test_row_cap_holds_against_the_real_server(rig: Rig) -> None:
             "ok",
         ],
         max_rows=2,
+        frame_rows=3,
     )
     result = agent.run_sync("All products", context=ctx(USER_A, rig))
     asked_for_more, capped = results(result)
     for r in (asked_for_more, capped):
-        assert len(r.data) == 2  # of 4 products: a larger limit is cut to max_rows
-        # The model is told that more rows may match.
-        assert "limit_reached=true" in r.content or "truncated=true" in r.content
-    assert [dict(request.query)["limit"] for request in rig.shim.log] == ["2", "2"]
+        assert len(r.data) == 3  # of 4 products: a larger limit is cut to frame_rows
+        # The model sees max_rows of them, and is told that more rows may match.
+        assert "rows=2 " in r.content and "truncated=true" in r.content
+        assert "3 rows (frame_rows=3 reached: more may match)" in r.content
+    assert [dict(request.query)["limit"] for request in rig.shim.log] == ["3", "3"]
 
 
 def test_client_factory_gets_the_run_context_once_per_run(rig: Rig) -> None:

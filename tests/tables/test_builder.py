@@ -58,7 +58,8 @@ def test_descriptions_name_the_tables_and_say_when_the_user_approves(backend: st
     conn = MAKERS[backend]()
     select = conn.tools["shop_select"].description
     assert "- orders (columns:" in select and "- notes (columns:" in select
-    assert "At most 50 rows per call" in select
+    assert "You see at most 50 rows of a result" in select
+    assert "holds every match up to 10,000" in select
     for name in (INSERT[backend], "shop_update"):
         text = conn.tools[name].description
         assert "Writable tables:\n- orders (columns:" in text and "- notes" not in text

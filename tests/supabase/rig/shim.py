@@ -17,7 +17,12 @@ PostgREST source function it follows; ``tests/supabase/test_rig.py`` lists them 
 - PATCH: update with the same filters; refused without one (pg-safeupdate, error 21000);
   ``Prefer: handling=strict, max-affected=n`` rolls back an update of more than n rows.
 
-Anything else -- embeds, ``!inner``, spreads, aliases, JSON paths, casts, ``or=``/``and=``,
+- To-one embeds along a foreign key named by its hint, as the connector builds them from a
+  declared relationship: ``select=id,customers!customer_id(tier)``, ``!inner`` after the hint,
+  filters on the embed (``customers.tier=eq.gold``) inside its subquery, and ``order=
+  customers(tier).desc`` (``_embedded`` cites the PostgREST functions it follows).
+
+Anything else -- embeds without a hint, spreads, aliases, JSON paths, casts, ``or=``/``and=``,
 reserved names as filter columns, unknown parameters, headers asking for other features,
 unknown paths -- gets a 400 with a PostgREST-style body and is recorded in ``refused``, so a
 test can fail when the connector sent something outside what this shim reads like PostgREST.
@@ -122,6 +127,64 @@ def _ident(name: str, what: str) -> str:
     return name
 
 
+#: A to-one embed as the connector writes it: ``customers!customer_id(tier,id)``, with
+#: ``!inner`` after the hint (``pRelationSelect``/``pEmbedParams`` in ApiRequest/QueryParams.hs
+#: read ``rel!hint!inner(...)``). The shim takes only hinted embeds: the hint names the
+#: foreign key, as the connector always sends it.
+EMBED = re.compile(
+    r"(?P<rel>[A-Za-z_][A-Za-z0-9_]*)!(?P<hint>[A-Za-z_][A-Za-z0-9_]*)(?P<inner>!inner)?"
+    r"\((?P<cols>[^()]*)\)"
+)
+
+
+@dataclass
+class Embed:
+    """One embedded to-one resource of a read (``Plan.hs``: a ``JsonEmbed`` in ``JsonObject``
+    mode, joined by ``getJoin`` in ``Query/QueryBuilder.hs``)."""
+
+    relation: str
+    hint: str
+    inner: bool
+    columns: list[str] | None
+    #: Filters on the embed (``customers.tier=eq.gold``): inside its subquery, as PostgREST
+    #: puts an embedded filter in the embed's own read plan.
+    where: list[sql.Composable] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+
+    @property
+    def alias(self) -> str:
+        return f"{self.relation}_1"
+
+
+def _split_select(raw: str) -> tuple[str, list[Embed]]:
+    """The plain items of ``select=`` and its embeds (``pFieldForest``: items split on the
+    commas outside parentheses)."""
+    depth, start, items = 0, 0, []
+    for i, ch in enumerate(raw):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            items.append(raw[start:i])
+            start = i + 1
+    items.append(raw[start:])
+    plain, embeds = [], []
+    for item in items:
+        if "(" not in item:
+            plain.append(item)
+            continue
+        found = EMBED.fullmatch(item)
+        if found is None or found["hint"] == "inner":  # rel!inner(...): no hint
+            raise Refused(
+                400,
+                "PGRST100",
+                f"the embed {item!r} is outside the subset",
+                "the shim reads only rel!fk_column(columns) and rel!fk_column!inner(columns)",
+            )
+        cols = found["cols"]
+        names = None if cols == "*" else [_ident(c, "embedded columns") for c in cols.split(",")]
+        embeds.append(Embed(found["rel"], found["hint"], bool(found["inner"]), names))
+    return ",".join(plain), embeds
+
+
 def _select_list(raw: str) -> list[str] | None:
     """``None`` means ``*``."""
     items = raw.split(",")
@@ -215,14 +278,28 @@ class DatabaseError(Exception):
         self.sqlstate = sqlstate
 
 
-def _order(raw: str) -> list[sql.Composable]:
+#: ``pOrderRelationTerm`` (ApiRequest/QueryParams.hs): ``customers(tier).desc`` orders the
+#: rows by a to-one embed's column (``pgFmtOrderTerm``: the embed's alias, then the field).
+ORDER_RELATION = re.compile(r"(?P<rel>[A-Za-z_][A-Za-z0-9_]*)\((?P<col>[A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _order(raw: str, embeds: list[Embed] | None = None) -> list[sql.Composable]:
     terms = []
     for term in raw.split(","):
         parts = term.split(".")
         if not 1 <= len(parts) <= 3:
             raise Refused(400, "PGRST100", f"order term {term!r} is outside the subset")
         name, *mods = parts
-        pieces = [sql.Identifier(_ident(name, "order columns"))]
+        related = ORDER_RELATION.fullmatch(name)
+        if related is not None:
+            embed = next((e for e in embeds or () if e.relation == related["rel"]), None)
+            if embed is None:
+                raise Refused(
+                    400, "PGRST100", f"order term {term!r} names no embed: outside the subset"
+                )
+            pieces = [sql.Identifier(embed.alias, related["col"])]
+        else:
+            pieces = [sql.Identifier(_ident(name, "order columns"))]
         for i, mod in enumerate(mods):
             allowed = ("asc", "desc") if i == 0 else ("nullsfirst", "nullslast")
             if mod not in allowed:
@@ -262,6 +339,8 @@ class Query:
     columns: list[str] | None = None
     #: A select with aggregates (None: none), grouped by its plain columns.
     aggregated: list[SelectItem] | None = None
+    #: The to-one embeds of a read.
+    embeds: list[Embed] = field(default_factory=list)
 
     def window(self) -> postgrest.Window:
         return postgrest.window(self.limit, self.offset)
@@ -276,6 +355,7 @@ def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
         "PATCH": {"select"},
     }[method]
     seen: set[str] = set()
+    orders: list[str] = []
     for key, value in params:
         if key in seen and key in RESERVED:
             raise Refused(
@@ -287,11 +367,13 @@ def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
         seen.add(key)
         if key in allowed:
             if key == "select":
+                if method == "GET" and "!" in value:
+                    value, q.embeds = _split_select(value)
                 q.aggregated = _select_items(value) if method == "GET" else None
                 if q.aggregated is None:
                     q.select = _select_list(value)
             elif key == "order":
-                q.order = _order(value)
+                orders.append(value)
             elif key == "limit":
                 q.limit = _int(value, "limit")
             elif key == "offset":
@@ -300,8 +382,20 @@ def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
                 q.columns = _columns_param(value)
         elif method == "POST":
             raise Refused(400, "PGRST100", f"query parameter {key!r} is not allowed on an insert")
+        elif "." in key:  # customers.tier=eq.gold: a filter of the embed (QueryParams.hs)
+            relation, _, column = key.partition(".")
+            embed = next((e for e in q.embeds if e.relation == relation), None)
+            if embed is None:
+                raise Refused(
+                    400,
+                    "PGRST100",
+                    f"the filter {key!r} names no embed of the select: outside the subset",
+                )
+            embed.where.append(_filter(embed.alias, column, value, embed.params))
         else:
             q.where.append(_filter(q.table, key, value, q.params))
+    for value in orders:  # after the select: an order may name its embeds
+        q.order = _order(value, q.embeds)
     return q
 
 
@@ -370,6 +464,73 @@ def _aggregated(table: str, items: list[SelectItem]) -> tuple[sql.Composable, sq
     ]
     group = sql.SQL(" GROUP BY ") + sql.SQL(", ").join(groups) if groups else sql.SQL("")
     return sql.SQL(", ").join(selects), group
+
+
+def _embedded(
+    cur: psycopg.Cursor, q: Query, returned: sql.Composable
+) -> tuple[sql.Composable, sql.Composable, list[Any]]:
+    """The select list, the joins and their parameters of a read with to-one embeds, as
+    ``readPlanToQuery``/``getJoin``/``getJoinSelects`` (Query/QueryBuilder.hs) build them:
+    ``LEFT JOIN LATERAL (SELECT cols FROM target AS alias WHERE alias.key = parent.fk AND
+    <embed filters>) AS alias ON TRUE`` (``INNER JOIN LATERAL`` for ``!inner``), and
+    ``row_to_json(alias.*)::jsonb AS rel`` in the select list (NULL without a match). The
+    subquery runs as the request's role, so the target's row level security applies. The
+    relationship is found as ``findRel`` (Plan.hs) does for ``rel!hint``: a foreign key of the
+    origin to ``rel`` whose single column (or constraint name) is the hint; none is
+    PGRST200."""
+    own = (
+        sql.SQL("{}.*").format(sql.Identifier(q.table))
+        if q.select is None
+        else sql.SQL(", ").join(sql.Identifier(q.table, c) for c in q.select)
+    )
+    selects, joins, params = [own], [], []
+    for e in q.embeds:
+        cur.execute(
+            "SELECT a.attname, fa.attname FROM pg_constraint k "
+            "JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1] "
+            "JOIN pg_attribute fa ON fa.attrelid = k.confrelid AND fa.attnum = k.confkey[1] "
+            "WHERE k.contype = 'f' AND cardinality(k.conkey) = 1 "
+            "AND k.conrelid = %s::regclass AND k.confrelid = %s::regclass "
+            "AND (a.attname = %s OR k.conname = %s)",
+            (f"public.{q.table}", f"public.{e.relation}", e.hint, e.hint),
+        )
+        found = cur.fetchall()
+        if len(found) != 1:
+            raise PostgrestError(
+                400,
+                "PGRST200",
+                f"Could not find a relationship between '{q.table}' and '{e.relation}' in the "
+                "schema cache",
+                f"Searched for a foreign key relationship between '{q.table}' and "
+                f"'{e.relation}' using the hint '{e.hint}' in the schema 'public', but no "
+                "matches were found.",
+            )
+        fk, key = found[0]
+        alias = sql.Identifier(e.alias)
+        columns = (
+            sql.SQL("{}.*").format(alias)
+            if e.columns is None
+            else sql.SQL(", ").join(sql.Identifier(e.alias, c) for c in e.columns)
+        )
+        where = [
+            sql.SQL("{} = {}").format(sql.Identifier(e.alias, key), sql.Identifier(q.table, fk)),
+            *e.where,
+        ]
+        joins.append(
+            sql.SQL(" {} JOIN LATERAL (SELECT {} FROM {} AS {} WHERE {}) AS {} ON TRUE").format(
+                sql.SQL("INNER" if e.inner else "LEFT"),
+                columns,
+                sql.Identifier("public", e.relation),
+                alias,
+                sql.SQL(" AND ").join(where),
+                alias,
+            )
+        )
+        params.extend(e.params)
+        selects.append(
+            sql.SQL("row_to_json({}.*)::jsonb AS {}").format(alias, sql.Identifier(e.relation))
+        )
+    return sql.SQL(", ").join(selects), sql.SQL("").join(joins), params
 
 
 def _aggregates_enabled(cur: psycopg.Cursor) -> bool:
@@ -610,10 +771,13 @@ class Shim:
             )
             cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(claims["role"])))
             if seen.method in ("GET", "HEAD"):
-                query = sql.SQL("SELECT {} FROM {} WHERE {}{}").format(
-                    returned, table, where, group
+                joins, embed_params = sql.SQL(""), []
+                if q.embeds:
+                    returned, joins, embed_params = _embedded(cur, q, returned)
+                query = sql.SQL("SELECT {} FROM {}{} WHERE {}{}").format(
+                    returned, table, joins, where, group
                 )
-                params = list(q.params)
+                params = [*embed_params, *q.params]
                 if q.order:
                     query += sql.SQL(" ORDER BY ") + sql.SQL(", ").join(q.order)
                 if window.limit is not None:
@@ -626,7 +790,8 @@ class Shim:
                 total = None
                 if counted:
                     cur.execute(
-                        sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, where), q.params
+                        sql.SQL("SELECT count(*) FROM {}{} WHERE {}").format(table, joins, where),
+                        [*embed_params, *q.params],
                     )
                     total = int(cur.fetchone()[0])
                 status, headers["Content-Range"] = postgrest.range_status(window.offset, n, total)
