@@ -12,6 +12,7 @@ import pytest
 
 from loom_nb import ReplayModel, Reply, define_agent
 from loom_nb.charts import Chart, chart_tools
+from loom_nb.charts._plot import plan
 from loom_nb.frames import frame_tools
 from tests.charts._chart_data import context
 
@@ -47,10 +48,11 @@ def test_a_histogram_of_20000_rows_counts_20000() -> None:
     [chart] = result.charts
     assert "20,000 rows in 20 bins" in chart.caption
     counts, edges = np.histogram(orders["total"], bins=20)
-    [series] = chart._plot.series
+    drawn = plan(chart.spec, chart.data)
+    [series] = drawn.series
     assert series.y.tolist() == counts.tolist()  # every row, in numpy's bins
-    assert chart._plot.bins is not None
-    assert chart._plot.bins.tolist() == pytest.approx(edges.tolist())
+    assert drawn.bins is not None
+    assert drawn.bins.tolist() == pytest.approx(edges.tolist())
     [ax] = chart.figure().axes
     [bars] = ax.collections
     lefts = [float(p.vertices[:, 0].min()) for p in bars.get_paths()]
@@ -108,7 +110,7 @@ def test_a_chart_of_a_cut_frame_says_what_it_covers() -> None:
     agent.model = ReplayModel([Reply("", [("chart", histogram)]), "done"])
     result = agent.run_sync("draw", thread_id=first.thread_id)
     [chart] = result.charts
-    assert chart._plot.rows == 100  # the user's frame, not the model's page of 10
+    assert plan(chart.spec, chart.data).rows == 100  # the user's frame, not the model's page of 10
     assert chart.caption.endswith("100 rows in " + chart.caption.split(" rows in ")[1])
     assert "of 100 of 300 rows" in chart.caption
     text = list(result.thread.tool_results())[-1].content
