@@ -333,7 +333,7 @@ def frame_page_json(frame: Any, cursor: int, limit: int) -> dict[str, Any]:
     total = len(frame)
     table = table_json(frame.iloc[cursor : cursor + limit], cursor, total, frame.shape[1])
     end = min(cursor + limit, total)
-    return {"schema": SCHEMA, **table, "next_cursor": str(end) if end < total else None}
+    return {"schema": SCHEMA, "table": table, "next_cursor": str(end) if end < total else None}
 
 
 def threads_json(infos: list[ThreadInfo], cursor: int, more: bool) -> dict[str, Any]:
@@ -363,10 +363,14 @@ def table_json(frame: Any, offset: int, total_rows: int, total_columns: int) -> 
     import pandas as pd
 
     shown = frame.iloc[:, :COLUMNS]
-    columns = [
-        {"name": value_json(label, 0), "dtype": str(dtype)}
-        for label, dtype in zip(shown.columns, shown.dtypes, strict=True)
-    ]
+    columns = []
+    for j, (label, dtype) in enumerate(zip(shown.columns, shown.dtypes, strict=True)):
+        column = {"name": value_json(label, 0), "dtype": str(dtype)}
+        if str(dtype) == "object":
+            kind = _object_kind(shown.iloc[:, j])
+            if kind is not None:
+                column["values"] = kind
+        columns.append(column)
     index = shown.index
     plain = index.name is None and index.nlevels == 1 and isinstance(index, pd.RangeIndex)
     return {
@@ -387,6 +391,27 @@ def table_json(frame: Any, offset: int, total_rows: int, total_columns: int) -> 
         "total_rows": total_rows,
         "total_columns": total_columns,
     }
+
+
+#: The Python types of an object column's values that JSON has no type for, by the name a
+#: table's column gives them (``"values"``); a datetime is a date too, so it goes first.
+_OBJECT_KINDS: tuple[tuple[str, type], ...] = (
+    ("datetime", datetime),
+    ("date", date),
+    ("time", time),
+    ("duration", timedelta),
+    ("decimal", Decimal),
+)
+
+
+def _object_kind(column: Any) -> str | None:
+    """What every present value of an object column is, when it is one of :data:`_OBJECT_KINDS`
+    (its cells are then ISO 8601 or text, and the column says which)."""
+    present = [v for v in column.tolist() if v is not None and v == v]
+    for name, kind in _OBJECT_KINDS:
+        if present and all(isinstance(v, kind) for v in present):
+            return name
+    return None
 
 
 def cell_json(value: Any) -> Any:
