@@ -129,22 +129,15 @@ def test_a_malformed_decision_says_what_was_wrong(served: Served):
     good = {"call_id": card.call_id, "approve": True, "digest": card.digest}
     as_json = {"content-type": "application/json"}
     cases = [
-        ({"content": "not json", "headers": {"content-type": "application/json"}}, 400, "JSON"),
-        ({"content": "[1]", "headers": {"content-type": "application/json"}}, 400, "object"),
+        ({"content": "not json", "headers": as_json}, 400, "JSON"),
+        ({"content": "[1]", "headers": as_json}, 400, "object"),
         ({"data": good}, 415, "Content-Type: application/json"),
         ({"json": {**good, "approve": "yes"}}, 400, "'approve' must be true"),
         ({"json": {**good, "extra": 1}}, 400, "unknown field 'extra'"),
         ({"json": {"approve": True, "digest": "d"}}, 400, "'call_id'"),
         ({"json": {"call_id": card.call_id, "approve": True}}, 400, "'digest'"),
         ({"json": {**good, "call_id": "call_nope"}}, 404, "no pending call"),
-        (
-            {
-                "content": b"{" + b" " * 70_000 + b"}",
-                "headers": {"content-type": "application/json"},
-            },
-            413,
-            "larger than",
-        ),
+        ({"content": b"{" + b" " * 70_000 + b"}", "headers": as_json}, 413, "larger than"),
     ]
     for kwargs, status, says in cases:
         answer = served.http.post(url, **kwargs)
