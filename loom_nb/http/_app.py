@@ -90,16 +90,15 @@ def build(agents: Sequence[Agent]) -> Starlette:
                 f"agent {agent.name!r} has no auth hook, so its threads are private by their "
                 "ids and are never listed; define it with auth=... to list a user's threads",
             )
-        # one more than asked says whether there is a next page
-        if text is None:
-            found = await run_in_threadpool(
-                agent.threads, context=context, limit=limit + 1, offset=cursor
-            )
-        else:
-            deep = min(cursor + limit + 1, _json.SEARCH_DEPTH)
-            hits = await run_in_threadpool(agent.search, text, context=context, limit=deep)
-            found = hits[cursor : cursor + limit + 1]
-        return _answer(_json.threads_json(found[:limit], cursor, len(found) > limit))
+        answer = await run_in_threadpool(
+            _json.threads_page,
+            lambda limit, offset: agent.threads(context=context, limit=limit, offset=offset),
+            lambda text, limit: agent.search(text, context=context, limit=limit),
+            text,
+            limit,
+            cursor,
+        )
+        return _answer(answer)
 
     async def results(request: Request) -> Response:
         agent = agent_of(request)

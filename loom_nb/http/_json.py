@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -162,6 +162,27 @@ def decision_request(body: bytes) -> DecisionRequest:
     if not isinstance(digest, str) or not digest or len(digest) > ID_CHARS:
         raise ApiError(400, "'digest' must be the digest of the pending call that was shown")
     return DecisionRequest(call_id, approve, digest)
+
+
+# ---- reads both faces make ----------------------------------------------------------------------
+
+
+def threads_page(
+    listing: Callable[[int, int], list[ThreadInfo]],
+    searching: Callable[[str, int], list[ThreadInfo]],
+    text: str | None,
+    limit: int,
+    cursor: int,
+) -> dict[str, Any]:
+    """A page of threads, newest first: ``listing(limit, offset)`` or, with ``text``,
+    ``searching(text, limit)`` (a store's search has no offset: it is asked for the threads up
+    to the page's end, at most :data:`SEARCH_DEPTH`). One more than asked says whether a next
+    page exists."""
+    if text is None:
+        found = listing(limit + 1, cursor)
+    else:
+        found = searching(text, min(cursor + limit + 1, SEARCH_DEPTH))[cursor:]
+    return threads_json(found[:limit], cursor, len(found) > limit)
 
 
 # ---- answers ------------------------------------------------------------------------------------

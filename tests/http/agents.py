@@ -1,10 +1,9 @@
 """The agents the HTTP tests serve, on a store they are given, with a scripted model.
 
-A prompt ``table`` makes the agent fetch a frame of every dtype (more rows than a thread page
-holds); ``write TEXT`` asks to write a note, which waits for approval and, once approved,
-appends a line to the file ``LOOM_TEST_WRITES`` names (so executions are counted across
-processes); anything else is echoed. Child processes import it too, on the store that
-``LOOM_STORE`` names.
+A prompt starting ``table`` makes the agent fetch a frame of every dtype (more rows than a
+thread page holds); ``write TEXT`` asks to write a note, which waits for approval and, once
+approved, appends a line to the file it was given (so executions are counted across
+processes); anything else is echoed. Child processes import it too.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ def _script(request: ModelRequest) -> str | Reply:
     last = request.messages[-1]
     if last.role == "user":
         text = last.text
-        if text == "table":
+        if text.startswith("table"):
             return Reply("Fetching.", tool_calls=[("orders", {"limit": ROWS})])
         if text.startswith("write "):
             return Reply("Writing.", tool_calls=[("write_note", {"text": text[6:]})])
