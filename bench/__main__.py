@@ -17,6 +17,7 @@ BENCHES = [
     "bench_charts",
     "bench_widget",
     "bench_export",
+    "bench_http",
 ]
 
 

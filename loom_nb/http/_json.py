@@ -207,8 +207,7 @@ def thread_json(
     size = 0
     position = start
     for position in range(start, min(start + limit, total)):
-        entry = message_json(thread.messages[position], position, tools, ctx, results_url)
-        grown = len(json.dumps(entry, ensure_ascii=False)) + 1
+        entry, grown = message_json(thread.messages[position], position, tools, ctx, results_url)
         if messages and size + grown > PAGE_BYTES:
             break
         messages.append(entry)
@@ -248,11 +247,14 @@ def message_json(
     tools: Mapping[str, Tool],
     ctx: CodeContext,
     results_url: str,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], int]:
+    """One message as JSON, and about how many bytes it takes in a page."""
     entry = _message_json(message, index, tools, ctx, results_url, ROWS, keep_data=True)
-    if len(json.dumps(entry, ensure_ascii=False)) > MESSAGE_BYTES:
+    size = len(json.dumps(entry, ensure_ascii=False))
+    if size > MESSAGE_BYTES:
         entry = _message_json(message, index, tools, ctx, results_url, 5, keep_data=False)
-    return entry
+        size = len(json.dumps(entry, ensure_ascii=False))
+    return entry, size + 1
 
 
 def _message_json(
@@ -383,12 +385,14 @@ def table_json(frame: Any, offset: int, total_rows: int, total_columns: int) -> 
     JSON values (missing values as null, instants and dates as ISO 8601, Decimals as text)."""
     import pandas as pd
 
-    shown = frame.iloc[:, :COLUMNS]
+    shown = frame if frame.shape[1] <= COLUMNS else frame.iloc[:, :COLUMNS]
+    cells = shown.to_numpy(dtype=object)  # one pass over the frame, each value as Python has it
+    by_column = cells.T.tolist()
     columns = []
-    for j, (label, dtype) in enumerate(zip(shown.columns, shown.dtypes, strict=True)):
+    for label, dtype, values in zip(shown.columns, shown.dtypes, by_column, strict=True):
         column = {"name": value_json(label, 0), "dtype": str(dtype)}
         if str(dtype) == "object":
-            kind = _object_kind(shown.iloc[:, j])
+            kind = _object_kind(values)
             if kind is not None:
                 column["values"] = kind
         columns.append(column)
@@ -407,7 +411,7 @@ def table_json(frame: Any, offset: int, total_rows: int, total_columns: int) -> 
                 for label in index.tolist()
             ],
         },
-        "rows": [[cell_json(v) for v in row] for row in shown.itertuples(index=False, name=None)],
+        "rows": [[cell_json(v) for v in row] for row in cells.tolist()],
         "offset": offset,
         "total_rows": total_rows,
         "total_columns": total_columns,
@@ -425,10 +429,10 @@ _OBJECT_KINDS: tuple[tuple[str, type], ...] = (
 )
 
 
-def _object_kind(column: Any) -> str | None:
+def _object_kind(values: list[Any]) -> str | None:
     """What every present value of an object column is, when it is one of :data:`_OBJECT_KINDS`
     (its cells are then ISO 8601 or text, and the column says which)."""
-    present = [v for v in column.tolist() if v is not None and v == v]
+    present = [v for v in values if v is not None and v == v]
     for name, kind in _OBJECT_KINDS:
         if present and all(isinstance(v, kind) for v in present):
             return name
@@ -437,6 +441,13 @@ def _object_kind(column: Any) -> str | None:
 
 def cell_json(value: Any) -> Any:
     """One value of a frame as JSON (see :func:`table_json`)."""
+    kind = type(value)
+    if kind is int or kind is bool:
+        return value
+    if kind is str:
+        return _cut(value, CELL_CHARS)
+    if kind is float and math.isfinite(value):
+        return value
     import pandas as pd
 
     if value is None or value is pd.NA or value is pd.NaT:
