@@ -33,7 +33,7 @@ BASE = "/user/team/"
 
 
 class Server:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, app: str) -> None:
         self.store_path = folder / "threads" / "loom.db"
         home = folder / "home"
         config = home / "config"
@@ -58,7 +58,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "jupyter_server",
+                app,
                 "--no-browser",
                 "--allow-root",
                 "--ip=127.0.0.1",
@@ -76,6 +76,7 @@ class Server:
             start_new_session=True,
         )
         self.url = f"http://127.0.0.1:{self.port}{BASE}"
+        self.app = app
         deadline = time.monotonic() + 120
         while True:
             assert self.process.poll() is None, self.log_path.read_text()
@@ -100,9 +101,12 @@ class Server:
         self.log.close()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    started = Server(tmp_path_factory.mktemp("jupyter"))
+@pytest.fixture(scope="module", params=["jupyter_server", "jupyterlab"])
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    """``jupyter server``, and JupyterLab (the same server with its app)."""
+    started = Server(tmp_path_factory.mktemp("jupyter"), request.param)
     yield started
     started.stop()
 
