@@ -33,8 +33,10 @@ BASE = "/user/team/"
 
 
 class Server:
-    def __init__(self, folder: Path, app: str) -> None:
+    def __init__(self, folder: Path, app: str, store: str | None = None) -> None:
         self.store_path = folder / "threads" / "loom.db"
+        #: What LOOM_STORE says: the SQLite file, or a PostgreSQL URL
+        self.store = store or str(self.store_path)
         home = folder / "home"
         config = home / "config"
         # the extension is enabled by the file the wheel installs (jupyter-config/)
@@ -46,7 +48,7 @@ class Server:
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
             "IPYTHONDIR": str(home / "ipython"),
             "HOME": str(home),
-            "LOOM_STORE": str(self.store_path),
+            "LOOM_STORE": self.store,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         }
         env.pop("JUPYTER_PATH", None)
@@ -232,3 +234,30 @@ def test_the_shipped_config_enables_the_extension():
     [point] = _jupyter_server_extension_points()
     module = __import__(point["module"], fromlist=["_load_jupyter_server_extension"])
     assert callable(module._load_jupyter_server_extension)
+
+
+@pytest.mark.postgres
+def test_on_the_postgresql_store_each_user_reads_their_own(
+    loom_database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """What a hub does: LOOM_STORE names one PostgreSQL database for every user's server."""
+    from loom_nb._store import store_from_env
+
+    url = loom_database.dsn(loom_database.owner)  # opens (and creates) the schema loom
+    monkeypatch.setenv("LOOM_STORE", url)
+    _, team = agents.make(store_from_env(), str(tmp_path / "writes.txt"))
+    alices = team.run_sync("alice's apple", context={"user": "alice"}).thread_id
+    bobs = team.run_sync("bob's apple", context={"user": "bob"}).thread_id
+    server = Server(tmp_path, "jupyter_server", store=url)
+    try:
+        for who, mine, theirs in ((ALICE, alices, bobs), (BOB, bobs, alices)):
+            found = server.get("loom/api/agents/team/threads", who, q="apple").json()
+            assert [t["id"] for t in found["threads"]] == [mine]
+            assert server.get("loom/api/agents/team", who, threadId=mine).status_code == 200
+            assert server.get("loom/api/agents/team", who, threadId=theirs).status_code == 404
+        page = httpx.get(server.url + "loom/threads", headers={"Authorization": ALICE})
+        assert page.status_code == 200 and "alice&#x27;s apple" in page.text
+        assert "bob&#x27;s apple" not in page.text
+    finally:
+        server.stop()
+        loom_database.drop_schema("loom")
