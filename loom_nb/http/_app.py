@@ -41,8 +41,13 @@ from loom_nb.http._json import ApiError
 
 log = logging.getLogger("loom_nb.http")
 
-#: Sent with every answer: JSON is never sniffed as HTML, and is never cached by a proxy.
-HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+#: Sent with every answer: JSON is never sniffed as HTML (nor run, if it were), and is never
+#: cached by a proxy.
+HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+}
 
 
 def build(agents: Sequence[Agent]) -> Starlette:

@@ -16,8 +16,6 @@ from tests.http import agents
 from tests.postgres_server import free_port
 from tests.stores.conftest import _POSTGRES, Backend, _open_backend
 
-pytest.importorskip("starlette", reason="the http extra")
-
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "loom_nb" / "http" / "thread.schema.json").read_text()
 )

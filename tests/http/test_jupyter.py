@@ -205,9 +205,11 @@ def test_the_thread_browser_in_chromium(server: Server, threads: dict[str, Any],
         link = page.locator(".loom-link").input_value()
         assert link.endswith(f"{BASE}loom/threads/team/{threads['alice_table']}")
         # the hostile thread draws its text inert
-        page.goto(f"{server.url}loom/threads/team/{threads['alice_hostile']}")
+        shown = page.goto(f"{server.url}loom/threads/team/{threads['alice_hostile']}")
         page.wait_for_selector(".loom-thread-static")
         assert page.title() != "pwned" and dialogs == []
+        assert shown is not None
+        assert "default-src 'none'" in shown.headers["content-security-policy"]
         assert page.locator(".loom-thread-static img").count() == 0
         assert "onerror" in page.locator(".loom-thread-static").inner_text()
         # bob, with alice's link: the same page a missing thread gets
