@@ -18,6 +18,7 @@ BENCHES = [
     "bench_charts",
     "bench_widget",
     "bench_export",
+    "bench_http",
 ]
 
 

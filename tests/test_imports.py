@@ -57,7 +57,7 @@ COMPOSITION_ROOT = (
 )
 
 #: The layers, lowest first. A module imports its own layer and the ones below, never above.
-LAYERS = ["core", "shared", "integrations", "face", "notebook"]
+LAYERS = ["core", "shared", "integrations", "face", "notebook", "servers"]
 
 
 def layer(module: str) -> str:
@@ -73,6 +73,8 @@ def layer(module: str) -> str:
         return "shared"  # what the table connectors share
     if parts[1] == "notebook":
         return "notebook"
+    if parts[1] == "http":
+        return "servers"  # threads over HTTP, drawn by the notebook's one renderer
     return "integrations"  # sqlite, postgres, supabase, frames, charts, the model adapters
 
 
