@@ -21,7 +21,16 @@ from typing import Any
 
 from loom_nb import _codec
 from loom_nb._code import CodeContext, call_code, call_words
-from loom_nb._messages import Message, PendingApproval, Thread, ThreadInfo, ToolCall, ToolResult
+from loom_nb._messages import (
+    NEWER,
+    Message,
+    NewerPart,
+    PendingApproval,
+    Thread,
+    ThreadInfo,
+    ToolCall,
+    ToolResult,
+)
 from loom_nb._tools import Tool
 
 #: The name and version of the answers' shape, written in each answer as ``"schema"``.
@@ -273,6 +282,8 @@ def _message_json(
             parts.append(call_json(part, tools, ctx))
         elif isinstance(part, ToolResult):
             parts.append(result_json(part, results_url, rows, keep_data=keep_data))
+        elif isinstance(part, NewerPart):
+            parts.append({"kind": "newer", "part_kind": part.kind, "text": NEWER})
         else:
             parts.append({"kind": "text", **_text("text", part.text, TEXT_CHARS)})
     entry: dict[str, Any] = {
@@ -324,7 +335,7 @@ def result_json(
         "data": None,
         "chart": result.chart is not None,
     }
-    head = result._frame_head(rows)  # a stored frame: only these rows are decoded
+    head = result.frame_head(rows)  # a stored frame: only these rows are decoded
     if head is not None:
         table = table_json(head.head, 0, head.rows, head.columns)
         if head.rows > rows and results_url:
