@@ -288,7 +288,8 @@ def _like(c: str, pattern: str, ignore_case: bool, ctx: CodeContext) -> str:
 
 
 def _regex_literal(regex: str) -> str:
-    if '"' in regex or regex.endswith("\\") or any(ch < " " for ch in regex):
+    # A raw string only of what is printable (a raw U+2028 would end the line)
+    if '"' in regex or regex.endswith("\\") or not regex.isprintable():
         return py_literal(regex)
     return f'r"{regex}"'
 
