@@ -39,6 +39,7 @@ from loom_nb._tables.schemas import aggregate_schema
 from loom_nb._tools import Connector, Tool, ToolOutput, tool
 from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES
 from loom_nb.supabase._code import SupabaseCode
+from loom_nb.supabase._frame import postgrest_frame
 from loom_nb.supabase._query import (
     build_aggregate,
     build_insert,
@@ -48,7 +49,7 @@ from loom_nb.supabase._query import (
     sendable_filters,
     sendable_row,
 )
-from loom_nb.supabase._responses import error_output, records_to_frame, rows_of, send
+from loom_nb.supabase._responses import error_output, rows_of, send
 
 #: ``client=`` takes ``factory(ctx) -> Client | AsyncClient`` (or an awaitable of one).
 ClientFactory = Callable[[RunContext], Any]
@@ -146,7 +147,7 @@ class SupabaseConnector:
             return fetched
         rows, response = fetched
         count = getattr(response, "count", None)
-        frame = records_to_frame(rows, query.columns)
+        frame = postgrest_frame(rows, query.columns)
         received = len(frame)
         data = frame.head(query.limit)
         content = frame_for_model(
@@ -180,7 +181,7 @@ class SupabaseConnector:
         rows = rows_of(response, spec)
         if isinstance(rows, ToolOutput):
             return rows
-        frame = records_to_frame(rows, query.outputs).head(query.limit)
+        frame = postgrest_frame(rows, query.outputs).head(query.limit)
         content = frame_for_model(
             frame,
             source=f"{self.name}.{query.table}",
@@ -296,7 +297,7 @@ class SupabaseConnector:
                 "shown to the user",
                 hint="Is the client pointed at a Supabase / PostgREST URL?",
             )
-        sample = records_to_frame(records[:SAMPLE_ROWS], spec.columns)
+        sample = postgrest_frame(records[:SAMPLE_ROWS], spec.columns)
         card: dict[str, Any] = {
             "table": query.table,
             "effect": update_effect(count, len(sample), _GUARANTEE),
@@ -367,7 +368,7 @@ class SupabaseConnector:
         fetched = await self._fetch(ctx, spec.name, build)
         if isinstance(fetched, ToolOutput):
             return fetched
-        return records_to_frame(fetched[0], spec.columns)
+        return postgrest_frame(fetched[0], spec.columns)
 
 
 def _sendable_offset(query: Select | AggregateQuery) -> int:
