@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
+import importlib.util
 import inspect
 import textwrap
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from loom_nb._code import CodeContext
 
 
-def embed(module: types.ModuleType, ctx: CodeContext) -> dict[str, str]:
-    """Set ``module`` up in ``ctx``: its imports, one setup each, then its code. Returns each
-    name the code binds -> the name the export gives it."""
+def embed(module: str, ctx: CodeContext) -> dict[str, str]:
+    """Set up the module named ``module`` in ``ctx``: its imports, one setup each, then its
+    code. Returns each name the code binds -> the name the export gives it. The module's file
+    is read, not imported (a module that draws with pyplot imports pyplot; the kernel need
+    not)."""
     bundle = _Bundle()
-    source = inspect.getsource(module)
+    source = _source(module)
     body = ast.parse(source).body
     lines = source.splitlines()
     start = 0
@@ -41,7 +46,7 @@ def embed(module: types.ModuleType, ctx: CodeContext) -> dict[str, str]:
         elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("loom_nb"):
             assert stmt.module is not None and stmt.level == 0
             for alias in stmt.names:
-                assert alias.asname is None, f"{module.__name__}: import {alias.name} unrenamed"
+                assert alias.asname is None, f"{module}: import {alias.name} under its name"
                 bundle.borrow(importlib.import_module(stmt.module), alias.name)
             start = end
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -56,6 +61,13 @@ def embed(module: types.ModuleType, ctx: CodeContext) -> dict[str, str]:
     names = {name: ctx.name(name) for name in _bound(code)}
     ctx.setup(_renamed(code, names))
     return names
+
+
+@functools.cache
+def _source(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    return Path(spec.origin).read_text(encoding="utf-8")
 
 
 class _Bundle:

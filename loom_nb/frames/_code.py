@@ -24,7 +24,6 @@ from loom_nb._tables.grammar import (
     parse_select,
     parse_update,
 )
-from loom_nb.frames import _bucket_start
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import Tables
 from loom_nb.frames._filters import like_regex
@@ -69,7 +68,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
             if k.bucket is None:
                 keys.append(py_literal(k.column))
                 continue
-            helper = embed(_bucket_start, ctx)["bucket_start"]
+            helper = embed("loom_nb.frames._bucket_start", ctx)["bucket_start"]
             name = ctx.name(k.output)
             column = f"{source}[{py_literal(k.column)}]"
             lines.append(f"{name} = {helper}({column}, {py_literal(k.bucket)})")

@@ -15,7 +15,6 @@ from loom_nb._embed import embed
 from loom_nb._tables.cards import SAMPLE_ROWS
 from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
-from loom_nb.supabase import _frame
 from loom_nb.supabase._aggregate import select_items
 
 _METHODS = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike")
@@ -141,7 +140,7 @@ class SupabaseCode:
 
 def _postgrest_frame(ctx: CodeContext) -> str:
     """The name of the export's ``postgrest_frame`` (the tool's own, set up once)."""
-    return embed(_frame, ctx)["postgrest_frame"]
+    return embed("loom_nb.supabase._frame", ctx)["postgrest_frame"]
 
 
 def _filter(f: Filter) -> str:

@@ -21,7 +21,7 @@ from supabase import ClientOptions, create_client
 from loom_nb import ReplayModel, Reply, define_agent
 from loom_nb._code import CodeContext
 from loom_nb._embed import embed
-from loom_nb.supabase import _frame, supabase_tools
+from loom_nb.supabase import supabase_tools
 from loom_nb.supabase._frame import postgrest_frame
 from tests.notebook.nb_kernels import exported_results
 from tests.supabase.rig import USER_A, Rig
@@ -111,7 +111,7 @@ def test_an_exported_supabase_thread_run_in_a_fresh_kernel_gives_its_frames(
 def _postgrest_frame() -> Any:
     """The ``postgrest_frame`` an export defines: the module's source, as its first cell has it."""
     ctx = CodeContext()
-    names = embed(_frame, ctx)
+    names = embed("loom_nb.supabase._frame", ctx)
     namespace: dict[str, Any] = {}
     exec("\n\n".join(ctx.setups), namespace)
     return namespace[names["postgrest_frame"]]
