@@ -32,6 +32,18 @@ def embed(module: str, ctx: CodeContext) -> dict[str, str]:
     code. Returns each name the code binds -> the name the export gives it. The module's file
     is read, not imported (a module that draws with pyplot imports pyplot; the kernel need
     not)."""
+    imports, code, bound = _bundled(module)
+    for line in imports:
+        ctx.setup(line)
+    names = {name: ctx.name(name) for name in bound}
+    ctx.setup(_renamed(code, tuple((old, new) for old, new in names.items() if old != new)))
+    return names
+
+
+@functools.cache
+def _bundled(module: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+    """The module's imports, its code (with what it borrows from loom_nb first), and the
+    names that code binds."""
     bundle = _Bundle()
     source = _source(module)
     body = ast.parse(source).body
@@ -55,15 +67,10 @@ def embed(module: str, ctx: CodeContext) -> dict[str, str]:
         else:  # with the comments above it
             bundle.own.append("\n".join(lines[start:end]).strip("\n"))
             start = end
-    for line in dict.fromkeys(bundle.imports):
-        ctx.setup(line)
     code = _joined([*bundle.borrowed, *bundle.own])
-    names = {name: ctx.name(name) for name in _bound(code)}
-    ctx.setup(_renamed(code, names))
-    return names
+    return tuple(dict.fromkeys(bundle.imports)), code, tuple(_bound(code))
 
 
-@functools.cache
 def _source(module: str) -> str:
     spec = importlib.util.find_spec(module)
     assert spec is not None and spec.origin is not None, module
@@ -161,9 +168,11 @@ def _bound(code: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _renamed(code: str, names: dict[str, str]) -> str:
-    """``code`` with every use and definition of a top-level name renamed as ``names`` says."""
-    changes = {old: new for old, new in names.items() if old != new}
+@functools.lru_cache(maxsize=64)
+def _renamed(code: str, renames: tuple[tuple[str, str], ...]) -> str:
+    """``code`` with every use and definition of a top-level name renamed as ``renames``
+    says."""
+    changes = dict(renames)
     if not changes:
         return code
     lines = code.splitlines()

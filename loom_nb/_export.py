@@ -275,7 +275,11 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
         "language": "python",
     }
     nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata["loom_nb"] = {"thread_id": thread.id, "agent": thread.agent}
+    # escaped as a comment is: a text format's header is comment lines
+    nb.metadata["loom_nb"] = {
+        "thread_id": comment_text(thread.id),
+        "agent": comment_text(thread.agent),
+    }
     if fmt is not None:  # jupytext keeps only the metadata it is told to
         nb.metadata["jupytext"] = {"notebook_metadata_filter": "loom_nb"}
     return nb
@@ -316,7 +320,7 @@ def _check(text: str, fmt: str | None, exported: Exported, thread: Thread) -> No
                 break
     if problem is not None:
         raise UserError(
-            f"did not export thread {thread.id} as {fmt or 'ipynb'}: {problem}, so the file "
+            f"did not export thread {thread.id!r} as {fmt or 'ipynb'}: {problem}, so the file "
             "would not hold only the code the tools wrote. Nothing was written; please report "
             "this as a loom_nb bug (or of the tool whose code hook wrote that cell)"
         )
@@ -369,7 +373,7 @@ def _free(path: Path, thread_id: str) -> Path:
     thread's export unchanged."""
     for n in itertools.count(1):
         candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
-        if not candidate.exists() or written_by_loom(candidate) == thread_id:
+        if not candidate.exists() or written_by_loom(candidate) == comment_text(thread_id):
             return candidate
     raise AssertionError("unreachable")  # pragma: no cover
 
