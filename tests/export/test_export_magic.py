@@ -59,12 +59,26 @@ def test_the_current_thread_goes_next_to_the_notebook_under_its_title(
     thread_id = loom_session(shell).current["analyst"]
     assert nb.metadata["loom_nb"]["thread_id"] == thread_id
 
-    run(shell, "%loom export")  # again: the same file, an earlier export of this thread
+    run(shell, "%loom export")  # again: the same file, this thread's export as loom_nb wrote it
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [path.name]
-    path.write_text("{}")  # now someone else's notebook: left alone
+
+    nb.cells.append(nbformat.v4.new_code_cell("my_work = 1"))  # the user edits the export
+    nbformat.write(nb, path)
+    edited = path.read_text()
+    capsys.readouterr()
     run(shell, "%loom export")
-    assert (tmp_path / "work" / "which-orders-are-open-by-segment-2.ipynb").exists()
-    assert path.read_text() == "{}"
+    beside = tmp_path / "work" / "which-orders-are-open-by-segment-2.ipynb"
+    out = capsys.readouterr().out
+    assert f"to {beside}\n" in out
+    assert f"{path} was left as it is: it is not this thread's export as loom_nb wrote it" in out
+    assert path.read_text() == edited
+    assert nbformat.read(beside, as_version=4).metadata["loom_nb"]["thread_id"] == thread_id
+
+    other = tmp_path / "work" / "notes.ipynb"
+    other.write_text("{}")  # someone else's file, named with --to: left alone too
+    run(shell, f"%loom export --to {other}")
+    assert other.read_text() == "{}"
+    assert (tmp_path / "work" / "notes-2.ipynb").exists()
 
 
 def test_to_names_the_file_and_its_format(shell: InteractiveShell, tmp_path: Path) -> None:
