@@ -14,7 +14,7 @@ What the model and the data wrote is text in the export, never code: in comments
 ``comment_text``, in strings through ``py_literal``, in markdown through ``markdown_text``. The
 export then checks itself: the file's code cells, read back by jupytext (nbformat for
 ``.ipynb``), must be the cells it meant to write, each Python that parses, or nothing is
-written. Nor is a file overwritten that loom_nb did not write or that changed since: the
+written. Nor is a file written over that loom_nb did not write or that changed since: the
 metadata holds the digest of the file as written, and such a path gets the next free name.
 """
 
@@ -65,14 +65,14 @@ class Exported:
 
 def export_thread(thread: Thread, tools: Mapping[str, Tool], path: str | Path) -> Path:
     """Write ``thread`` as a notebook at ``path`` (``.ipynb``, ``.py`` or ``.md``); where
-    ``path`` holds a file that is not this thread's export as loom_nb wrote it, at the first
-    free ``path-2``, ``path-3``, ... instead. Returns the path written."""
+    ``path`` holds a file that is not an export as loom_nb wrote it (a person wrote or changed
+    it), at the first free ``path-2``, ``path-3``, ... instead. Returns the path written."""
     target = Path(path)
     fmt = _format(target)
     exported = thread_cells(thread, tools)
     text = _sealed(_notebook(exported, thread, fmt), fmt)
     _check(text, fmt, exported, thread)
-    target = _free(target, thread.id)
+    target = _free(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     partial.write_text(text, encoding="utf-8")
@@ -368,12 +368,12 @@ def written_by_loom(path: Path) -> str | None:
     return None
 
 
-def _free(path: Path, thread_id: str) -> Path:
-    """``path``, or the first of ``path-2``, ``path-3``, ... that holds no file or this
-    thread's export unchanged."""
+def _free(path: Path) -> Path:
+    """``path``, or the first of ``path-2``, ``path-3``, ... that holds no file or an export
+    as loom_nb wrote it (nothing a person wrote or changed)."""
     for n in itertools.count(1):
         candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
-        if not candidate.exists() or written_by_loom(candidate) == comment_text(thread_id):
+        if not candidate.exists() or written_by_loom(candidate) is not None:
             return candidate
     raise AssertionError("unreachable")  # pragma: no cover
 
