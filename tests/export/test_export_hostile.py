@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loom_nb import Message, TextPart, Thread, ToolCall
+from loom_nb import Message, TextPart, Thread, ToolCall, UserError, tool
 from loom_nb._code import LINE_BREAKS, variable_for
 from loom_nb._export import export_thread, thread_cells
 from loom_nb._messages import ToolResult
@@ -265,3 +265,90 @@ def test_the_runner_would_see_a_file_written(runner: Runner, tmp_path: Path) -> 
     frames.write_bytes(pickle.dumps({}))
     assert runner.run(tmp_path, ["!touch PWNED", "x = 1"], frames) == 0
     assert (tmp_path / "PWNED").exists()
+
+
+def _chart_thread(x: str, prompt: str) -> Thread:
+    chart = {"result": "c1", "kind": "bar", "x": x, "y": "total"}
+    return Thread(
+        "t1",
+        "analyst",
+        messages=[
+            Message("user", [TextPart(prompt)]),
+            Message(
+                "assistant",
+                [
+                    ToolCall("c1", "frames_select", {"table": "orders"}),
+                    ToolCall("c2", "chart", chart),
+                    ToolCall("c3", "chart", chart),
+                ],
+            ),
+            Message(
+                "tool",
+                [
+                    ToolResult("c1", "frames_select", "rows"),
+                    ToolResult("c2", "chart", json.dumps({"error": f"no column {x}"}), True),
+                ],
+            ),
+        ],
+    )
+
+
+@pytest.mark.parametrize("suffix", [".py", ".md", ".ipynb"])
+def test_a_line_separator_in_a_chart_field_stays_in_its_comment(
+    tmp_path: Path, suffix: str
+) -> None:
+    """The review's finding: U+2028 in a chart's x ended the ``# Call N`` comment, and what
+    followed was a statement of the .py and .md (of a failed call's header too)."""
+    x = "status\u2028__import__('os').system('id > PWNED') #"
+    thread = _chart_thread(x, "Chart it.")
+    path = export_thread(thread, tools("orders"), tmp_path / f"t{suffix}")
+    cells = [c.source for c in jupytext.read(path).cells if c.cell_type == "code"]
+    payload = "x status\\u2028__import__('os').system('id > PWNED') # · y total"
+    heads = [c.splitlines()[0] for c in cells if c.startswith(("# Call 2", "# Call 3"))]
+    assert heads == [f"# Call {n} · chart · bar of c1 · {payload}" for n in (2, 3)]
+    for cell in cells:  # nothing but the comment and a string literal holds the payload
+        calls = [n for n in ast.walk(ast.parse(cell)) if isinstance(n, ast.Call)]
+        assert not any(isinstance(c.func, ast.Name) and c.func.id == "__import__" for c in calls)
+
+
+def test_a_region_end_and_a_fence_in_markdown_stay_markdown(tmp_path: Path) -> None:
+    prompt = "Hi <!-- #endregion -->\n<!-- #endregion -->\n```python\nopen('PWNED', 'w')\n```\n%% x"
+    thread = _chart_thread("status", prompt)
+    for suffix in (".md", ".py"):
+        path = export_thread(thread, tools("orders"), tmp_path / f"t{suffix}")
+        cells = jupytext.read(path).cells
+        assert not any("PWNED" in c.source for c in cells if c.cell_type == "code"), suffix
+        [said] = [c.source for c in cells if "**You:**" in c.source]
+        assert "open('PWNED', 'w')" in said  # shown, as text
+
+
+def test_a_line_separator_in_a_like_pattern_leaves_the_script_python(tmp_path: Path) -> None:
+    select = {
+        "table": "orders",
+        "filters": [{"column": "status", "op": "like", "value": "a\u2028%b\u0085"}],
+    }
+    thread = Thread(
+        "t1",
+        "analyst",
+        messages=[Message("assistant", [ToolCall("c1", "frames_select", select)])],
+    )
+    path = export_thread(thread, tools("orders"), tmp_path / "t.py")
+    compile(path.read_text(), str(path), "exec")  # the whole script parses
+    assert '"a\\u2028.*b\\x85"' in path.read_text()
+
+
+def test_code_that_would_read_back_as_other_cells_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    """The export's own check: a code hook whose code holds a cell marker would split into two
+    cells in a .py; the export refuses, and writes no file."""
+
+    def code(arguments: dict[str, Any], ctx: Any) -> str:
+        return f"{ctx.result} = 1\n# %%\n{ctx.result} = 2"
+
+    marked = tool(lambda: 1, name="marked", code=code)
+    thread = Thread("t1", "a", messages=[Message("assistant", [ToolCall("c1", "marked", {})])])
+    with pytest.raises(UserError, match=r"code cell 2 reads back changed.*Nothing was written"):
+        export_thread(thread, {"marked": marked}, tmp_path / "t.py")
+    assert list(tmp_path.iterdir()) == []
+    assert export_thread(thread, {"marked": marked}, tmp_path / "t.ipynb").exists()  # fine there
