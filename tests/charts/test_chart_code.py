@@ -267,3 +267,21 @@ def test_histogram_bins_are_counted_before_any_is_made() -> None:
         tracemalloc.stop()
     assert len(edges) == 51
     assert peak < 1_000_000  # the values are 80 kB
+
+
+def test_the_exports_helpers_keep_clear_of_the_notebooks_variables() -> None:
+    """Variables the notebook expects named like the helper's own names (``SIZE``, ``draw_chart``,
+    ``histogram_edges``): the helper's are renamed, uses inside it too, and it still draws."""
+    from loom_nb._embed import embed
+
+    taken = frozenset({"SIZE", "draw_chart", "histogram_edges", "LITERAL_TEXT"})
+    ctx = CodeContext(taken=taken)
+    names = embed("loom_nb.charts._pyplot", ctx)
+    assert {names[n] for n in taken} == {f"{n}_" for n in taken}
+    namespace: dict[str, Any] = {n: "the user's" for n in taken}
+    exec("\n\n".join(ctx.setups), namespace)
+    frame = pd.DataFrame({"v": [1.0, 2.0, 2.5, 9.0]})
+    figure = namespace["draw_chart_"](frame, "histogram", x="v", title="$\\foo$ {")
+    assert figure.axes[0].get_title() == "$\\foo$ {"
+    figure.canvas.draw()  # literal text: no mathtext to fail
+    assert all(namespace[n] == "the user's" for n in taken)
