@@ -150,7 +150,9 @@ def identifier(name: str) -> str:
 def py_literal(value: Any) -> str:
     """``value`` (a JSON value) as Python source, strings in double quotes where they can be."""
     if isinstance(value, str):
-        text = repr(value)
+        # A backslash as \x5c: jupytext takes any quote after a backslash for an escaped one,
+        # so "a\\" would leave it reading the rest of the file as inside a string
+        text = repr(value).replace("\\\\", "\\x5c")
         if text[0] == "'" and '"' not in value:
             text = '"' + text[1:-1] + '"'
         return text

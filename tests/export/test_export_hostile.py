@@ -352,3 +352,24 @@ def test_code_that_would_read_back_as_other_cells_is_refused_and_nothing_is_writ
         export_thread(thread, {"marked": marked}, tmp_path / "t.py")
     assert list(tmp_path.iterdir()) == []
     assert export_thread(thread, {"marked": marked}, tmp_path / "t.ipynb").exists()  # fine there
+
+
+def test_a_value_ending_in_a_backslash_leaves_the_next_cells_cells(tmp_path: Path) -> None:
+    """jupytext takes a quote after a backslash for an escaped one: ``"a\\\\"`` followed by a
+    ``'''`` in a later string left it reading every later cell as inside one string (the
+    export refused). Literals write a backslash as ``\\x5c``."""
+    calls = [
+        ToolCall(f"c{n}", "frames_select", {"table": "orders", "filters": [f]})
+        for n, f in enumerate(
+            [
+                {"column": "status", "op": "eq", "value": "a\\"},
+                {"column": "status", "op": "eq", "value": "'''"},
+                {"column": "status", "op": "eq", "value": "b"},
+            ]
+        )
+    ]
+    thread = Thread("t1", "analyst", messages=[Message("assistant", calls)])
+    path = export_thread(thread, tools("orders"), tmp_path / "t.py")
+    meant = [c.source for c in thread_cells(thread, tools("orders")).cells if c.kind == "code"]
+    assert [c.source for c in jupytext.read(path).cells if c.cell_type == "code"] == meant
+    assert '"a\\x5c"' in path.read_text()
