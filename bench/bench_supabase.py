@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._render import frame_for_model
-from loom_nb.supabase._responses import records_to_frame
+from loom_nb.supabase._frame import postgrest_frame
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     enc, source = load_o200k()
     rows = orders(50)
-    frame = records_to_frame(rows, None)
+    frame = postgrest_frame(rows, None)
     compact = frame_for_model(frame, source="supabase.orders")
     as_json = json.dumps(rows)
     plain = plain_csv_text(frame, "supabase.orders")
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         columns = ["id", "customer_id", "status", "total", "created_at", "updated_at"]
 
         def connector(body: bytes = body, columns: list[str] = columns) -> None:
-            df = records_to_frame(json.loads(body), columns)
+            df = postgrest_frame(json.loads(body), columns)
             frame_for_model(df, source="supabase.orders", max_rows=50)
 
         def baseline(body: bytes = body) -> None:

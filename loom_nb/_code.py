@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -56,10 +57,10 @@ class CodeContext:
     def name(self, preferred: str) -> str:
         """A name for a variable or helper the code binds: ``preferred``, with ``_`` added
         while an expected variable has it."""
-        name = preferred
+        name = identifier(preferred)
+        self.bound.add(name)
         while name in self.taken or name in self.expected:
             name += "_"
-        self.bound.add(preferred)
         return name
 
     def setup(self, code: str) -> None:
@@ -133,13 +134,25 @@ def variable_for(name: str) -> str:
     """The variable an export reads ``name`` (a table) from: ``name`` itself, unless Python
     cannot use it as a variable (a keyword: ``class``) or the code needs it (``pd``,
     ``len``): then ``name_``."""
-    return f"{name}_" if keyword.iskeyword(name) or name in _CODE_NAMES else name
+    variable = identifier(name)
+    return f"{variable}_" if variable in _CODE_NAMES else variable
+
+
+def identifier(name: str) -> str:
+    """``name`` as a Python variable: each character other than an ASCII letter, digit or
+    ``_`` made ``_`` (a column called ``total (€)``), ``_`` before a digit, after a keyword."""
+    variable = re.sub(r"[^A-Za-z0-9_]", "_", name) or "_"
+    if variable[0].isdigit():
+        variable = "_" + variable
+    return variable + "_" if keyword.iskeyword(variable) else variable
 
 
 def py_literal(value: Any) -> str:
     """``value`` (a JSON value) as Python source, strings in double quotes where they can be."""
     if isinstance(value, str):
-        text = repr(value)
+        # A backslash as \x5c: jupytext takes any quote after a backslash for an escaped one,
+        # so "a\\" would leave it reading the rest of the file as inside a string
+        text = repr(value).replace("\\\\", "\\x5c")
         if text[0] == "'" and '"' not in value:
             text = '"' + text[1:-1] + '"'
         return text
@@ -152,3 +165,62 @@ def py_literal(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
     return repr(value)
+
+
+# ---- model and data text in an export ------------------------------------------------------
+# Text the model or the data chose reaches exported code only through these two functions and
+# ``py_literal`` (whose ``repr`` escapes every character that is not printable). No reader of
+# the file (Python, IPython, jupytext's py:percent and md readers, an editor) can then see a
+# line break in it: ``str.splitlines()`` breaks at \v, \f, \x1c-\x1e, \x85, U+2028 and
+# U+2029 as well as \n and \r.
+
+#: Where ``str.splitlines()`` breaks a line.
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+#: Characters shown as their escape: controls (all of them line breaks to some reader, or
+#: invisible), line and paragraph separators, the bidi overrides that reorder what an editor
+#: shows (Trojan Source), and lone surrogates (which UTF-8 cannot write).
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_BREAK = re.compile("\r\n|[" + re.escape(LINE_BREAKS) + "]")
+#: A markdown line that a reader could take for something else: a code fence (md), an HTML
+#: block or jupytext's ``<!-- #region -->`` (md), a magic, a shell escape or help (IPython, and
+#: jupytext, which uncomments them), a light-format cell marker (``# +``, ``# -``), a region
+#: marker, ``# In[ ]:`` of an exported script.
+_MARKER_LINE = re.compile(
+    r"^(\s*)([`~%!?]|[+-]\s*(?:\{.*)?$|#?\s*(?:end)?region\b|(?:In|Out)\s*\[)", re.IGNORECASE
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def comment_text(text: str) -> str:
+    """``text`` for one line of a Python comment: every line break, control and invisible
+    character as its escape (``\\u2028``), so the comment ends where the line does."""
+    return _HIDDEN.sub(_escape, text)
+
+
+def markdown_text(text: str, *, one_line: bool = False) -> str:
+    """``text`` for a markdown cell: every line break as ``\\n`` (or a space, ``one_line``),
+    other controls as their escapes, ``<`` as ``&lt;`` (no HTML or ``<!-- #region -->`` of
+    the model's), and the first character of a line that a reader could take for a fence, a
+    cell marker or a magic as a character reference (``&#96;``), which markdown shows as the
+    character itself."""
+    text = _HIDDEN.sub(_escape_in_markdown, _BREAK.sub("\n", text)).replace("<", "&lt;")
+    lines = [_MARKER_LINE.sub(_reference, line, count=1) for line in text.split("\n")]
+    return " ".join(lines) if one_line else "\n".join(lines)
+
+
+def markdown_code(text: str) -> str:
+    """``text`` as inline code in markdown: on one line (line breaks and controls as their
+    escapes), a backtick as ``'`` (inline code shows ``<`` and ``&`` as they are)."""
+    return "`" + comment_text(text).replace("`", "'") + "`"
+
+
+def _escape_in_markdown(match: re.Match[str]) -> str:
+    return match.group() if match.group() in "\n\t" else _escape(match)
+
+
+def _reference(match: re.Match[str]) -> str:
+    indent, marker = match.group(1), match.group(2)
+    return f"{indent}&#{ord(marker[0])};{marker[1:]}"

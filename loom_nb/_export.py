@@ -9,16 +9,37 @@ table's name, a client factory by its name) and check that they are defined.
 
 ``.ipynb`` is written with nbformat, ``.py`` (a jupytext percent script) and ``.md`` with
 jupytext: both in the ``jupyter`` extra, imported only here, when a thread is exported.
+
+What the model and the data wrote is text in the export, never code: in comments through
+``comment_text``, in strings through ``py_literal``, in markdown through ``markdown_text``. The
+export then checks itself: the file's code cells, read back by jupytext (nbformat for
+``.ipynb``), must be the cells it meant to write, each Python that parses, or nothing is
+written. Nor is a file written over that loom_nb did not write or that changed since: the
+metadata holds the digest of the file as written, and such a path gets the next free name.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import itertools
+import os
+import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loom_nb._code import CodeContext, call_code, call_words, py_literal
+from loom_nb._code import (
+    CodeContext,
+    call_code,
+    call_words,
+    comment_text,
+    markdown_code,
+    markdown_text,
+    py_literal,
+)
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._tools import Tool
@@ -43,14 +64,19 @@ class Exported:
 
 
 def export_thread(thread: Thread, tools: Mapping[str, Tool], path: str | Path) -> Path:
-    """Write ``thread`` as a notebook at ``path`` (``.ipynb``, ``.py`` or ``.md``)."""
+    """Write ``thread`` as a notebook at ``path`` (``.ipynb``, ``.py`` or ``.md``); where
+    ``path`` holds a file that is not an export as loom_nb wrote it (a person wrote or changed
+    it), at the first free ``path-2``, ``path-3``, ... instead. Returns the path written."""
     target = Path(path)
     fmt = _format(target)
     exported = thread_cells(thread, tools)
-    notebook = _notebook(exported, thread)
-    text = _nbformat().writes(notebook) if fmt is None else _jupytext().writes(notebook, fmt=fmt)
+    text = _sealed(_notebook(exported, thread, fmt), fmt)
+    _check(text, fmt, exported, thread)
+    target = _free(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, target)  # whole or not at all
     return target
 
 
@@ -122,7 +148,7 @@ def _call_cell(
     ctx: CodeContext,
 ) -> tuple[Cell, bool]:
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
-    words = call_words(call, tool).replace("\r", "\\r").replace("\n", "\\n")  # one line
+    words = comment_text(call_words(call, tool))  # one line
     head = f"# Call {number} · {words}"
     code = call_code(call, tool, ctx)
     if code is None:
@@ -132,15 +158,18 @@ def _call_cell(
             note = "its tool writes no code"
         else:  # the arguments were refused, or it works on a result that has no code
             note = "no code reproduces this call"
-        return Cell("markdown", f"*Call {number}* · `{_inline(words)}` ({note})"), False
+        said = markdown_code(call_words(call, tool))
+        return Cell("markdown", f"*Call {number}* · {said} ({note})"), False
     write = (result is not None and result.approval is not None) or (
         tool is not None and tool.needs_approval is not False
     )
     if write:
         outcome = _write_outcome(result, pending)
-        return Cell("code", f"{head}\n# A write, {outcome}.\n{_commented(code)}"), False
+        return Cell(
+            "code", f"{head}\n# A write, {comment_text(outcome)}.\n{_commented(code)}"
+        ), False
     if result is not None and result.is_error:
-        failed = " ".join((result.error or "").split())[:300]
+        failed = comment_text(" ".join((result.error or "").split())[:300])
         return Cell("code", f"{head}\n# It failed: {failed}\n{_commented(code)}"), False
     return Cell("code", f"{head}\n{code}\n{ctx.result}"), True
 
@@ -173,25 +202,25 @@ def _commented(code: str) -> str:
     return "\n".join(f"# {line}" if line else "#" for line in code.splitlines())
 
 
-def _inline(text: str) -> str:
-    return text.replace("`", "'")
-
-
 def _said(who: str, text: str) -> str:
-    return f"**{who}:**\n\n{text}"
+    return f"**{markdown_text(who, one_line=True)}:**\n\n{markdown_text(text)}"
 
 
 def _title(thread: Thread, expected: Mapping[str, str]) -> str:
+    title = markdown_text(thread.title or "Thread " + thread.id, one_line=True)
     lines = [
-        f"# {thread.title or 'Thread ' + thread.id}",
+        f"# {title}",
         "",
-        f"Exported by loom_nb from thread `{thread.id}` of agent `{thread.agent}`. "
-        "Each tool call is the code that reproduces its result (`result_N` for call N); "
-        "writes are comments that say what the user decided.",
+        f"Exported by loom_nb from thread {markdown_code(thread.id)} of agent "
+        f"{markdown_code(thread.agent)}. Each tool call is the code that reproduces its result "
+        "(`result_N` for call N); writes are comments that say what the user decided.",
     ]
     if expected:
         lines += ["", "Define these variables before running it:", ""]
-        lines += [f"- `{name}`: {about}" for name, about in expected.items()]
+        lines += [
+            f"- {markdown_code(name)}: {markdown_text(about, one_line=True)}"
+            for name, about in expected.items()
+        ]
     return "\n".join(lines)
 
 
@@ -231,7 +260,7 @@ def _format(path: Path) -> str | None:
     return FORMATS[path.suffix]
 
 
-def _notebook(exported: Exported, thread: Thread) -> Any:
+def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     nbformat = _nbformat()
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -246,8 +275,107 @@ def _notebook(exported: Exported, thread: Thread) -> Any:
         "language": "python",
     }
     nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata["loom_nb"] = {"thread_id": thread.id, "agent": thread.agent}
+    # escaped as a comment is: a text format's header is comment lines
+    nb.metadata["loom_nb"] = {
+        "thread_id": comment_text(thread.id),
+        "agent": comment_text(thread.agent),
+    }
+    if fmt is not None:  # jupytext keeps only the metadata it is told to
+        nb.metadata["jupytext"] = {"notebook_metadata_filter": "loom_nb"}
     return nb
+
+
+def _writes(notebook: Any, fmt: str | None) -> str:
+    text: str = (
+        _nbformat().writes(notebook) if fmt is None else _jupytext().writes(notebook, fmt=fmt)
+    )
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _reads(text: str, fmt: str | None) -> Any:
+    return _nbformat().reads(text, as_version=4) if fmt is None else _jupytext().reads(text, fmt)
+
+
+# ---- the export checks itself --------------------------------------------------------------
+
+
+def _check(text: str, fmt: str | None, exported: Exported, thread: Thread) -> None:
+    """Refuse (writing nothing) unless ``text``, read back, has exactly the code cells meant,
+    each of them Python."""
+    meant = [c.source for c in exported.cells if c.kind == "code"]
+    read = [c.source for c in _reads(text, fmt).cells if c.cell_type == "code"]
+    problem = None
+    if read != meant:
+        problem = f"{len(read)} code cells read back where {len(meant)} were written"
+        for n, (got, want) in enumerate(zip(read, meant, strict=False), start=1):
+            if got != want:
+                problem = f"code cell {n} reads back changed"
+                break
+    else:
+        for n, source in enumerate(meant, start=1):
+            try:
+                compile(source, f"<cell {n}>", "exec", _PARSE_FLAGS)
+            except (SyntaxError, ValueError) as exc:
+                problem = f"code cell {n} is not Python ({exc})"
+                break
+    if problem is not None:
+        raise UserError(
+            f"did not export thread {thread.id!r} as {fmt or 'ipynb'}: {problem}, so the file "
+            "would not hold only the code the tools wrote. Nothing was written; please report "
+            "this as a loom_nb bug (or of the tool whose code hook wrote that cell)"
+        )
+
+
+#: ``ast`` of a cell, where top-level ``await`` is allowed (a notebook runs it; an async
+#: client factory's calls are awaited).
+_PARSE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+# ---- never over a user's work ----------------------------------------------------------------
+
+#: The digest of the file as written, with the digest itself read as this.
+_UNSEALED = "sha256:" + "0" * 64
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _sealed(notebook: Any, fmt: str | None) -> str:
+    """The notebook's text with the digest of that text in its metadata (the digest read as
+    ``_UNSEALED``), so that a later export can tell the file as written from the file edited."""
+    token = "sha256:" + secrets.token_hex(32)  # in the text once: no model text can hold it
+    notebook.metadata["loom_nb"]["digest"] = token
+    text = _writes(notebook, fmt)
+    return text.replace(token, _digest(text.replace(token, _UNSEALED)))
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def written_by_loom(path: Path) -> str | None:
+    """The thread id of the export at ``path`` when the file is as loom_nb wrote it, else None
+    (no such file, another file, an export someone changed since)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for digest in set(_DIGEST.findall(text)):
+        if text.count(digest) == 1 and _digest(text.replace(digest, _UNSEALED)) == digest:
+            try:
+                thread_id = _reads(text, _format(path)).metadata["loom_nb"]["thread_id"]
+            except Exception:  # sealed but unreadable: not a file to write over
+                return None
+            return thread_id if isinstance(thread_id, str) else None
+    return None
+
+
+def _free(path: Path) -> Path:
+    """``path``, or the first of ``path-2``, ``path-3``, ... that holds no file or an export
+    as loom_nb wrote it (nothing a person wrote or changed)."""
+    for n in itertools.count(1):
+        candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+        if not candidate.exists() or written_by_loom(candidate) is not None:
+            return candidate
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _nbformat() -> Any:

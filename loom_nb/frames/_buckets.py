@@ -13,13 +13,12 @@ row).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from loom_nb._tables.grammar import GroupKey
 from loom_nb._tools import ToolInputError
+from loom_nb.frames._bucket_start import localize_starts
 from loom_nb.frames._values import dtype_kind
 
 #: 1970-01-01, day 0 of numpy's calendar, was a Thursday; (day + 3) // 7 counts Monday weeks.
@@ -113,14 +112,3 @@ def _first_days_of(days: np.ndarray, bucket: str) -> np.ndarray:
     months = months - months % {"month": 1, "quarter": 3, "year": 12}[bucket]
     out: np.ndarray = months.view("datetime64[M]").astype("datetime64[D]").view("int64")
     return out
-
-
-def localize_starts(labels: pd.Series, dtype: Any) -> pd.Series:
-    """Bucket starts (wall clock) in ``dtype``'s time zone. A start that does not exist there
-    (a midnight skipped by a summer time change) becomes the first time that does; one that
-    occurs twice is the first occurrence, so every bucket starts where its first row could."""
-    tz = getattr(dtype, "tz", None)
-    if tz is None:
-        return labels
-    first = np.ones(len(labels), dtype=bool)
-    return labels.dt.tz_localize(tz, ambiguous=first, nonexistent="shift_forward")

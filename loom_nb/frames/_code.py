@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from loom_nb._code import CodeContext, py_literal, variable_for
+from loom_nb._embed import embed
 from loom_nb._tables.grammar import (
     Aggregate,
     Filter,
@@ -88,9 +89,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
             if k.bucket is None:
                 keys.append(py_literal(k.column))
                 continue
-            ctx.setup("import numpy as np")
-            helper = ctx.name("bucket_start")
-            ctx.setup(_BUCKET_START.replace("def bucket_start(", f"def {helper}(", 1))
+            helper = embed("loom_nb.frames._bucket_start", ctx)["bucket_start"]
             name = ctx.name(k.output)
             column = f"{source}[{py_literal(k.column)}]"
             lines.append(f"{name} = {helper}({column}, {py_literal(k.bucket)})")
@@ -350,7 +349,8 @@ def _like(c: str, pattern: str, ignore_case: bool, ctx: CodeContext) -> str:
 
 
 def _regex_literal(regex: str) -> str:
-    if '"' in regex or regex.endswith("\\") or any(ch < " " for ch in regex):
+    # A raw string only of what is printable (a raw U+2028 would end the line)
+    if '"' in regex or regex.endswith("\\") or not regex.isprintable():
         return py_literal(regex)
     return f'r"{regex}"'
 
@@ -384,33 +384,6 @@ def _bins(source: str, k: GroupKey, ctx: CodeContext, lines: list[str]) -> str:
         f'right=False, labels={edges}[:-1]).astype("float64").rename({py_literal(k.output)})'
     )
     return name
-
-
-#: The time buckets of ``frames_aggregate`` (``loom_nb/frames/_buckets.py``) in plain pandas and
-#: numpy, set up once in an export that groups by one.
-_BUCKET_START = '''def bucket_start(timestamps, bucket):
-    """The start of each timestamp's day, week (weeks start on Monday), month, quarter or
-    year, on the column's own clock (its time zone's wall clock), named like week_created_at;
-    NaT stays NaT, a group of its own."""
-    clock = pd.DatetimeIndex(timestamps)
-    if clock.tz is not None:
-        clock = clock.tz_localize(None)
-    wall = clock.to_numpy()
-    unit = {"day": "D", "week": "D", "month": "M", "quarter": "M", "year": "Y"}[bucket]
-    start = wall.astype(f"datetime64[{unit}]")
-    if bucket == "week":  # back to Monday: day 0, 1970-01-01, was a Thursday
-        start = start - (start.view("int64") + 3) % 7
-    elif bucket == "quarter":  # back to January, April, July or October
-        start = start - start.view("int64") % 3
-    name = f"{bucket}_{timestamps.name}"
-    starts = pd.Series(start.astype(wall.dtype), index=timestamps.index, name=name)
-    tz = getattr(timestamps.dtype, "tz", None)
-    if tz is None:
-        return starts
-    # A midnight that summer time skips starts at the first time that exists; one that
-    # occurs twice, at the first of them.
-    first = np.ones(len(starts), dtype=bool)
-    return starts.dt.tz_localize(tz, ambiguous=first, nonexistent="shift_forward")'''
 
 
 def _sort(keys: list[str], ascending: list[bool], *, always_list: bool = False) -> str:

@@ -1,6 +1,7 @@
 """The supabase-py code of each Supabase call, with the user's client factory by name: the
 request the tool sent, method by method, and the DataFrame made of its rows as the tool made
-it (``postgrest_frame``, written into the code's setup: plain pandas, no loom_nb)."""
+it (``postgrest_frame``, the tool's own function, written into the code's setup: plain
+pandas, no loom_nb)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loom_nb._code import CodeContext, py_literal
+from loom_nb._embed import embed
 from loom_nb._tables.cards import SAMPLE_ROWS
 from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
@@ -18,59 +20,6 @@ from loom_nb.supabase._query import embedded_columns, select_columns
 
 #: The rows of one request (``loom_nb.supabase._connector.PAGE_ROWS``).
 PAGE_ROWS = 1000
-
-#: What ``records_to_frame`` (``_responses.py``) does, as code an export carries; a test
-#: checks that the two agree.
-POSTGREST_FRAME = '''\
-import math
-import re
-
-import pandas as pd
-
-_TIMESTAMP = re.compile(
-    r"\\d{4}-\\d{2}-\\d{2}[T ]\\d{2}:\\d{2}(?::\\d{2}(?:\\.\\d+)?)?(?:Z|[+-]\\d{2}(?::?\\d{2})?)?"
-)
-_HAS_ZONE = re.compile(r"(?:Z|[+-]\\d{2}(?::?\\d{2})?)$")
-
-
-def postgrest_frame(rows, columns=None):
-    """PostgREST's JSON rows as loom_nb's DataFrame of them: integer columns with NULLs as
-    Int64, text columns of ISO 8601 timestamps as datetime64 (UTC when they carry an offset)."""
-    if columns is None:
-        columns = list(dict.fromkeys(key for row in rows for key in row))
-    frame = (
-        pd.DataFrame.from_records(rows, columns=list(columns))
-        if rows
-        else pd.DataFrame(columns=list(columns))
-    )
-    for name in frame.columns:
-        col = frame[name]
-        if col.dtype.kind == "f" and col.isna().any():
-            values = [row.get(name) for row in rows]
-            if all(type(v) is int for v in values if v is not None):
-                frame[name] = pd.array(values, dtype="Int64")
-        elif col.dtype.kind == "O" or pd.api.types.is_string_dtype(col.dtype):
-            frame[name] = _timestamps(col)
-    return frame
-
-
-def _timestamps(col):
-    zoned = naive = 0
-    for v in col.tolist():
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue
-        if not isinstance(v, str) or not _TIMESTAMP.fullmatch(v):
-            return col
-        if _HAS_ZONE.search(v):
-            zoned += 1
-        else:
-            naive += 1
-    if (not zoned and not naive) or (zoned and naive):
-        return col
-    try:
-        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned))
-    except (ValueError, TypeError, OverflowError):
-        return col'''
 
 _METHODS = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike")
 
@@ -248,10 +197,8 @@ def _flattened(q: Select, rows: str, ctx: CodeContext) -> tuple[str, str] | None
 
 
 def _postgrest_frame(ctx: CodeContext) -> str:
-    """The name of the export's ``postgrest_frame``, set up once."""
-    helper = ctx.name("postgrest_frame")
-    ctx.setup(POSTGREST_FRAME.replace("def postgrest_frame(", f"def {helper}(", 1))
-    return helper
+    """The name of the export's ``postgrest_frame`` (the tool's own, set up once)."""
+    return embed("loom_nb.supabase._frame", ctx)["postgrest_frame"]
 
 
 def _filter(f: Filter) -> str:

@@ -40,6 +40,7 @@ from loom_nb._tables.schemas import aggregate_schema
 from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, tool
 from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES
 from loom_nb.supabase._code import SupabaseCode
+from loom_nb.supabase._frame import postgrest_frame
 from loom_nb.supabase._query import (
     build_aggregate,
     build_insert,
@@ -50,7 +51,7 @@ from loom_nb.supabase._query import (
     sendable_filters,
     sendable_row,
 )
-from loom_nb.supabase._responses import error_output, records_to_frame, rows_of, send
+from loom_nb.supabase._responses import error_output, rows_of, send
 
 #: ``client=`` takes ``factory(ctx) -> Client | AsyncClient`` (or an awaitable of one).
 ClientFactory = Callable[[RunContext], Any]
@@ -162,7 +163,7 @@ class SupabaseConnector:
             return fetched
         rows, count = fetched
         rows = flatten_embeds(rows, query)
-        frame = records_to_frame(rows, query.columns).head(query.limit)
+        frame = postgrest_frame(rows, query.columns).head(query.limit)
         found = counts(
             rows=len(frame),
             matched=count,
@@ -206,7 +207,7 @@ class SupabaseConnector:
                 )
             return fetched
         rows, _ = fetched
-        frame = records_to_frame(rows, query.outputs).head(query.limit)
+        frame = postgrest_frame(rows, query.outputs).head(query.limit)
         # Every group came back unless the frame is full: then more may follow.
         complete = len(frame) < query.limit
         found = counts(
@@ -360,7 +361,7 @@ class SupabaseConnector:
                 "shown to the user",
                 hint="Is the client pointed at a Supabase / PostgREST URL?",
             )
-        sample = records_to_frame(records[:SAMPLE_ROWS], spec.columns)
+        sample = postgrest_frame(records[:SAMPLE_ROWS], spec.columns)
         card: dict[str, Any] = {
             "table": query.table,
             "effect": update_effect(count, len(sample), _GUARANTEE),
@@ -468,7 +469,7 @@ class SupabaseConnector:
         fetched = await self._fetch(ctx, spec.name, build)
         if isinstance(fetched, ToolOutput):
             return fetched
-        return records_to_frame(fetched[0], spec.columns)
+        return postgrest_frame(fetched[0], spec.columns)
 
 
 def _sendable_offset(query: Select | AggregateQuery) -> int:

@@ -1,29 +1,21 @@
 """What comes back from Supabase: one request sent with its failures mapped to an error result
-for the model, and rows turned into DataFrames with the dtypes a pandas user expects."""
+for the model (rows become DataFrames in ``_frame``)."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
-import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import Any
 
 import httpx
-import pandas as pd
 from postgrest.exceptions import APIError
 
 from loom_nb._render import data_block
 from loom_nb._tables.options import TableSpec
 from loom_nb._tools import ToolOutput
-
-_TIMESTAMP = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?"
-)
-_HAS_ZONE = re.compile(r"(?:Z|[+-]\d{2}(?::?\d{2})?)$")
-
 
 #: PostgreSQL's description of a key: ``Key (a, b)=(1, x) already exists.``, and an
 #: exclusion constraint's "... conflicts with existing key (a, b)=(2, y)."
@@ -127,54 +119,3 @@ def error_output(
             "end at the line {end}.",
         )
     return ToolOutput(json.dumps({"error": shown}, default=str), {"error": error}, is_error=True)
-
-
-def records_to_frame(records: list[dict[str, Any]], columns: Sequence[str] | None) -> pd.DataFrame:
-    """PostgREST's JSON rows as a DataFrame, with dtypes a pandas user expects.
-
-    Numbers stay numeric (integer columns with NULLs become ``Int64``, not float), and text
-    columns whose every value is an ISO 8601 timestamp become ``datetime64`` (UTC when the
-    values carry an offset, as ``timestamptz`` does).
-    """
-    if columns is None:
-        names: dict[str, None] = {}
-        for r in records[:1] or ():
-            names.update(dict.fromkeys(r))
-        for r in records[1:]:
-            if len(r) != len(names) or any(k not in names for k in r):
-                names.update(dict.fromkeys(r))
-        columns = list(names)
-    frame = (
-        pd.DataFrame.from_records(records, columns=list(columns))
-        if records
-        else pd.DataFrame(columns=list(columns))
-    )
-    for name in frame.columns:
-        col = frame[name]
-        kind = col.dtype.kind
-        if kind == "f" and col.isna().any():
-            values = [r.get(name) for r in records]
-            if all(type(v) is int for v in values if v is not None):
-                frame[name] = pd.array(values, dtype="Int64")
-        elif kind == "O" or pd.api.types.is_string_dtype(col.dtype):
-            frame[name] = _maybe_timestamps(col)
-    return frame
-
-
-def _maybe_timestamps(col: pd.Series) -> pd.Series:
-    zoned = naive = 0
-    for v in col.tolist():
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue
-        if not isinstance(v, str) or not _TIMESTAMP.fullmatch(v):
-            return col
-        if _HAS_ZONE.search(v):
-            zoned += 1
-        else:
-            naive += 1
-    if (not zoned and not naive) or (zoned and naive):
-        return col  # empty, or a mix of local and zoned times: leave the text as it is
-    try:
-        return pd.to_datetime(col, format="ISO8601", utc=bool(zoned))
-    except (ValueError, TypeError, OverflowError):
-        return col

@@ -170,7 +170,11 @@ def test_a_chart_call_reads_as_its_chart_and_its_code_names_the_result_it_draws(
         'result_4 = draw_chart(result_1, "line", x="week_created_at", y="count", title="Weekly")'
     )
     assert "import matplotlib.pyplot as plt" in ctx.setups
-    assert any(s.startswith("def draw_chart(") for s in ctx.setups)
+    # the module's source (_pyplot.py), the constants it takes from loom_nb as their values
+    [helper] = [s for s in ctx.setups if "\ndef draw_chart(\n" in s]
+    assert helper.startswith("DPI = 100\n")
+    assert "\ndef histogram_edges(values: np.ndarray) -> np.ndarray:\n" in helper
+    assert "loom_nb" not in "\n".join(ctx.setups).replace("loom_nb's", "")
     # a view that shows calls one by one has no variable for the result: no code, the
     # arguments instead
     assert call_code(call, tool, CodeContext()) is None
@@ -244,3 +248,40 @@ def test_an_exported_histogram_has_the_tools_bins(values: pd.Series) -> None:
     bars = [p for p in namespace["result_2"].axes[0].patches if p.get_width()]
     assert [round(p.get_x(), 6) for p in bars] == [round(float(b), 6) for b in bins[:-1]]
     assert sum(p.get_height() for p in bars) == len(values)
+
+
+def test_histogram_bins_are_counted_before_any_is_made() -> None:
+    """10,000 close values and one far outlier: numpy before 2.3 would size "auto" bins for
+    billions of them; the export's bins (``histogram_edges``) are at most 50, and finding them
+    allocates about what the values take."""
+    import tracemalloc
+
+    from loom_nb.charts._pyplot import histogram_edges
+
+    values = np.append(np.random.default_rng(2).normal(0, 1, 9_999), 1e12)
+    tracemalloc.start()
+    try:
+        edges = histogram_edges(values)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(edges) == 51
+    assert peak < 1_000_000  # the values are 80 kB
+
+
+def test_the_exports_helpers_keep_clear_of_the_notebooks_variables() -> None:
+    """Variables the notebook expects named like the helper's own names (``SIZE``, ``draw_chart``,
+    ``histogram_edges``): the helper's are renamed, uses inside it too, and it still draws."""
+    from loom_nb._embed import embed
+
+    taken = frozenset({"SIZE", "draw_chart", "histogram_edges", "LITERAL_TEXT"})
+    ctx = CodeContext(taken=taken)
+    names = embed("loom_nb.charts._pyplot", ctx)
+    assert {names[n] for n in taken} == {f"{n}_" for n in taken}
+    namespace: dict[str, Any] = {n: "the user's" for n in taken}
+    exec("\n\n".join(ctx.setups), namespace)
+    frame = pd.DataFrame({"v": [1.0, 2.0, 2.5, 9.0]})
+    figure = namespace["draw_chart_"](frame, "histogram", x="v", title="$\\foo$ {")
+    assert figure.axes[0].get_title() == "$\\foo$ {"
+    figure.canvas.draw()  # literal text: no mathtext to fail
+    assert all(namespace[n] == "the user's" for n in taken)

@@ -59,12 +59,26 @@ def test_the_current_thread_goes_next_to_the_notebook_under_its_title(
     thread_id = loom_session(shell).current["analyst"]
     assert nb.metadata["loom_nb"]["thread_id"] == thread_id
 
-    run(shell, "%loom export")  # again: the same file, an earlier export of this thread
+    run(shell, "%loom export")  # again: the same file, this thread's export as loom_nb wrote it
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [path.name]
-    path.write_text("{}")  # now someone else's notebook: left alone
+
+    nb.cells.append(nbformat.v4.new_code_cell("my_work = 1"))  # the user edits the export
+    nbformat.write(nb, path)
+    edited = path.read_text()
+    capsys.readouterr()
     run(shell, "%loom export")
-    assert (tmp_path / "work" / "which-orders-are-open-by-segment-2.ipynb").exists()
-    assert path.read_text() == "{}"
+    beside = tmp_path / "work" / "which-orders-are-open-by-segment-2.ipynb"
+    out = capsys.readouterr().out
+    assert f"to {beside}\n" in out
+    assert f"{path} was left as it is: someone changed it since loom_nb wrote it" in out
+    assert path.read_text() == edited
+    assert nbformat.read(beside, as_version=4).metadata["loom_nb"]["thread_id"] == thread_id
+
+    other = tmp_path / "work" / "notes.ipynb"
+    other.write_text("{}")  # someone else's file, named with --to: left alone too
+    run(shell, f"%loom export --to {other}")
+    assert other.read_text() == "{}"
+    assert (tmp_path / "work" / "notes-2.ipynb").exists()
 
 
 def test_to_names_the_file_and_its_format(shell: InteractiveShell, tmp_path: Path) -> None:
@@ -81,3 +95,20 @@ def test_to_names_the_file_and_its_format(shell: InteractiveShell, tmp_path: Pat
 def test_without_a_thread_it_says_how_to_name_one(shell: InteractiveShell) -> None:
     assert "%loom export ID" in error(shell, "%loom export")
     assert "no thread 'nope'" in error(shell, "%loom export nope")
+
+
+def test_two_threads_of_one_title_get_a_file_each(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.user_ns["analyst"] = agent_for(script(5, calls=1) + script(6, calls=1), orders_frame())
+    run(shell, "%%loom analyst\nOpen orders?")
+    run(shell, "%loom export")
+    run(shell, "%loom new analyst")
+    run(shell, "%%loom analyst\nOpen orders?")
+    capsys.readouterr()
+    run(shell, "%loom export")
+    first, second = tmp_path / "open-orders.ipynb", tmp_path / "open-orders-2.ipynb"
+    out = capsys.readouterr().out
+    assert f"to {second}\n{first} was left as it is: it holds the export of another thread" in out
+    ids = {nbformat.read(p, as_version=4).metadata["loom_nb"]["thread_id"] for p in (first, second)}
+    assert len(ids) == 2

@@ -266,8 +266,10 @@ def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
         "    .head(10000)\n"
         "    .reset_index(drop=True)\n)"
     )
-    assert ctx.setups[:2] == ["import pandas as pd", "import numpy as np"]
-    assert ctx.setups[2].startswith("def bucket_start(timestamps, bucket):")
+    assert ctx.setups[:3] == ["import pandas as pd", "from typing import Any", "import numpy as np"]
+    # the tool's own module, as source: bucket_start and the localize_starts the tool uses
+    assert ctx.setups[3].startswith("def bucket_start(timestamps: pd.Series, bucket: str)")
+    assert "\n\n\ndef localize_starts(labels: pd.Series, dtype: Any)" in ctx.setups[3]
 
 
 @pytest.mark.parametrize(

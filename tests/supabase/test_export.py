@@ -19,9 +19,10 @@ from pandas.testing import assert_frame_equal
 from supabase import ClientOptions, create_client
 
 from loom_nb import ReplayModel, Reply, define_agent
+from loom_nb._code import CodeContext
+from loom_nb._embed import embed
 from loom_nb.supabase import supabase_tools
-from loom_nb.supabase._code import POSTGREST_FRAME
-from loom_nb.supabase._responses import records_to_frame
+from loom_nb.supabase._frame import postgrest_frame
 from tests.notebook.nb_kernels import exported_results
 from tests.supabase.rig import USER_A, Rig
 
@@ -108,9 +109,12 @@ def test_an_exported_supabase_thread_run_in_a_fresh_kernel_gives_its_frames(
 
 
 def _postgrest_frame() -> Any:
+    """The ``postgrest_frame`` an export defines: the module's source, as its first cell has it."""
+    ctx = CodeContext()
+    names = embed("loom_nb.supabase._frame", ctx)
     namespace: dict[str, Any] = {}
-    exec(POSTGREST_FRAME, namespace)
-    return namespace["postgrest_frame"]
+    exec("\n\n".join(ctx.setups), namespace)
+    return namespace[names["postgrest_frame"]]
 
 
 POSTGREST = _postgrest_frame()
@@ -136,8 +140,8 @@ records = st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), cells, max_
 
 @settings(max_examples=300, deadline=None)
 @given(records, st.one_of(st.none(), st.just(["a", "b"]), st.just(["c"])))
-def test_postgrest_frame_is_the_connectors_frame_of_the_rows(
+def test_the_exports_postgrest_frame_is_the_connectors_frame_of_the_rows(
     rows: list[dict[str, Any]], columns: list[str] | None
 ) -> None:
-    expected = records_to_frame(rows, columns)
+    expected = postgrest_frame(rows, columns)
     assert_frame_equal(POSTGREST(rows, columns), expected)

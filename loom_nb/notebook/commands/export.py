@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-import json
+import itertools
 import re
 from pathlib import Path
 
+from loom_nb._code import comment_text
+from loom_nb._export import written_by_loom
 from loom_nb._messages import Thread
 from loom_nb.notebook.commands.show import thread_or_current
 from loom_nb.notebook.session import Session, usage_errors
@@ -14,26 +16,39 @@ from loom_nb.notebook.session import Session, usage_errors
 
 def run(session: Session, thread_id: str | None, to: str | None) -> Path:
     """Export ``thread_id`` (default: the current thread) to ``to``, or next to the current
-    notebook under the thread's title; prints where it went."""
+    notebook under the thread's title; prints where it went, and why when that is not the
+    path asked for (or the title's)."""
     agent, thread = thread_or_current(session, thread_id, "export")
-    path = Path(to).expanduser() if to else default_path(session, thread)
+    wanted = Path(to).expanduser() if to else title_path(session, thread)
+    path = wanted if to else default_path(wanted, thread)
     with usage_errors():
         written = agent.export(thread.id, path, context=session.context())
     print(f"Exported thread {thread.id} to {written}")
+    if written != wanted:
+        why = (
+            "someone changed it since loom_nb wrote it, or wrote it"
+            if written_by_loom(wanted) is None
+            else "it holds the export of another thread"
+        )
+        print(f"{wanted} was left as it is: {why}")
     return written
 
 
-def default_path(session: Session, thread: Thread) -> Path:
+def title_path(session: Session, thread: Thread) -> Path:
     """``<title>.ipynb`` next to the current notebook (the kernel's folder when it is not
-    known), never over a file that is not an earlier export of this thread."""
-    folder = notebook_folder(session)
+    known)."""
     stem = re.sub(r"[^A-Za-z0-9]+", "-", thread.title or "").strip("-").lower()[:60]
-    stem = stem or f"thread-{thread.id[:8]}"
-    for n in range(1, 1000):
-        path = folder / (f"{stem}.ipynb" if n == 1 else f"{stem}-{n}.ipynb")
-        if not path.exists() or _exported_from(path) == thread.id:
-            return path
-    raise AssertionError("a thousand exports of one title")  # pragma: no cover
+    return notebook_folder(session) / f"{stem or 'thread-' + thread.id[:8]}.ipynb"
+
+
+def default_path(path: Path, thread: Thread) -> Path:
+    """``path``, or ``path-2`` and so on, the first that holds no file or this thread's export
+    as loom_nb wrote it: never another thread's export, nor a file someone wrote or changed."""
+    for n in itertools.count(1):
+        candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+        if not candidate.exists() or written_by_loom(candidate) == comment_text(thread.id):
+            return candidate
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def notebook_folder(session: Session) -> Path:
@@ -47,12 +62,3 @@ def notebook_folder(session: Session) -> Path:
             if path.is_absolute() and path.parent.is_dir():
                 return path.parent
     return Path.cwd()
-
-
-def _exported_from(path: Path) -> str | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        thread_id = data["metadata"]["loom_nb"]["thread_id"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return thread_id if isinstance(thread_id, str) else None

@@ -1,0 +1,126 @@
+"""The chart an export draws: :func:`draw_chart`, the ``chart`` tool's chart of a frame drawn with
+pyplot, the way a notebook shows a figure. An export carries this module as code (see
+``loom_nb._embed``): numpy, pandas and matplotlib, with loom_nb's constants as their values.
+
+It follows the tool's plan (``_plot.py``): rows without x or y left out, one series per colour
+value in the order they first appear ("(missing)" for a missing one), timestamps on their own
+wall clock (the time zone named on the axis), categories in their own order, a time bucket's
+bar starting at its start, a line left to right, a histogram's bins by :func:`histogram_edges`
+(at most ``MAX_BINS``, counted before any is made). Every text is drawn as written: the model
+and the data chose it, so no ``$...$`` is read as mathtext and no ``text.usetex`` sends it to
+TeX. No module of loom_nb imports this one (it imports pyplot): the export reads its file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from loom_nb.charts._draw import DPI, PALETTE, SIZE
+from loom_nb.charts._plot import MAX_BINS, default_title
+
+#: The properties of a text drawn as written.
+LITERAL_TEXT: dict[str, Any] = {"parse_math": False, "usetex": False}
+
+
+def draw_chart(
+    frame: pd.DataFrame,
+    kind: str,
+    x: str,
+    y: str | None = None,
+    color: str | None = None,
+    title: str | None = None,
+) -> Any:
+    """The chart tool's chart of ``frame``: a bar, line, area, scatter or histogram of ``x``
+    (and ``y``), one series per value of ``color``; the figure, shown once as a cell's result."""
+    data = frame.dropna(subset=[c for c in (x, y) if c is not None])
+    values = data[x]
+    tz = getattr(values.dtype, "tz", None)
+    if tz is not None:  # the column's own clock: a weekly bucket starts at its local Monday
+        values = values.dt.tz_localize(None)
+    is_time = pd.api.types.is_datetime64_any_dtype(values.dtype)
+    is_number = pd.api.types.is_numeric_dtype(values.dtype)
+    labels = None
+    if pd.api.types.is_bool_dtype(values.dtype) or not (is_time or is_number):
+        # categories at 0, 1, ...: in their own order, else in the order they first appear
+        codes, labels = pd.factorize(values, sort=isinstance(values.dtype, pd.CategoricalDtype))
+        values = pd.Series(codes, index=data.index)
+    xs = values.to_numpy()
+    if color is None:
+        series = [("", np.ones(len(data), dtype=bool))]
+    else:
+        codes, uniques = pd.factorize(data[color], use_na_sentinel=False)
+        series = [
+            ("(missing)" if pd.isna(u) else str(u), codes == i) for i, u in enumerate(uniques)
+        ]
+    fig, ax = plt.subplots(figsize=SIZE, dpi=DPI, layout="constrained")
+    if kind == "histogram":
+        # times as days since 1970, matplotlib's own date numbers, so that the bins of one
+        # time (a day wide) are the same in every unit
+        if is_time:
+            numbers = xs.astype("datetime64[us]").astype("int64") / 86_400_000_000
+        else:
+            numbers = xs.astype("float64")
+        parts = [numbers[rows] for _, rows in series]
+        ax.hist(
+            parts,
+            bins=list(histogram_edges(numbers)),
+            color=list(PALETTE[: len(parts)]),
+            label=[label for label, _ in series],
+        )
+        if is_time:
+            ax.xaxis_date()
+    else:
+        distinct = np.unique(xs)
+        step = np.diff(distinct).min() if len(distinct) > 1 else np.timedelta64(1, "D")
+        step = pd.Timedelta(step) if is_time else (step if len(distinct) > 1 else 1)
+        width = 0.8 * step / len(series)
+        ys = data[y].to_numpy(dtype="float64", na_value=np.nan)
+        for i, (label, rows) in enumerate(series):
+            sx, sy = xs[rows], ys[rows]
+            if kind in ("line", "area"):  # left to right
+                order = np.argsort(sx, kind="stable")
+                sx, sy = sx[order], sy[order]
+            colour = PALETTE[i % len(PALETTE)]
+            if kind == "bar":  # a time bucket's bars start at its start
+                left = sx + (i if is_time else i - len(series) / 2) * width
+                ax.bar(left, sy, width=width, align="edge", color=colour, label=label)
+            elif kind == "line":
+                marker = "o" if len(sx) <= 60 else None
+                ax.plot(sx, sy, color=colour, marker=marker, markersize=3, label=label)
+            elif kind == "area":
+                ax.fill_between(sx, sy, color=colour, alpha=0.5 if len(series) == 1 else 0.3)
+                ax.plot(sx, sy, color=colour, linewidth=1.2, label=label)
+            else:
+                ax.scatter(sx, sy, s=14 if len(sx) <= 1000 else 5, color=colour, label=label)
+    if labels is not None:
+        ax.set_xticks(range(len(labels)), [str(label) for label in labels], **LITERAL_TEXT)
+    ax.set_title(title or default_title(kind, x, y), **LITERAL_TEXT)
+    ax.set_xlabel(f"{x} ({tz})" if tz is not None else x, **LITERAL_TEXT)
+    ax.set_ylabel("rows" if kind == "histogram" else str(y), **LITERAL_TEXT)
+    ax.grid(axis="y", alpha=0.3)
+    if color is not None:
+        legend = ax.legend(title=color, fontsize="small", frameon=False)
+        for text in (legend.get_title(), *legend.get_texts()):
+            text.update(LITERAL_TEXT)
+    plt.close(fig)  # else pyplot shows it a second time when the cell ends
+    return fig
+
+
+def histogram_edges(values: np.ndarray) -> np.ndarray:
+    """The bin edges of a histogram of ``values``: numpy's "auto" rule as numpy 2.3 has it
+    (the smaller of Sturges' and Freedman-Diaconis' widths, the latter at least half the
+    square-root rule's), with at most ``MAX_BINS`` bins, counted before any edge is made (one
+    outlier among many close values would otherwise make millions)."""
+    if not values.size:
+        return np.histogram_bin_edges(values, bins=1)
+    size, spread = values.size, float(np.ptp(values))
+    sturges = spread / (np.log2(size) + 1.0)
+    iqr = float(np.subtract(*np.percentile(values, [75, 25])))
+    fd = 2.0 * iqr * size ** (-1.0 / 3.0)
+    width = min(max(fd, spread / np.sqrt(size) / 2), sturges)
+    count = int(np.ceil(spread / width)) if width else 1
+    return np.histogram_bin_edges(values, bins=min(count, MAX_BINS))
