@@ -2,13 +2,14 @@
 pyplot, the way a notebook shows a figure. An export carries this module as code (see
 ``loom_nb._embed``): numpy, pandas and matplotlib, with loom_nb's constants as their values.
 
-It follows the tool's plan (``_plot.py``): rows without x or y left out, one series per colour
-value in the order they first appear ("(missing)" for a missing one), timestamps on their own
-wall clock (the time zone named on the axis), categories in their own order, a time bucket's
-bar starting at its start, a line left to right, a histogram's bins by :func:`histogram_edges`
-(at most ``MAX_BINS``, counted before any is made). Every text is drawn as written: the model
-and the data chose it, so no ``$...$`` is read as mathtext and no ``text.usetex`` sends it to
-TeX. No module of loom_nb imports this one (it imports pyplot): the export reads its file.
+It follows the tool's plan (``_plot.py``): rows without x or y left out (infinite numbers too),
+one series per colour value in the order they first appear ("(missing)" for a missing one),
+timestamps on their own wall clock (the time zone named on the axis), categories in their own
+order, a time bucket's bar starting at its start, a line left to right, a histogram's bins by
+the tool's own ``bin_edges`` (at most ``MAX_BINS``, counted before any is made). Every text is
+drawn as written: the model and the data chose it, so no ``$...$`` is read as mathtext and no
+``text.usetex`` sends it to TeX. No module of loom_nb imports this one (it imports pyplot): the
+export reads its file.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from loom_nb.charts._draw import DPI, PALETTE, SIZE
-from loom_nb.charts._plot import MAX_BINS, default_title
-
-#: The properties of a text drawn as written.
-LITERAL_TEXT: dict[str, Any] = {"parse_math": False, "usetex": False}
+from loom_nb.charts._bins import bin_edges
+from loom_nb.charts._draw import DPI, LITERAL, PALETTE, SIZE
+from loom_nb.charts._plot import default_title
 
 
 def draw_chart(
@@ -37,6 +36,9 @@ def draw_chart(
     """The chart tool's chart of ``frame``: a bar, line, area, scatter or histogram of ``x``
     (and ``y``), one series per value of ``color``; the figure, shown once as a cell's result."""
     data = frame.dropna(subset=[c for c in (x, y) if c is not None])
+    for column in (x, y):  # an infinite number has no place on an axis: left out, as the tool does
+        if column is not None and pd.api.types.is_float_dtype(data[column].dtype):
+            data = data[np.isfinite(data[column].to_numpy(dtype="float64"))]
     values = data[x]
     tz = getattr(values.dtype, "tz", None)
     if tz is not None:  # the column's own clock: a weekly bucket starts at its local Monday
@@ -67,7 +69,7 @@ def draw_chart(
         parts = [numbers[rows] for _, rows in series]
         ax.hist(
             parts,
-            bins=list(histogram_edges(numbers)),
+            bins=list(bin_edges(numbers)),
             color=list(PALETTE[: len(parts)]),
             label=[label for label, _ in series],
         )
@@ -97,30 +99,14 @@ def draw_chart(
             else:
                 ax.scatter(sx, sy, s=14 if len(sx) <= 1000 else 5, color=colour, label=label)
     if labels is not None:
-        ax.set_xticks(range(len(labels)), [str(label) for label in labels], **LITERAL_TEXT)
-    ax.set_title(title or default_title(kind, x, y), **LITERAL_TEXT)
-    ax.set_xlabel(f"{x} ({tz})" if tz is not None else x, **LITERAL_TEXT)
-    ax.set_ylabel("rows" if kind == "histogram" else str(y), **LITERAL_TEXT)
+        ax.set_xticks(range(len(labels)), [str(label) for label in labels], **LITERAL)
+    ax.set_title(title or default_title(kind, x, y), **LITERAL)
+    ax.set_xlabel(f"{x} ({tz})" if tz is not None else x, **LITERAL)
+    ax.set_ylabel("rows" if kind == "histogram" else str(y), **LITERAL)
     ax.grid(axis="y", alpha=0.3)
     if color is not None:
         legend = ax.legend(title=color, fontsize="small", frameon=False)
         for text in (legend.get_title(), *legend.get_texts()):
-            text.update(LITERAL_TEXT)
+            text.update(LITERAL)
     plt.close(fig)  # else pyplot shows it a second time when the cell ends
     return fig
-
-
-def histogram_edges(values: np.ndarray) -> np.ndarray:
-    """The bin edges of a histogram of ``values``: numpy's "auto" rule as numpy 2.3 has it
-    (the smaller of Sturges' and Freedman-Diaconis' widths, the latter at least half the
-    square-root rule's), with at most ``MAX_BINS`` bins, counted before any edge is made (one
-    outlier among many close values would otherwise make millions)."""
-    if not values.size:
-        return np.histogram_bin_edges(values, bins=1)
-    size, spread = values.size, float(np.ptp(values))
-    sturges = spread / (np.log2(size) + 1.0)
-    iqr = float(np.subtract(*np.percentile(values, [75, 25])))
-    fd = 2.0 * iqr * size ** (-1.0 / 3.0)
-    width = min(max(fd, spread / np.sqrt(size) / 2), sturges)
-    count = int(np.ceil(spread / width)) if width else 1
-    return np.histogram_bin_edges(values, bins=min(count, MAX_BINS))

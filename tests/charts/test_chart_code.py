@@ -172,8 +172,8 @@ def test_a_chart_call_reads_as_its_chart_and_its_code_names_the_result_it_draws(
     assert "import matplotlib.pyplot as plt" in ctx.setups
     # the module's source (_pyplot.py), the constants it takes from loom_nb as their values
     [helper] = [s for s in ctx.setups if "\ndef draw_chart(\n" in s]
-    assert helper.startswith("DPI = 100\n")
-    assert "\ndef histogram_edges(values: np.ndarray) -> np.ndarray:\n" in helper
+    assert helper.startswith("MAX_BINS = 50\n") and "\nDPI = 100\n" in helper
+    assert "\ndef bin_edges(values: np.ndarray, max_bins: int = MAX_BINS)" in helper
     assert "loom_nb" not in "\n".join(ctx.setups).replace("loom_nb's", "")
     # a view that shows calls one by one has no variable for the result: no code, the
     # arguments instead
@@ -252,16 +252,16 @@ def test_an_exported_histogram_has_the_tools_bins(values: pd.Series) -> None:
 
 def test_histogram_bins_are_counted_before_any_is_made() -> None:
     """10,000 close values and one far outlier: numpy before 2.3 would size "auto" bins for
-    billions of them; the export's bins (``histogram_edges``) are at most 50, and finding them
+    billions of them; the export's bins (the tool's ``bin_edges``) are at most 50, and finding them
     allocates about what the values take."""
     import tracemalloc
 
-    from loom_nb.charts._pyplot import histogram_edges
+    from loom_nb.charts._bins import bin_edges
 
     values = np.append(np.random.default_rng(2).normal(0, 1, 9_999), 1e12)
     tracemalloc.start()
     try:
-        edges = histogram_edges(values)
+        edges = bin_edges(values)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -271,10 +271,10 @@ def test_histogram_bins_are_counted_before_any_is_made() -> None:
 
 def test_the_exports_helpers_keep_clear_of_the_notebooks_variables() -> None:
     """Variables the notebook expects named like the helper's own names (``SIZE``, ``draw_chart``,
-    ``histogram_edges``): the helper's are renamed, uses inside it too, and it still draws."""
+    ``bin_edges``): the helper's are renamed, uses inside it too, and it still draws."""
     from loom_nb._embed import embed
 
-    taken = frozenset({"SIZE", "draw_chart", "histogram_edges", "LITERAL_TEXT"})
+    taken = frozenset({"SIZE", "draw_chart", "bin_edges", "LITERAL"})
     ctx = CodeContext(taken=taken)
     names = embed("loom_nb.charts._pyplot", ctx)
     assert {names[n] for n in taken} == {f"{n}_" for n in taken}
