@@ -8,6 +8,7 @@ import json
 import pandas as pd
 
 from loom_nb import Message, TextPart, Thread, ToolResult
+from loom_nb._messages import NEWER
 from loom_nb.http import _json
 from tests.http.conftest import validate
 
@@ -71,3 +72,19 @@ def test_frame_values_keep_their_meaning():
         "dtypes": [str(frame.index.dtype)],
         "values": [["a"], ["b"], ["c"]],
     }
+
+
+def test_a_part_from_a_newer_loom_nb_is_named_not_dropped_nor_an_error():
+    newer = {"kind": "audio", "url": "https://example.test/a.ogg"}
+    message = Message.from_dict(
+        {
+            "role": "assistant",
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "parts": [{"kind": "text", "text": "Here:"}, newer],
+        }
+    )
+    answer = _json.thread_json(Thread(id="t", agent="a", messages=[message]), None)
+    validate(answer, "thread")
+    text, part = answer["messages"][0]["parts"]
+    assert text["text"] == "Here:"
+    assert part == {"kind": "newer", "part_kind": "audio", "text": NEWER}
