@@ -24,17 +24,21 @@ def counts(
     limit: int | None = None,
     offset: int = 0,
     frame_rows: int,
+    max_rows: int | None = None,
     buckets: Mapping[str, str] | None = None,
     edges: Mapping[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """The counts of one call's frame: ``rows`` it holds, ``matched`` by the call (None when
-    nobody counted), the ``limit`` the model asked for, and the connector's ``frame_rows``.
+    nobody counted), the ``limit`` the model asked for, the connector's ``frame_rows`` and its
+    ``max_rows`` (the model's page).
     ``buckets`` names the time bucket of each bucket column (``{"week_created_at": "week"}``)
     and ``edges`` the bin edges of each bins column, so a chart draws each bar one bucket or
     bin wide."""
     out: dict[str, Any] = {"what": what, "rows": rows, "matched": matched, "offset": offset}
     out["limit"] = limit
     out["frame_rows"] = frame_rows
+    if max_rows is not None:  # the model's page of the frame: its first max_rows rows
+        out["max_rows"] = max_rows
     if buckets:
         out["buckets"] = dict(buckets)
     if edges:

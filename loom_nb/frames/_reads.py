@@ -99,6 +99,7 @@ def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
         limit=q.asked,
         offset=q.offset,
         frame_rows=tables.frame_rows,
+        max_rows=tables.max_rows,
     )
     text = joined + _page_text(tables, q.table, frame, len(matches), q.offset, q.count, found)
     return ToolOutput(text, with_counts(frame, found))
@@ -262,6 +263,7 @@ def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
         limit=q.asked,
         offset=q.offset,
         frame_rows=tables.frame_rows,
+        max_rows=tables.max_rows,
         buckets={k.output: k.bucket for k in q.group_by if k.bucket is not None},
         edges=edges,
     )

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from loom_nb._agent import Agent, Decision, define_agent
 from loom_nb._codec import encode, is_dataframe
+from loom_nb._counts import counts_of
 from loom_nb._errors import CallAlreadyDecided, LoomError, ThreadBusy, ThreadNotFound, UserError
 from loom_nb._messages import (
     PendingApproval,
@@ -320,7 +321,11 @@ def _answer(result: ToolResult | None) -> CallToolResult:
 
 
 def _frame_content(frame: Any) -> dict[str, Any] | None:
-    """The result's frame (the user's, up to its ``frame_rows``) as columns and records."""
+    """The page of the result's frame the model would see (its first ``max_rows`` rows: the
+    client is the model here) as columns and records."""
+    found = counts_of(frame)
+    if found is not None and found.get("max_rows") is not None:
+        frame = frame.head(found["max_rows"])
     try:
         rows = json.loads(frame.to_json(orient="records", date_format="iso"))
     except ValueError:  # duplicate column names have no records form

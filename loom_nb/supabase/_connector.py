@@ -170,6 +170,7 @@ class SupabaseConnector:
             limit=query.asked,
             offset=query.offset,
             frame_rows=self.frame_rows,
+            max_rows=self.max_rows,
         )
         text = self._unmatched(query, frame) + self._page_text(query.table, frame, found)
         return ToolOutput(text, with_counts(frame, found))
@@ -217,6 +218,7 @@ class SupabaseConnector:
             limit=query.asked,
             offset=query.offset,
             frame_rows=self.frame_rows,
+            max_rows=self.max_rows,
         )
         return ToolOutput(self._page_text(query.table, frame, found), with_counts(frame, found))
 

@@ -78,7 +78,7 @@ async def test_stdio_lists_the_connectors_tools_with_their_schemas_and_reads_as_
     direct = await server.agent.tools["frames_select"].call(args, _ctx())
     assert unmarked(text(result)) == unmarked(direct.content)
     rows = result.structured_content["rows"]
-    assert [r["id"] for r in rows] == [int(i) for i in direct.data["id"]]
+    assert [r["id"] for r in rows] == [int(i) for i in direct.data["id"].head(3)]  # its page
     assert len(rows) == 3  # the connector's max_rows holds over MCP too
     # the session's thread holds the call, as a notebook run's would
     store = sqlite_store(env["LOOM_TEST_DB"])
