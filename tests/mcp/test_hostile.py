@@ -129,4 +129,6 @@ def test_supabase_requests_over_mcp_stay_inside_the_allowlist_and_never_write():
                 seen["pending"] += 1
 
         run()
-    assert min(seen.values()) > 5, seen  # the generator reaches every side
+    # the generator reaches every side (how often varies with hypothesis's seed: CI's run saw
+    # one pending write in 150 calls, a run here thirteen)
+    assert min(seen.values()) > 0, seen
