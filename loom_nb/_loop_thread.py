@@ -6,9 +6,10 @@ instead, and the user's kernel stays unpatched (no nest-asyncio). Widget buttons
 the same loop without blocking, from whatever thread delivers the click.
 
 User code never runs on this loop's thread: sync tools, sync model functions and previews run
-on worker threads (``in_thread``). An async tool that blocks anyway (``time.sleep`` in an
-``async def``) is named by a watchdog in a warning. Ctrl-C returns within a second whatever the
-loop is doing; only an approved write that is running is waited for, a bounded time.
+on worker threads kept between calls (``in_thread``). An async tool that blocks anyway
+(``time.sleep`` in an ``async def``) is named by a watchdog in a warning. Ctrl-C returns within
+a second whatever the loop is doing; only an approved write that is running is waited for, a
+bounded time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import queue
 import sys
 import threading
 import time
@@ -228,11 +230,10 @@ def _give_up(writes: list[_Write]) -> None:
 
 
 async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)`` on a daemon thread of its own, awaited without blocking the loop.
+    """``fn(*args, **kwargs)`` on a worker thread, awaited without blocking the loop.
 
     A cancelled caller returns at once; the function finishes in the background and its
-    result is dropped (Python cannot stop a thread). A thread per call, not a pool: abandoned
-    calls never starve later ones, and the interpreter never waits for them at exit.
+    result is dropped (Python cannot stop a thread).
     """
     running = asyncio.get_running_loop()
     future: asyncio.Future[T] = running.create_future()
@@ -246,19 +247,67 @@ async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         else:
             future.set_result(result)
 
-    def work() -> None:
+    def work() -> tuple[Any, BaseException | None]:
         try:
-            result: Any = context.run(fn, *args, **kwargs)
-            error: BaseException | None = None
+            return context.run(fn, *args, **kwargs), None
         except Exception as exc:
-            result, error = None, exc
+            return None, exc
         except BaseException as exc:  # SystemExit and the like must not hang the run
-            result, error = None, RuntimeError(f"{type(exc).__name__} in {_name(fn)}")
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            running.call_soon_threadsafe(settle, result, error)
+            return None, RuntimeError(f"{type(exc).__name__} in {_name(fn)}")
 
-    threading.Thread(target=work, name=f"loom-nb: {_name(fn)}", daemon=True).start()
+    def deliver(outcome: tuple[Any, BaseException | None]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            running.call_soon_threadsafe(settle, *outcome)
+
+    _workers.run(work, deliver)
     return await future
+
+
+_Outcome = tuple[Any, "BaseException | None"]
+_Job = tuple[Callable[[], _Outcome], Callable[[_Outcome], None]]
+
+
+class _Workers:
+    """Daemon threads kept between calls: starting a thread costs more than the loop's own work
+    for a quick tool. Unlike ``ThreadPoolExecutor`` the pool has no size: a call takes an idle
+    worker or starts one, so calls abandoned by Ctrl-C never make later ones wait, and the
+    interpreter never joins a worker at exit. A worker idle for ``IDLE_SECONDS`` ends."""
+
+    IDLE_SECONDS = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[_Job]] = []
+
+    def run(self, work: Callable[[], _Outcome], deliver: Callable[[_Outcome], None]) -> None:
+        """``deliver(work())`` on a worker, which is idle again before ``deliver`` wakes the
+        caller (so the caller's next call finds it free instead of starting another)."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(
+                target=self._serve, args=(inbox,), name="loom-nb-worker", daemon=True
+            ).start()
+        inbox.put((work, deliver))
+
+    def _serve(self, inbox: queue.SimpleQueue[_Job]) -> None:
+        while True:
+            try:
+                work, deliver = inbox.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # not handed a job meanwhile: end
+                        self._idle.remove(inbox)
+                        return
+                continue  # a job is being put: take it
+            outcome = work()
+            with self._lock:
+                self._idle.append(inbox)
+            deliver(outcome)
+
+
+_workers = _Workers()
 
 
 def _name(fn: Any) -> str:

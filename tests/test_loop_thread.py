@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from loom_nb import ReplayModel, Reply, UserError, define_agent, tool
+from loom_nb import ReplayModel, Reply, UserError, _loop_thread, define_agent, tool
 
 
 def test_run_sync_works_inside_a_running_event_loop():
@@ -64,3 +64,39 @@ def test_user_error_type_is_kept():
     agent = define_agent(name="a", model=ReplayModel([]))
     with pytest.raises(UserError, match="the prompt is empty"):
         agent.run_sync("")
+
+
+def test_a_tool_still_running_from_an_abandoned_call_never_delays_the_next_calls():
+    # Sync tools run on kept worker threads; one that never returns must not hold a later
+    # call behind it (the pool grows instead of queueing).
+    release = threading.Event()
+    entered = threading.Event()
+
+    @tool
+    def hang() -> str:
+        """Blocks until released."""
+        entered.set()
+        release.wait(30)
+        return "late"
+
+    @tool
+    def quick(n: int) -> int:
+        """Answers at once."""
+        return n + 1
+
+    hung = define_agent(
+        name="hung", model=ReplayModel([Reply("", [("hang", {})]), "x"]), tools=[hang]
+    )
+    future = _loop_thread.submit(hung.run("go"))
+    assert entered.wait(10)
+    future.cancel()  # the caller gives up; the tool's thread runs on
+    replies = [
+        Reply("", [("quick", {"n": i})]) if j == 0 else "ok" for i in range(5) for j in (0, 1)
+    ]
+    fast = define_agent(name="fast", model=ReplayModel(replies), tools=[quick])
+    try:
+        for i in range(5):
+            result = asyncio.run(asyncio.wait_for(fast.run(f"q{i}"), 10))
+            assert result.thread.messages[2].tool_results[0].content == str(i + 1)
+    finally:
+        release.set()
