@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loom_nb import _codec
 from loom_nb._code import (
     CodeContext,
     call_code,
@@ -69,9 +70,10 @@ def export_thread(thread: Thread, tools: Mapping[str, Tool], path: str | Path) -
     it), at the first free ``path-2``, ``path-3``, ... instead. Returns the path written."""
     target = Path(path)
     fmt = _format(target)
-    exported = thread_cells(thread, tools)
-    text = _sealed(_notebook(exported, thread, fmt), fmt)
-    _check(text, fmt, exported, thread)
+    with _codec.collector_paused():  # writing the code decodes every frame of the thread
+        exported = thread_cells(thread, tools)
+        text = _sealed(_notebook(exported, thread, fmt), fmt)
+        _check(text, fmt, exported, thread)
     target = _free(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")

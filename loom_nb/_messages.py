@@ -471,7 +471,8 @@ class Thread:
     @property
     def frames(self) -> list[Any]:
         """Every DataFrame the agent fetched in this thread, oldest first."""
-        return [r.data for r in self.tool_results() if _codec.is_dataframe(r.data)]
+        with _codec.collector_paused():
+            return [r.data for r in self.tool_results() if _codec.is_dataframe(r.data)]
 
     @property
     def charts(self) -> list[Chart]:

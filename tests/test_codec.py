@@ -287,3 +287,23 @@ def test_frames_decode_the_same_without_pandas_private_constructors(
     text = json.dumps(encode(df))
     monkeypatch.setattr(codec, "_private", lambda owner, name: None)
     same(decode(json.loads(text)), df)
+
+
+def test_the_collector_pause_nests_and_leaves_a_collector_the_user_turned_off_off():
+    import gc
+
+    from loom_nb._codec import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # the user's choice is kept
+    finally:
+        gc.enable()
