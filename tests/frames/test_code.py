@@ -276,15 +276,7 @@ def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
     ("args", "expected"),
     [
         (
-            {
-                "table": "orders",
-                "filters": [
-                    {"column": "status", "op": "eq", "value": "open"},
-                    {"column": "total", "op": "gt", "value": 100},
-                ],
-                "order": [{"column": "total", "desc": True}],
-                "limit": 50,
-            },
+            open_orders_over(100, limit=50),
             "result = (\n"
             '    orders[(orders["status"] == "open") & (orders["total"] > 100)]\n'
             '    .sort_values("total", ascending=False, na_position="last", kind="stable")\n'
