@@ -236,7 +236,7 @@ def test_a_call_decided_but_never_claimed_has_a_way_on(store: Store, state: str)
     with pytest.raises(UserError, match="Continue") as refused:  # a new prompt names the way
         second.run_sync("something else", thread_id=stopped.thread_id)
     assert way in str(refused.value) and "approve or reject first" not in str(refused.value)
-    with pytest.raises(CallAlreadyDecided) as other:  # the other decision names the way too
+    with pytest.raises(CallAlreadyDecided, match="has not run yet") as other:  # names the way too
         second.resume_sync(stopped.thread_id, {call_id: not yes})
     assert way in str(other.value) and "has not run yet" in str(other.value)
     assert log == []

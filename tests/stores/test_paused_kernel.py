@@ -26,21 +26,12 @@ pytestmark = pytest.mark.slow
 _KERNEL = (
     OPEN_STORE
     + """
-import json, time
-from loom_nb import _lease, LoomError, ReplayModel, define_agent, tool
+import json
+from loom_nb import _lease, LoomError, ReplayModel, define_agent
 
 _lease.LEASE_SECONDS, _lease.RENEW_SECONDS = 2.0, 0.3
 side, thread_id, call_id = sys.argv[2:5]
-
-@tool(needs_approval=True)
-def write_ticket(key: str) -> str:
-    "File a ticket (the write)."
-    with open(side, "a") as f:
-        f.write("effect " + key + "\\n")
-    print("writing", flush=True)
-    time.sleep(0.5)
-    return "filed " + key
-
+write_ticket = ticket_writer(side, pause=0.5)
 agent = define_agent(name="support", model=ReplayModel(["Filed."]), tools=[write_ticket],
                      store=store)
 try:
