@@ -22,17 +22,7 @@ from loom_nb import (
     memory_store,
     tool,
 )
-
-
-def writer(log: list[str]):
-    @tool(needs_approval=True, preview=lambda args: {"will_write": args["text"]})
-    def write_note(text: str) -> str:
-        """Write a note."""
-        log.append(text)
-        return "written"
-
-    return write_note
-
+from tests.stores._threads import writer
 
 # ---- no window without a card --------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from loom_nb import ReplayModel, Reply, Store, Tool, define_agent, tool
+from loom_nb import ReplayModel, Reply, Store, Thread, Tool, define_agent, tool
 
 #: The repository, where a child's script imports ``tests`` from (after its own path, so it
 #: imports the same loom_nb as this process).
@@ -194,6 +194,15 @@ def open_target(target: str) -> Store:
     from loom_nb.sqlite import sqlite_store
 
     return sqlite_store(target)
+
+
+def saved_thread(target: str, thread_id: str) -> Thread | None:
+    """Thread ``thread_id`` as a new kernel reads it from ``target`` (see ``open_target``)."""
+    store = open_target(target)
+    try:
+        return store.load(thread_id)
+    finally:
+        store.close()
 
 
 def ticket_writer(side: str | Path, pause: float = 0.0) -> Tool:

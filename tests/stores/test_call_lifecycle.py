@@ -32,6 +32,7 @@ from loom_nb import (
     define_agent,
     tool,
 )
+from tests.stores._threads import writer
 
 DEAD = "elsewhere:1:dead"  # a holder on another host: only its lease's expiry tells
 
@@ -174,16 +175,6 @@ async def test_the_keeper_never_takes_a_thread_back(store: Store):
 
 
 # ---- the agent: decisions ------------------------------------------------------------------------
-
-
-def writer(log: list[str]):
-    @tool(needs_approval=True, preview=lambda args: {"will_write": args["text"]})
-    def write_note(text: str) -> str:
-        """Write a note."""
-        log.append(text)
-        return "written"
-
-    return write_note
 
 
 def two_agents(store: Store, log: list[str]):

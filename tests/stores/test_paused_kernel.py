@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from loom_nb import ReplayModel, define_agent
-from tests.stores._processes import OPEN_STORE, open_target, waiting_call
+from tests.stores._processes import OPEN_STORE, open_target, saved_thread, waiting_call
 
 pytestmark = pytest.mark.slow
 
@@ -70,9 +70,7 @@ def test_a_kernel_paused_past_its_lease_saves_the_result_when_it_wakes(target: s
     time.sleep(5)  # past the 2 s lease; no other kernel comes
     child.send_signal(signal.SIGCONT)
     said = ended(child)
-    store = open_target(target)
-    thread = store.load(thread_id)
-    store.close()
+    thread = saved_thread(target, thread_id)
     print(f"\nwoken: {said}")
     assert said == ["ok", "complete"]
     assert thread is not None and thread.status == "complete" and thread.pending == []
@@ -115,9 +113,7 @@ def test_a_result_is_saved_once_the_server_is_back(
     time.sleep(3)
     server.start_again()
     said = ended(child)
-    store = open_target(target)
-    thread = store.load(thread_id)
-    store.close()
+    thread = saved_thread(target, thread_id)
     print(f"\nafter the restart: {said}")
     assert said == ["ok", "complete"]
     assert thread is not None and [r.call_id for r in thread.tool_results()] == [call_id]
