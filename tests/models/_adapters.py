@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import tests.models._anthropic_wire as ant
 import tests.models._wire as oai
-from loom_nb import Message, tool
+from loom_nb import Agent, Message, define_agent, tool
 from loom_nb.models import Model, ModelRequest, ModelSettings, ToolDefinition
 from loom_nb.models._base import StreamingAdapter
 from tests.models._wire import OPENED, Reply, WireServer
@@ -54,6 +54,12 @@ WEATHER = ToolDefinition(
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"Sunny in {city}, 21 C"
+
+
+def weather_agent(model: Model, **more: Any) -> Agent:
+    """Agent "weather" on ``model`` with the ``get_weather`` tool (``more``: define_agent's
+    other arguments)."""
+    return define_agent(name="weather", model=model, tools=[get_weather], **more)
 
 
 class Case(ABC):

@@ -20,7 +20,7 @@ from loom_nb import (
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.anthropic import AnthropicModel
-from tests.models._adapters import WEATHER, collect, get_weather, request
+from tests.models._adapters import WEATHER, collect, get_weather, request, weather_agent
 from tests.models._anthropic_wire import finish, message_start, stream, text, text_block, tool_block
 from tests.models._wire import OPENED, Reply, WireServer
 
@@ -145,12 +145,7 @@ async def test_an_agents_tool_result_goes_back_in_a_user_turn(server: WireServer
         stream(tool_block(0, "toolu_w", "get_weather", '{"city": ', '"Oslo"}'), stop="tool_use"),
         text("Sunny in Oslo."),
     )
-    agent = define_agent(
-        name="weather",
-        model=make_model(server),
-        instructions="You report weather.",
-        tools=[get_weather],
-    )
+    agent = weather_agent(make_model(server), instructions="You report weather.")
     await agent.run("Weather in Oslo?")
 
     first, second = server.bodies()
@@ -183,7 +178,7 @@ async def test_broken_input_goes_back_flagged_as_an_error(server: WireServer) ->
         stream(tool_block(0, "toolu_1", "get_weather", '{"city": Oslo'), stop="tool_use"),
         text("Let me try again."),
     )
-    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
+    agent = weather_agent(make_model(server))
     await agent.run("Weather?")
 
     [block] = server.requests[1].body["messages"][-1]["content"]

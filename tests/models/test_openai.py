@@ -22,7 +22,7 @@ from loom_nb import (
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.openai import OpenAIModel, ollama
-from tests.models._adapters import WEATHER, collect, get_weather, request
+from tests.models._adapters import WEATHER, collect, get_weather, request, weather_agent
 from tests.models._wire import (
     OPENED,
     Reply,
@@ -236,12 +236,7 @@ async def test_the_history_goes_back_as_chat_messages(server: WireServer) -> Non
         ),
         text("It is sunny in Oslo."),
     )
-    agent = define_agent(
-        name="weather",
-        model=make_model(server),
-        instructions="You report weather.",
-        tools=[get_weather],
-    )
+    agent = weather_agent(make_model(server), instructions="You report weather.")
     await agent.run("Weather in Oslo?")
 
     first, second = server.bodies()
@@ -274,7 +269,7 @@ async def test_broken_arguments_go_back_as_an_empty_object(server: WireServer) -
         ),
         text("Sorry, let me retry."),
     )
-    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
+    agent = weather_agent(make_model(server))
     await agent.run("Weather in Oslo?")
 
     messages = server.requests[1].body["messages"]
@@ -293,7 +288,7 @@ async def test_several_tool_results_become_one_tool_message_each(server: WireSer
         ),
         text("Both sunny."),
     )
-    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
+    agent = weather_agent(make_model(server))
     await agent.run("Oslo and Rome?")
 
     tail = server.requests[1].body["messages"][-2:]
