@@ -18,7 +18,7 @@ from loom_nb._tools import Connector, ToolInputError, to_output
 from loom_nb.frames import frame_tools
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 from tests.frames._orders import open_orders_over, orders_frame
-from tests.frames.test_buckets import AGGREGATES, TIMEZONES, rows
+from tests.frames.test_buckets import AGGREGATES, BUCKETED
 from tests.frames.test_buckets import frame as events_frame
 
 
@@ -188,11 +188,7 @@ def test_aggregate_code_gives_the_tools_frame(args: dict[str, Any]) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    rows,
-    st.sampled_from(TIMEZONES),
-    st.sampled_from(["s", "ms", "us", "ns"]),
-    st.sampled_from(BUCKETS),
-    st.booleans(),
+    *BUCKETED,
     st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=4),
     st.one_of(st.none(), st.integers(-500, 500)),
 )

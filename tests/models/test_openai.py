@@ -18,11 +18,16 @@ from loom_nb import (
     TextDelta,
     ToolCall,
     Usage,
-    define_agent,
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.openai import OpenAIModel, ollama
-from tests.models._adapters import WEATHER, collect, get_weather, request, weather_agent
+from tests.models._adapters import (
+    WEATHER,
+    collect,
+    live_weather,
+    request,
+    weather_agent,
+)
 from tests.models._wire import (
     OPENED,
     Reply,
@@ -367,18 +372,5 @@ async def test_live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     name = os.environ.get("LOOM_LIVE_OPENAI_MODEL")
     if not name or not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
         pytest.skip("set LOOM_LIVE_OPENAI_MODEL and OPENAI_API_KEY (or OPENAI_BASE_URL)")
-    from loom_nb.models import allow_model_requests
-    from tests.models._wire import allow_network
-
-    allow_network(monkeypatch)
-    agent = define_agent(
-        name="live",
-        model=OpenAIModel(name, max_retries=1),
-        instructions="Use your tools; answer briefly.",
-        tools=[get_weather],
-    )
-    with allow_model_requests(True):
-        result = await agent.run("Use the tool to get the weather in Oslo, then say it.")
-    assert "get_weather" in [r.name for r in result.thread.tool_results()]
-    assert result.output
+    result = await live_weather(OpenAIModel(name, max_retries=1), monkeypatch)
     assert result.usage.requests >= 1 and result.usage.input_tokens > 0
