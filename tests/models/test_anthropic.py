@@ -19,13 +19,7 @@ from loom_nb import (
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.anthropic import AnthropicModel
-from tests.models._adapters import (
-    WEATHER,
-    collect,
-    live_weather,
-    request,
-    weather_agent,
-)
+from tests.models._adapters import WEATHER, collect, live_weather, request, weather_agent
 from tests.models._anthropic_wire import finish, message_start, stream, text, text_block, tool_block
 from tests.models._wire import OPENED, Reply, WireServer
 

@@ -21,13 +21,7 @@ from loom_nb import (
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.openai import OpenAIModel, ollama
-from tests.models._adapters import (
-    WEATHER,
-    collect,
-    live_weather,
-    request,
-    weather_agent,
-)
+from tests.models._adapters import WEATHER, collect, live_weather, request, weather_agent
 from tests.models._wire import (
     OPENED,
     Reply,
