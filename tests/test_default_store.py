@@ -79,7 +79,7 @@ def test_a_loom_store_that_names_no_known_store_is_a_clear_error_and_no_file(
 ):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LOOM_STORE", spec)
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(UserError, match="LOOM_STORE") as caught:
         define_agent(name="a", model=ReplayModel([]))
     said = str(caught.value)
     assert "LOOM_STORE" in said and "SQLite file path" in said, said
@@ -147,11 +147,29 @@ else:
     assert kernel(thread_id) == f"[{thread_id!r}] saved"
 
 
-def test_every_store_says_where_it_keeps_threads(tmp_path: Path):
+def test_every_store_says_where_it_keeps_threads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from IPython.core.interactiveshell import InteractiveShell
+
     # the line %loom threads prints above the threads: where they are, and what that means
-    assert describe(memory_store()) == "memory (lost when the kernel stops)"
-    with sqlite_store(tmp_path / "team.db") as store:
-        assert describe(store) == f"SQLite file {tmp_path / 'team.db'}"
+    shell = InteractiveShell.instance()
+    shell.run_cell("%load_ext loom_nb", store_history=False)
+    with sqlite_store(tmp_path / "team.db") as kept:
+        shell.user_ns["scratch"] = define_agent(
+            name="scratch", model=ReplayModel([]), store=memory_store()
+        )
+        shell.user_ns["team"] = define_agent(name="team", model=ReplayModel([]), store=kept)
+        capsys.readouterr()
+        try:
+            for name, said in [
+                ("scratch", "threads in memory (lost when the kernel stops)"),
+                ("team", f"threads in SQLite file {tmp_path / 'team.db'}"),
+            ]:
+                assert shell.run_cell(f"%loom threads {name}", store_history=False).success
+                assert capsys.readouterr().out.splitlines()[0] == said
+        finally:
+            del shell.user_ns["scratch"], shell.user_ns["team"]
 
     class Bare:  # a store of the user's own without describe(): named by its class
         pass

@@ -29,6 +29,16 @@ def _echo(request: ModelRequest) -> str:
     return f"heard {len(request.messages)}"
 
 
+def _recording(seen: list[list[str]], answer: str) -> FunctionModel:
+    """A model that answers ``answer`` and notes in ``seen`` the texts each request held."""
+
+    def model(request: ModelRequest) -> str:
+        seen.append([m.text for m in request.messages])
+        return answer
+
+    return FunctionModel(model)
+
+
 @pytest.fixture
 def store(tmp_path: Path):
     s = sqlite_store(tmp_path / "loom.db")
@@ -109,12 +119,7 @@ def test_a_thread_deleted_and_made_again_elsewhere_is_the_one_the_next_turn_sees
 
     store = any_store
     seen: list[list[str]] = []
-
-    def remember(request: ModelRequest) -> str:
-        seen.append([m.text for m in request.messages])
-        return "ok"
-
-    agent = define_agent(name="a", model=FunctionModel(remember), store=store)
+    agent = define_agent(name="a", model=_recording(seen, "ok"), store=store)
     thread_id = agent.run_sync("one").thread_id
     store.delete(thread_id)  # another kernel deletes it and writes a thread of the same id,
     again = Thread(id=thread_id, agent="a")  # as many messages, as many writes
@@ -201,12 +206,7 @@ def test_another_kernels_turn_is_seen(tmp_path: Path):
     path = tmp_path / "loom.db"
     store = sqlite_store(path)
     seen: list[list[str]] = []
-
-    def model(request: ModelRequest) -> str:
-        seen.append([m.text for m in request.messages])
-        return "here"
-
-    agent = define_agent(name="a", model=FunctionModel(model), store=store)
+    agent = define_agent(name="a", model=_recording(seen, "here"), store=store)
     thread_id = agent.run_sync("first").thread_id
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_OTHER_KERNEL), str(path), thread_id],

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from loom_nb._code import CodeContext
 from loom_nb._context import RunContext
 from loom_nb._tools import Connector, ToolInputError, ToolOutput
 
@@ -62,6 +63,18 @@ def open_orders_over(total: float, **more: Any) -> dict[str, Any]:
         "order": [{"column": "total", "desc": True}],
         **more,
     }
+
+
+def code_result(conn: Connector, tool: str, args: dict[str, Any], **frames: pd.DataFrame) -> Any:
+    """What the export's code of ``tool(args)`` computes (its ``result``), run on copies of
+    ``frames``."""
+    hook = conn.tools[tool].code
+    assert hook is not None
+    ctx = CodeContext()
+    code = hook(args, ctx) or ""  # first: it adds the imports it needs to ctx.setups
+    namespace: dict[str, Any] = {name: frame.copy() for name, frame in frames.items()}
+    exec("\n\n".join([*ctx.setups, code]), namespace)
+    return namespace["result"]
 
 
 async def call(conn: Connector, tool: str, args: dict[str, Any]) -> ToolOutput:

@@ -50,6 +50,15 @@ rows = st.lists(
     min_size=1,
     max_size=40,
 )
+#: What a bucket test draws (here and in test_code.py): the rows, the time zone, the
+#: timestamps' unit, the bucket, and whether to group by ``k`` as well.
+BUCKETED = (
+    rows,
+    st.sampled_from(TIMEZONES),
+    st.sampled_from(["s", "ms", "us", "ns"]),
+    st.sampled_from(BUCKETS),
+    st.booleans(),
+)
 AGGREGATES = [
     {"fn": "count"},
     {"fn": "count", "column": "v"},
@@ -118,13 +127,7 @@ def aggregate(conn: Connector, args: dict[str, Any]) -> pd.DataFrame:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    rows,
-    st.sampled_from(TIMEZONES),
-    st.sampled_from(["s", "ms", "us", "ns"]),
-    st.sampled_from(BUCKETS),
-    st.booleans(),
-)
+@given(*BUCKETED)
 def test_buckets_equal_pandas_grouper(data, tz, unit, bucket, by_k):
     df = frame(data, tz, unit)
     conn = frame_tools({"events": df}, max_rows=1000)

@@ -18,7 +18,7 @@ from loom_nb._tools import Connector, ToolInputError, to_output
 from loom_nb.frames import frame_tools
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 from tests.frames._orders import open_orders_over, orders_frame
-from tests.frames.test_buckets import AGGREGATES, TIMEZONES, rows
+from tests.frames.test_buckets import AGGREGATES, BUCKETED
 from tests.frames.test_buckets import frame as events_frame
 
 
@@ -188,11 +188,7 @@ def test_aggregate_code_gives_the_tools_frame(args: dict[str, Any]) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    rows,
-    st.sampled_from(TIMEZONES),
-    st.sampled_from(["s", "ms", "us", "ns"]),
-    st.sampled_from(BUCKETS),
-    st.booleans(),
+    *BUCKETED,
     st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=4),
     st.one_of(st.none(), st.integers(-500, 500)),
 )
@@ -276,15 +272,7 @@ def test_a_bucket_reads_as_its_start_in_words_and_code() -> None:
     ("args", "expected"),
     [
         (
-            {
-                "table": "orders",
-                "filters": [
-                    {"column": "status", "op": "eq", "value": "open"},
-                    {"column": "total", "op": "gt", "value": 100},
-                ],
-                "order": [{"column": "total", "desc": True}],
-                "limit": 50,
-            },
+            open_orders_over(100, limit=50),
             "result = (\n"
             '    orders[(orders["status"] == "open") & (orders["total"] > 100)]\n'
             '    .sort_values("total", ascending=False, na_position="last", kind="stable")\n'

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
 from loom_nb import RunContext, ToolInputError, UserError
-from loom_nb._code import CodeContext
 from loom_nb._messages import ToolCall
 from loom_nb.frames import frame_tools
 from loom_nb.notebook._calls import CallText
+from tests.frames._orders import code_result
 
 RELATIONSHIPS = {"orders.customer_id": "customers.id"}
 
@@ -125,11 +125,8 @@ def test_a_join_then_groupby_equals_merge_and_groupby_by_hand(
         )
     assert_frame_equal(out.data, expected, check_dtype=False)
     # the export's code gives the very frame
-    ctx = CodeContext()
-    code = conn.tools["frames_aggregate"].code(args, ctx)
-    namespace: dict[str, Any] = {"orders": orders.copy(), "customers": customers.copy()}
-    exec("\n\n".join([*ctx.setups, code]), namespace)
-    assert_frame_equal(namespace["result"], out.data)
+    given = code_result(conn, "frames_aggregate", args, orders=orders, customers=customers)
+    assert_frame_equal(given, out.data)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,11 +155,8 @@ def test_a_joined_select_keeps_every_order_and_says_how_many_had_no_match(
         assert f"{unmatched:,} orders row(s) had no customers row" in out.content
     else:
         assert "Every orders row matched a customers row." in out.content
-    ctx = CodeContext()
-    code = conn.tools["frames_select"].code(args, ctx)
-    namespace: dict[str, Any] = {"orders": orders.copy(), "customers": customers.copy()}
-    exec("\n\n".join([*ctx.setups, code]), namespace)
-    assert_frame_equal(namespace["result"], out.data)
+    given = code_result(conn, "frames_select", args, orders=orders, customers=customers)
+    assert_frame_equal(given, out.data)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -185,11 +179,7 @@ def test_bins_count_every_row_as_numpy_histogram_does(values: list[float], bins:
     assert int(out.data["count"].sum()) == len(frame)  # every row is in a bin or the NaN group
     assert int(out.data.loc[out.data["bin_total"].isna(), "count"].sum()) == outside
     assert out.data.attrs["loom"]["edges"]["bin_total"] == pytest.approx(edges.tolist())
-    ctx = CodeContext()
-    code = conn.tools["frames_aggregate"].code(args, ctx)
-    namespace: dict[str, Any] = {"orders": frame.copy()}
-    exec("\n\n".join([*ctx.setups, code]), namespace)
-    assert_frame_equal(namespace["result"], out.data)
+    assert_frame_equal(code_result(conn, "frames_aggregate", args, orders=frame), out.data)
 
 
 def test_percentiles_over_all_rows_not_the_page() -> None:

@@ -13,9 +13,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import pytest
+
 import tests.models._anthropic_wire as ant
 import tests.models._wire as oai
-from loom_nb import Message, tool
+from loom_nb import Agent, Message, RunResult, define_agent, tool
 from loom_nb.models import Model, ModelRequest, ModelSettings, ToolDefinition
 from loom_nb.models._base import StreamingAdapter
 from tests.models._wire import OPENED, Reply, WireServer
@@ -54,6 +56,31 @@ WEATHER = ToolDefinition(
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"Sunny in {city}, 21 C"
+
+
+def weather_agent(model: Model, **more: Any) -> Agent:
+    """Agent "weather" on ``model`` with the ``get_weather`` tool (``more``: define_agent's
+    other arguments)."""
+    return define_agent(name="weather", model=model, tools=[get_weather], **more)
+
+
+async def live_weather(model: Model, monkeypatch: pytest.MonkeyPatch) -> RunResult:
+    """A run of a live endpoint's ``model`` (the network allowed for it) asked to use
+    ``get_weather``: it called the tool and answered."""
+    from loom_nb.models import allow_model_requests
+
+    oai.allow_network(monkeypatch)
+    agent = define_agent(
+        name="live",
+        model=model,
+        instructions="Use your tools; answer briefly.",
+        tools=[get_weather],
+    )
+    with allow_model_requests(True):
+        result = await agent.run("Use the tool to get the weather in Oslo, then say it.")
+    assert "get_weather" in [r.name for r in result.thread.tool_results()]
+    assert result.output
+    return result
 
 
 class Case(ABC):

@@ -16,11 +16,10 @@ from loom_nb import (
     ToolCall,
     ToolResult,
     Usage,
-    define_agent,
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.anthropic import AnthropicModel
-from tests.models._adapters import WEATHER, collect, get_weather, request
+from tests.models._adapters import WEATHER, collect, live_weather, request, weather_agent
 from tests.models._anthropic_wire import finish, message_start, stream, text, text_block, tool_block
 from tests.models._wire import OPENED, Reply, WireServer
 
@@ -145,12 +144,7 @@ async def test_an_agents_tool_result_goes_back_in_a_user_turn(server: WireServer
         stream(tool_block(0, "toolu_w", "get_weather", '{"city": ', '"Oslo"}'), stop="tool_use"),
         text("Sunny in Oslo."),
     )
-    agent = define_agent(
-        name="weather",
-        model=make_model(server),
-        instructions="You report weather.",
-        tools=[get_weather],
-    )
+    agent = weather_agent(make_model(server), instructions="You report weather.")
     await agent.run("Weather in Oslo?")
 
     first, second = server.bodies()
@@ -183,7 +177,7 @@ async def test_broken_input_goes_back_flagged_as_an_error(server: WireServer) ->
         stream(tool_block(0, "toolu_1", "get_weather", '{"city": Oslo'), stop="tool_use"),
         text("Let me try again."),
     )
-    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
+    agent = weather_agent(make_model(server))
     await agent.run("Weather?")
 
     [block] = server.requests[1].body["messages"][-1]["content"]
@@ -211,18 +205,6 @@ async def test_live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     name = os.environ.get("LOOM_LIVE_ANTHROPIC_MODEL")
     if not name or not os.environ.get("ANTHROPIC_API_KEY"):
         pytest.skip("set LOOM_LIVE_ANTHROPIC_MODEL and ANTHROPIC_API_KEY")
-    from loom_nb.models import allow_model_requests
-    from tests.models._wire import allow_network
-
-    allow_network(monkeypatch)
-    agent = define_agent(
-        name="live",
-        model=AnthropicModel(name, max_tokens=300, max_retries=1),
-        instructions="Use your tools; answer briefly.",
-        tools=[get_weather],
-    )
-    with allow_model_requests(True):
-        result = await agent.run("Use the tool to get the weather in Oslo, then say it.")
-    assert "get_weather" in [r.name for r in result.thread.tool_results()]
-    assert result.output
+    model = AnthropicModel(name, max_tokens=300, max_retries=1)
+    result = await live_weather(model, monkeypatch)
     assert result.usage.input_tokens > 0

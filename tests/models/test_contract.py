@@ -37,7 +37,7 @@ from loom_nb.models import (
     allow_model_requests,
     resolve_model,
 )
-from tests.models._adapters import WEATHER, Case, collect, get_weather, request
+from tests.models._adapters import WEATHER, Case, collect, request, weather_agent
 from tests.models._wire import Reply, closed_port_url, unanswered_connects
 
 ADAPTERS = ["openai_case", "anthropic_case"]
@@ -161,9 +161,7 @@ async def test_agent_round_trip_sends_the_tool_result_back(case: Case) -> None:
         case.tool_calls(("call_w1", "get_weather", ('{"city": ', '"Oslo"}')), usage=(20, 7)),
         case.text("It is ", "sunny in Oslo.", usage=(40, 6)),
     )
-    agent = define_agent(
-        name="weather", model=case.model(), instructions="You report weather.", tools=[get_weather]
-    )
+    agent = weather_agent(case.model(), instructions="You report weather.")
     result = await agent.run("Weather in Oslo?")
 
     assert result.status == "complete"
@@ -186,7 +184,7 @@ async def test_broken_arguments_go_back_as_an_error_result(case: Case) -> None:
         case.tool_calls(("call_1", "get_weather", ('{"city": Oslo',))),
         case.text("Sorry, let me retry."),
     )
-    agent = define_agent(name="weather", model=case.model(), tools=[get_weather])
+    agent = weather_agent(case.model())
     result = await agent.run("Weather in Oslo?")
 
     assert result.output == "Sorry, let me retry."
@@ -198,7 +196,7 @@ async def test_broken_arguments_go_back_as_an_error_result(case: Case) -> None:
 async def test_arguments_nested_thousands_deep_go_back_as_an_error_result(case: Case) -> None:
     deep = '{"city": ' + "[" * 5000 + "]" * 5000 + "}"  # json.loads raises RecursionError
     case.server.add(case.tool_calls(("call_1", "get_weather", (deep,))), case.text("Sorry."))
-    agent = define_agent(name="weather", model=case.model(), tools=[get_weather])
+    agent = weather_agent(case.model())
     result = await agent.run("Weather in Oslo?")
 
     assert result.status == "complete" and result.output == "Sorry."
@@ -212,9 +210,7 @@ async def test_a_failed_turn_keeps_what_completed(case: Case) -> None:
         case.tool_calls(("call_1", "get_weather", ('{"city": "Oslo"}',))),
         case.error(401, "Incorrect API key provided: sk-test."),
     )
-    agent = define_agent(
-        name="weather", model=case.model(), tools=[get_weather], store=memory_store()
-    )
+    agent = weather_agent(case.model(), store=memory_store())
     with pytest.raises(AuthenticationFailed, match=case.key_env) as info:
         await agent.run("Weather in Oslo?")
 
@@ -232,7 +228,7 @@ async def test_a_fault_mid_answer_keeps_what_completed_in_the_store(case: Case) 
         Reply(events=case.opening("It is sun"), reset=True),
     )
     store = memory_store()
-    agent = define_agent(name="weather", model=case.model(), tools=[get_weather], store=store)
+    agent = weather_agent(case.model(), store=store)
     with pytest.raises(ProviderUnreachable, match="dropped mid-answer") as info:
         await agent.run("Weather in Oslo?")
 

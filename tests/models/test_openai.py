@@ -18,11 +18,10 @@ from loom_nb import (
     TextDelta,
     ToolCall,
     Usage,
-    define_agent,
 )
 from loom_nb.models import ModelSettings, resolve_model
 from loom_nb.models.openai import OpenAIModel, ollama
-from tests.models._adapters import WEATHER, collect, get_weather, request
+from tests.models._adapters import WEATHER, collect, live_weather, request, weather_agent
 from tests.models._wire import (
     OPENED,
     Reply,
@@ -236,12 +235,7 @@ async def test_the_history_goes_back_as_chat_messages(server: WireServer) -> Non
         ),
         text("It is sunny in Oslo."),
     )
-    agent = define_agent(
-        name="weather",
-        model=make_model(server),
-        instructions="You report weather.",
-        tools=[get_weather],
-    )
+    agent = weather_agent(make_model(server), instructions="You report weather.")
     await agent.run("Weather in Oslo?")
 
     first, second = server.bodies()
@@ -274,7 +268,7 @@ async def test_broken_arguments_go_back_as_an_empty_object(server: WireServer) -
         ),
         text("Sorry, let me retry."),
     )
-    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
+    agent = weather_agent(make_model(server))
     await agent.run("Weather in Oslo?")
 
     messages = server.requests[1].body["messages"]
@@ -293,7 +287,7 @@ async def test_several_tool_results_become_one_tool_message_each(server: WireSer
         ),
         text("Both sunny."),
     )
-    agent = define_agent(name="weather", model=make_model(server), tools=[get_weather])
+    agent = weather_agent(make_model(server))
     await agent.run("Oslo and Rome?")
 
     tail = server.requests[1].body["messages"][-2:]
@@ -372,18 +366,5 @@ async def test_live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     name = os.environ.get("LOOM_LIVE_OPENAI_MODEL")
     if not name or not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
         pytest.skip("set LOOM_LIVE_OPENAI_MODEL and OPENAI_API_KEY (or OPENAI_BASE_URL)")
-    from loom_nb.models import allow_model_requests
-    from tests.models._wire import allow_network
-
-    allow_network(monkeypatch)
-    agent = define_agent(
-        name="live",
-        model=OpenAIModel(name, max_retries=1),
-        instructions="Use your tools; answer briefly.",
-        tools=[get_weather],
-    )
-    with allow_model_requests(True):
-        result = await agent.run("Use the tool to get the weather in Oslo, then say it.")
-    assert "get_weather" in [r.name for r in result.thread.tool_results()]
-    assert result.output
+    result = await live_weather(OpenAIModel(name, max_retries=1), monkeypatch)
     assert result.usage.requests >= 1 and result.usage.input_tokens > 0

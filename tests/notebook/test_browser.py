@@ -1,4 +1,5 @@
-"""End to end in a real browser: JupyterLab 4, Debian's chromium driven by Playwright.
+"""End to end in a real browser: JupyterLab 4 (and, where a test takes ``frontend``, Notebook 7
+as well), Debian's chromium driven by Playwright.
 
 What a person sees in the DOM, and what the kernel holds after their clicks.
 """
@@ -31,12 +32,17 @@ from tests.notebook.browser.page import (
     watch_stream,
     write_notebook,
 )
-from tests.notebook.browser.steps import LAB, Ask, approve_the_write, run_to_the_card
+from tests.notebook.browser.steps import Ask, Frontend, approve_the_write, run_to_the_card
 
-# The harness's fixtures: one JupyterLab for this module, a fresh chromium page per test.
+# The harness's fixtures: one JupyterLab for this module, a fresh chromium page per test; for
+# the tests run in each frontend, one Notebook 7 too, and a page on the frontend's server.
 lab = fixtures.lab
+notebook7 = fixtures.notebook7
 chromium = fixtures.chromium
 page = fixtures.page
+frontend = fixtures.frontend
+server = fixtures.server
+frontend_page = fixtures.frontend_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -162,15 +168,19 @@ ORDERS_ASK = Ask(
 )
 
 
-def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
-    """A person runs a notebook: sees the streamed answer and the table, approves the write,
-    sees its outcome; the kernel holds the data; after a restart the thread comes back whole."""
+def test_agent_run_approve_restart_resume(
+    frontend: Frontend, server: LabServer, frontend_page: Any
+) -> None:
+    """A person runs a notebook (JupyterLab by its command, Notebook 7 from Run > Run All
+    Cells): sees the streamed answer and the table, approves the write, sees its outcome; the
+    kernel holds the data; after a restart the thread comes back whole."""
+    page = frontend_page
     cells, answer = ORDERS_ASK.cells, ORDERS_ASK.answer
-    thread = run_to_the_card(page, lab, LAB, ORDERS_ASK, "agent.ipynb")
+    thread = run_to_the_card(page, server, frontend, ORDERS_ASK, "agent.ipynb")
     assert "open_orders" in thread.locator(".loom-tool-call").first.inner_text()
     thread_id = thread.locator(".loom-thread-id").inner_text().strip()
     assert thread_id
-    approve_the_write(page, LAB, ORDERS_ASK, thread)
+    approve_the_write(page, frontend, ORDERS_ASK, thread)
 
     # Restart: nothing in memory; the thread comes back from SQLite, whole.
     resumed = restart_and_resume(page, len(cells), thread_id)
@@ -189,7 +199,7 @@ def test_agent_run_approve_restart_resume(lab: LabServer, page: Any) -> None:
     write_call.locator("summary").first.click()  # the saved thread folds calls in <details>
     expect_text(write_call, "approved")
     expect_text(write_call, "Hopper")
-    screenshot(page, "browser-agent-resumed", cell(page, len(cells)))
+    screenshot(page, f"{frontend.name}-agent-resumed", cell(page, len(cells)))
 
 
 def test_pending_approval_survives_a_restart(lab: LabServer, page: Any) -> None:
@@ -406,16 +416,17 @@ def test_rerunning_the_defining_cell_keeps_working(lab: LabServer, page: Any) ->
 
 
 def test_old_cards_after_a_restart_explain_and_the_saved_notebook_reads_without_widgets(
-    lab: LabServer, page: Any, chromium: str, tmp_path: Any
+    frontend: Frontend, server: LabServer, frontend_page: Any, tmp_path: Any
 ) -> None:
     """Kernel → Restart with outputs kept: the old card shows how to decide instead of
     buttons, and clicking it runs nothing. The notebook as saved reads without widgets: as
-    nbconvert HTML (no kernel) and opened untrusted in JupyterLab, with the thread, the table
-    and the card's arguments, and no button."""
+    nbconvert HTML (no kernel) and opened untrusted in the frontend, with the thread, the
+    table and the card's arguments, and no button."""
+    page, lab = frontend_page, server
     cells = _cells(SETUP, ASK, WRITTEN)
     write_notebook(lab.root / "old-card.ipynb", cells)
     open_notebook(page, lab, "old-card.ipynb")
-    run_all(page, len(cells))
+    frontend.run_all(page, len(cells))
     card = cell(page, 1).locator(".loom-approval")
     expect_text(card, "add_order")
     assert card.locator("button.loom-approve").is_visible()
@@ -441,7 +452,7 @@ def test_old_cards_after_a_restart_explain_and_the_saved_notebook_reads_without_
             '.loom-thread .jupyter-widgets-disconnected'), '::before').content"""
     )
     assert icon in ("none", "normal"), icon  # no broken-link icon on every widget
-    screenshot(page, "browser-old-card-after-restart", cell(page, 1))
+    screenshot(page, f"{frontend.name}-old-card-after-restart", cell(page, 1))
     run_cell(page, 0)
     wait_cell_done(page, 0)
     run_cell(page, 2)
@@ -466,11 +477,11 @@ def test_old_cards_after_a_restart_explain_and_the_saved_notebook_reads_without_
         assert "Hopper" in text and "42.5" in text  # the pending card's arguments
         assert "waiting for approval — run %loom approvals to decide" in text
         assert static.locator("button").count() == 0 and "ThreadView(" not in text
-        screenshot(static, "browser-saved-notebook-as-html")
+        screenshot(static, f"{frontend.name}-saved-notebook-as-html")
     finally:
         static.close()
 
-    # Opened untrusted (someone else's copy: its content has no signature here), JupyterLab
+    # Opened untrusted (someone else's copy: its content has no signature here), the frontend
     # draws the static HTML, not the widget. (A trusted copy would try the widget.)
     saved.metadata["shared_by"] = "a colleague"
     (lab.root / "untrusted.ipynb").write_text(nbformat.writes(saved))
@@ -480,7 +491,7 @@ def test_old_cards_after_a_restart_explain_and_the_saved_notebook_reads_without_
     assert "Hopper" in shown.inner_text() and "Grace" in shown.inner_text()
     assert shown.locator(".loom-thread").count() == 0 and shown.locator("button").count() == 0
     assert shown.locator("table tbody tr").count() == 2
-    screenshot(page, "browser-untrusted-notebook", cell(page, 1))
+    screenshot(page, f"{frontend.name}-untrusted-notebook", cell(page, 1))
 
 
 SLOW = """

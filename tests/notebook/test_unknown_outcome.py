@@ -4,44 +4,20 @@ as if nothing ran; nothing runs again until the user says "run it again"."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from loom_nb import ReplayModel, Reply, define_agent, tool
 from loom_nb.notebook import session as loom_session
 
 
 @pytest.fixture
-def shell(capsys: pytest.CaptureFixture[str]) -> Iterator[InteractiveShell]:
-    sh = InteractiveShell.instance()
-    sh.run_cell("%load_ext loom_nb", store_history=False)
-    sh.run_cell("%config LoomMagics.display = 'text'")
-    written: list[str] = []
-
-    @tool(needs_approval=True, preview=lambda a: {"rows": [{"subject": a["subject"]}]})
-    def insert_ticket(subject: str) -> str:
-        "Insert a ticket."
-        written.append(subject)
-        return f"ticket {subject!r} inserted"
-
-    model = ReplayModel([Reply("Filing.", [("insert_ticket", {"subject": "refund"})])])
-    agent = define_agent(name="support", model=model, tools=[insert_ticket])
-    stopped = agent.run_sync("File a refund ticket")
-    call_id = stopped.pending[0].call_id
-    # its kernel claimed it and died while the tool ran (no lease: nobody runs the thread now)
-    agent.store.update_calls(
-        stopped.thread_id, [call_id], "running", expect={"pending"}, holder="gone:1:x"
-    )
-    model.add("Noted.")
-    sh.user_ns.update(support=agent, written=written, thread_id=stopped.thread_id, call=call_id)
-    capsys.readouterr()
-    yield sh
-    loom_session(sh).current.clear()
-    for name in ("support", "written", "thread_id", "call"):
-        sh.user_ns.pop(name, None)
+def shell(stopped_write: Callable[..., InteractiveShell]) -> InteractiveShell:
+    """Its kernel claimed the call and died while the tool ran (no lease: nobody runs the
+    thread now)."""
+    return stopped_write("running", holder="gone:1:x")
 
 
 def run(sh: InteractiveShell, code: str) -> Any:

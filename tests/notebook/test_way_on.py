@@ -4,45 +4,22 @@ view and every refusal name `%loom approve` / `%loom reject`, and going on runs 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from loom_nb import ReplayModel, Reply, define_agent, tool
 from loom_nb.notebook import session as loom_session
 
 
 @pytest.fixture(params=["approved", "rejected"])
 def shell(
-    request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
-) -> Iterator[InteractiveShell]:
-    sh = InteractiveShell.instance()
-    sh.run_cell("%load_ext loom_nb", store_history=False)
-    sh.run_cell("%config LoomMagics.display = 'text'")
-    written: list[str] = []
-
-    @tool(needs_approval=True, preview=lambda a: {"rows": [{"subject": a["subject"]}]})
-    def insert_ticket(subject: str) -> str:
-        "Insert a ticket."
-        written.append(subject)
-        return f"ticket {subject!r} inserted"
-
-    model = ReplayModel([Reply("Filing.", [("insert_ticket", {"subject": "refund"})])])
-    agent = define_agent(name="support", model=model, tools=[insert_ticket])
-    stopped = agent.run_sync("File a refund ticket")
-    call_id = stopped.pending[0].call_id
-    # decided in a kernel that stopped before its run took the call: nothing runs the thread
-    agent.store.update_calls(stopped.thread_id, [call_id], request.param, expect={"pending"})
-    model.add("Noted.")
-    sh.user_ns.update(support=agent, written=written, thread_id=stopped.thread_id, call=call_id)
-    sh.user_ns["state"] = request.param
-    capsys.readouterr()
-    yield sh
-    loom_session(sh).current.clear()
-    for name in ("support", "written", "thread_id", "call", "state"):
-        sh.user_ns.pop(name, None)
+    request: pytest.FixtureRequest, stopped_write: Callable[..., InteractiveShell]
+) -> InteractiveShell:
+    """Decided in a kernel that stopped before its run took the call: nothing runs the
+    thread."""
+    return stopped_write(request.param)
 
 
 def run(sh: InteractiveShell, code: str) -> Any:

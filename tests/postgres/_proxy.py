@@ -17,6 +17,8 @@ class SilentProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.silent = threading.Event()
+        #: Set once, silent, it holds something the kernel sent (a call waits on the server).
+        self.holding = threading.Event()
         #: Go silent when the kernel sends a chunk containing this (it is not forwarded).
         self.silent_on: bytes | None = None
         self._sockets: list[socket.socket] = []
@@ -42,6 +44,8 @@ class SilentProxy:
             except (OSError, ValueError):
                 return
             if self.silent.is_set():
+                if client in ready:
+                    self.holding.set()
                 continue  # hold everything: read nothing, send nothing
             for sock in ready:
                 try:

@@ -179,7 +179,7 @@ def test_an_app_role_meeting_an_older_schema_is_told_what_it_lacks_and_who_upgra
 ):
     to_previous_version(loom_database, postgres_schema)
     before = table_state(loom_database, postgres_schema)
-    with pytest.raises(PostgresStoreError) as caught:
+    with pytest.raises(PostgresStoreError, match="older loom_nb") as caught:
         postgres_store(loom_database.dsn(), schema=postgres_schema)
     said = str(caught.value)
     assert f"schema {postgres_schema!r}" in said and "older loom_nb" in said, said

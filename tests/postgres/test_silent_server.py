@@ -19,32 +19,26 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import ReplayModel, StoreError, UserError, define_agent, tool
+from loom_nb import ReplayModel, StoreError, UserError, define_agent
 from loom_nb.postgres import postgres_store
 from tests.postgres._proxy import SilentProxy
 from tests.postgres_server import LoomDatabase
+from tests.stores._processes import CHILD, ticket_writer
 
 pytestmark = pytest.mark.postgres
 
 TIMEOUT = 2.0
 
 # A kernel: an agent whose store goes through the proxy, with a write that needs approval.
-_KERNEL = """
-import json, sys, time
-from loom_nb import ReplayModel, Reply, define_agent, tool
+_KERNEL = (
+    CHILD
+    + """
+import json, time
+from loom_nb import ReplayModel, Reply, define_agent
 from loom_nb.postgres import postgres_store
 
 dsn, schema, side, what = sys.argv[1:5]
-
-@tool(needs_approval=True)
-def write_ticket(key: str) -> str:
-    "File a ticket (the write)."
-    with open(side, "a") as f:
-        f.write("effect " + key + "\\n")
-    print("writing", flush=True)  # the test silences the proxy now
-    time.sleep(0.1)
-    return "filed " + key
-
+write_ticket = ticket_writer(side, pause=0.1)  # says "writing": the test silences the proxy now
 store = postgres_store(dsn, schema=schema, timeout=float(sys.argv[5]))
 replies = [Reply("", [("write_ticket", {"key": "k1"})]), "Filed.", "More."]
 agent = define_agent(name="support", model=ReplayModel(replies), tools=[write_ticket],
@@ -68,6 +62,7 @@ except Exception as exc:
     print("end " + type(exc).__name__ + " " + json.dumps([time.monotonic() - started, str(exc)]),
           flush=True)
 """
+)
 
 
 def kernel(proxy: SilentProxy, database: LoomDatabase, schema: str, side: Path, what: str):
@@ -139,7 +134,7 @@ def test_a_hung_call_holds_the_connection_no_longer_than_its_deadline(
 
     first = threading.Thread(target=call, args=("list",))
     first.start()
-    time.sleep(0.2)
+    assert proxy.holding.wait(10)  # the first call is sent and hung, holding the connection
     call("load")  # waits for the hung call's connection, not longer than its own deadline
     first.join()
     proxy.close()
@@ -210,18 +205,11 @@ def test_a_silent_server_ends_the_run_in_time_and_another_kernel_goes_on(
         proxy.close()  # the server notices the kernel is gone
 
     # Another kernel (this process) takes the thread over and carries every call to done.
-    @tool(needs_approval=True)
-    def write_ticket(key: str) -> str:
-        "File a ticket (the write)."
-        with open(side, "a") as f:
-            f.write("effect " + key + "\n")
-        return "filed " + key
-
     store = postgres_store(loom_database.dsn(), schema=postgres_schema)
     agent = define_agent(
         name="support",
         model=ReplayModel(["Filed.", "Done."]),
-        tools=[write_ticket],
+        tools=[ticket_writer(side)],
         store=store,
     )
     thread = agent.thread(thread_id)

@@ -13,32 +13,33 @@ import random
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
-from loom_nb import ReplayModel, Reply, Store, define_agent, tool
+from loom_nb import ReplayModel, Reply, Store, Thread, Tool, define_agent, tool
 
-#: Opens, in a child process's script, the store its first argument names: a SQLite path, or
-#: ``DSN#SCHEMA`` for PostgreSQL.
-OPEN_STORE = """
+#: The repository, where a child's script imports ``tests`` from (after its own path, so it
+#: imports the same loom_nb as this process).
+_ROOT = str(Path(__file__).resolve().parents[2])
+
+#: The first lines of a child process's script: this module's helpers, importable.
+CHILD = f"""
 import sys
-if sys.argv[1].startswith("postgresql"):
-    from loom_nb.postgres import postgres_store
-    dsn, schema = sys.argv[1].split("#")
-    store = postgres_store(dsn, schema=schema)
-else:
-    from loom_nb.sqlite import sqlite_store
-    store = sqlite_store(sys.argv[1])
+sys.path.append({_ROOT!r})
+from tests.stores._processes import open_target, ticket_writer
 """
+
+#: Opens, in a child process's script, the store its first argument names (``open_target``).
+OPEN_STORE = CHILD + "store = open_target(sys.argv[1])\n"
 
 #: A kernel appending ``"<name> <i>"`` for i < count to thread ``shared`` and to its own
 #: ``own-<name>``; arguments: the store (as for ``OPEN_STORE``), name, the start file, count.
 #: It says ``ready`` once imported, waits for the start file, then opens the store (so that
 #: kernels given a new SQLite file create and migrate it at once), and ends saying ``ok``.
 WRITER = (
-    """
-import os, sys, time, traceback
+    CHILD
+    + """
+import os, time, traceback
 from loom_nb import Message, Thread
 
 name, go, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -46,9 +47,7 @@ print("ready", flush=True)
 while not os.path.exists(go):
     time.sleep(0.001)
 try:
-"""
-    + textwrap.indent(OPEN_STORE, "    ")
-    + """
+    store = open_target(sys.argv[1])
     shared, mine = Thread(id="shared", agent="a"), Thread(id=f"own-{name}", agent="a")
     store.save_thread(mine)
     if store.load("shared") is None:
@@ -195,6 +194,32 @@ def open_target(target: str) -> Store:
     from loom_nb.sqlite import sqlite_store
 
     return sqlite_store(target)
+
+
+def saved_thread(target: str, thread_id: str) -> Thread | None:
+    """Thread ``thread_id`` as a new kernel reads it from ``target`` (see ``open_target``)."""
+    store = open_target(target)
+    try:
+        return store.load(thread_id)
+    finally:
+        store.close()
+
+
+def ticket_writer(side: str | Path, pause: float = 0.0) -> Tool:
+    """The write the trials approve, ``write_ticket(key)``, in this process or a child's: it
+    adds the line ``effect <key>`` to the file ``side`` (so a test counts how often it ran,
+    whichever process ran it), says ``writing`` on stdout, then takes ``pause`` seconds."""
+
+    @tool(needs_approval=True)
+    def write_ticket(key: str) -> str:
+        "File a ticket (the write)."
+        with open(side, "a") as f:  # O_APPEND: whole lines, whichever process writes
+            f.write(f"effect {key}\n")
+        print("writing", flush=True)
+        time.sleep(pause)
+        return "filed " + key
+
+    return write_ticket
 
 
 def waiting_call(target: str) -> tuple[str, str]:

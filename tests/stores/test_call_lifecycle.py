@@ -32,6 +32,7 @@ from loom_nb import (
     define_agent,
     tool,
 )
+from tests.stores._threads import writer
 
 DEAD = "elsewhere:1:dead"  # a holder on another host: only its lease's expiry tells
 
@@ -176,16 +177,6 @@ async def test_the_keeper_never_takes_a_thread_back(store: Store):
 # ---- the agent: decisions ------------------------------------------------------------------------
 
 
-def writer(log: list[str]):
-    @tool(needs_approval=True, preview=lambda args: {"will_write": args["text"]})
-    def write_note(text: str) -> str:
-        """Write a note."""
-        log.append(text)
-        return "written"
-
-    return write_note
-
-
 def two_agents(store: Store, log: list[str]):
     """One agent defined twice (a re-run defining cell) on one store."""
     replies = [Reply("", [("write_note", {"text": "hello"})]), "Done."]
@@ -236,7 +227,7 @@ def test_a_call_decided_but_never_claimed_has_a_way_on(store: Store, state: str)
     with pytest.raises(UserError, match="Continue") as refused:  # a new prompt names the way
         second.run_sync("something else", thread_id=stopped.thread_id)
     assert way in str(refused.value) and "approve or reject first" not in str(refused.value)
-    with pytest.raises(CallAlreadyDecided) as other:  # the other decision names the way too
+    with pytest.raises(CallAlreadyDecided, match="has not run yet") as other:  # names the way too
         second.resume_sync(stopped.thread_id, {call_id: not yes})
     assert way in str(other.value) and "has not run yet" in str(other.value)
     assert log == []

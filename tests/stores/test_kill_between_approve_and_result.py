@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from loom_nb import ReplayModel, Reply, define_agent, tool
-from tests.stores._processes import OPEN_STORE, open_target
+from loom_nb import ReplayModel, Reply, define_agent
+from tests.stores._processes import OPEN_STORE, open_target, ticket_writer
 
 pytestmark = pytest.mark.slow
 
@@ -23,19 +23,12 @@ _KERNEL = (
     OPEN_STORE
     + """
 import os, signal
-from loom_nb import ReplayModel, define_agent, tool
+from loom_nb import ReplayModel, define_agent
 
 side, thread_id, call_id, approve, step = sys.argv[2:7]
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
-
-@tool(needs_approval=True)
-def write_ticket(key: str) -> str:
-    "File a ticket (the write)."
-    with open(side, "a") as f:
-        f.write("effect " + key + "\\n")
-    return "filed " + key
 
 update_calls, acquire_lease = store.update_calls, store.acquire_lease
 
@@ -54,8 +47,8 @@ def killing_lease(*args, **kw):
     return lease
 
 store.update_calls, store.acquire_lease = killing_update, killing_lease
-agent = define_agent(name="support", model=ReplayModel(["Filed."] * 3), tools=[write_ticket],
-                     store=store)
+agent = define_agent(name="support", model=ReplayModel(["Filed."] * 3),
+                     tools=[ticket_writer(side)], store=store)
 agent.resume_sync(thread_id, {call_id: approve == "approve"})
 print("not killed")
 """
@@ -75,21 +68,13 @@ def test_a_kill_at_any_step_after_approve_leaves_a_way_on_and_runs_nothing_twice
 
     kind = "postgres" if target.startswith("postgresql") else "sqlite"
     side = tmp_path / "side.log"
-
-    @tool(needs_approval=True)
-    def write_ticket(key: str) -> str:
-        "File a ticket (the write)."
-        with open(side, "a") as f:
-            f.write("effect " + key + "\n")
-        return "filed " + key
-
     trials = [("approve", s) for s in APPROVED] + [("reject", s) for s in REJECTED]
     store = open_target(target)
     replies = [Reply("", [("write_ticket", {"key": f"k{i}"})]) for i in range(len(trials))]
     agent = define_agent(
         name="support",
         model=ReplayModel(replies + ["Done."] * len(trials)),
-        tools=[write_ticket],
+        tools=[ticket_writer(side)],
         store=store,
     )
     calls = []

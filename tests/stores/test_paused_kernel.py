@@ -19,28 +19,19 @@ from pathlib import Path
 import pytest
 
 from loom_nb import ReplayModel, define_agent
-from tests.stores._processes import OPEN_STORE, open_target, waiting_call
+from tests.stores._processes import OPEN_STORE, open_target, saved_thread, waiting_call
 
 pytestmark = pytest.mark.slow
 
 _KERNEL = (
     OPEN_STORE
     + """
-import json, time
-from loom_nb import _lease, LoomError, ReplayModel, define_agent, tool
+import json
+from loom_nb import _lease, LoomError, ReplayModel, define_agent
 
 _lease.LEASE_SECONDS, _lease.RENEW_SECONDS = 2.0, 0.3
 side, thread_id, call_id = sys.argv[2:5]
-
-@tool(needs_approval=True)
-def write_ticket(key: str) -> str:
-    "File a ticket (the write)."
-    with open(side, "a") as f:
-        f.write("effect " + key + "\\n")
-    print("writing", flush=True)
-    time.sleep(0.5)
-    return "filed " + key
-
+write_ticket = ticket_writer(side, pause=0.5)
 agent = define_agent(name="support", model=ReplayModel(["Filed."]), tools=[write_ticket],
                      store=store)
 try:
@@ -79,9 +70,7 @@ def test_a_kernel_paused_past_its_lease_saves_the_result_when_it_wakes(target: s
     time.sleep(5)  # past the 2 s lease; no other kernel comes
     child.send_signal(signal.SIGCONT)
     said = ended(child)
-    store = open_target(target)
-    thread = store.load(thread_id)
-    store.close()
+    thread = saved_thread(target, thread_id)
     print(f"\nwoken: {said}")
     assert said == ["ok", "complete"]
     assert thread is not None and thread.status == "complete" and thread.pending == []
@@ -124,9 +113,7 @@ def test_a_result_is_saved_once_the_server_is_back(
     time.sleep(3)
     server.start_again()
     said = ended(child)
-    store = open_target(target)
-    thread = store.load(thread_id)
-    store.close()
+    thread = saved_thread(target, thread_id)
     print(f"\nafter the restart: {said}")
     assert said == ["ok", "complete"]
     assert thread is not None and [r.call_id for r in thread.tool_results()] == [call_id]

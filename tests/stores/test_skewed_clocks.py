@@ -32,20 +32,13 @@ _KERNEL = (
     + """
 import json, time
 from collections import Counter
-from loom_nb import ReplayModel, UserError, define_agent, tool
+from loom_nb import ReplayModel, UserError, define_agent
 
 side, thread_id, call_id, role = sys.argv[2:6]
+write_ticket = ticket_writer(side, pause=12)  # slow, so leases are renewed while it runs
 
-@tool(needs_approval=True)
-def write_ticket(key: str) -> str:
-    "File a ticket (the write): slow, so leases are renewed while it runs."
-    with open(side, "a") as f:
-        f.write("effect " + key + "\\n")
-    print("writing", flush=True)
-    time.sleep(12)
-    return "filed " + key
-
-agent = define_agent(name="support", model=ReplayModel(["Filed."] * 5), tools=[write_ticket],
+# a reply for each look the watcher may take after the write (a slow machine: all of them)
+agent = define_agent(name="support", model=ReplayModel(["Filed."] * 20), tools=[write_ticket],
                      store=store)
 if role == "writer":
     agent.resume_sync(thread_id, {call_id: True})

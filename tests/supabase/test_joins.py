@@ -102,7 +102,7 @@ def test_a_filter_on_the_joined_table_is_an_inner_embed(rig: Rig) -> None:
 
 def test_an_undeclared_or_unlisted_embed_is_refused_before_any_request(rig: Rig) -> None:
     undeclared = supabase_tools(client=factory(rig), tables=TABLES)
-    with pytest.raises(ToolInputError):
+    with pytest.raises(ToolInputError, match="'join' was unexpected"):
         undeclared.tools["supabase_select"].validate({"table": "orders", "join": ["profiles"]})
     declared = supabase_tools(client=factory(rig), tables=TABLES, relationships=RELATIONSHIPS)
     rig.shim.clear()
@@ -137,9 +137,12 @@ def test_the_shim_refuses_an_embed_without_the_declared_key(rig: Rig) -> None:
     client = factory(rig)({"jwt": rig.jwt(USER_A)})
     from postgrest.exceptions import APIError
 
-    with pytest.raises(APIError) as caught:
+    with pytest.raises(APIError) as caught:  # no match=: an APIError's str() is empty
         client.table("orders").select("id,profiles!status(email)").execute()
     assert caught.value.code == "PGRST200"
+    assert (caught.value.message or "").startswith(
+        "Could not find a relationship between 'orders' and 'profiles'"
+    )
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """pytest fixtures: ``lab`` (one JupyterLab per module) and ``page`` (a fresh chromium page);
-``notebook7`` (one Notebook 7 server per module) and ``notebook7_page`` the same way."""
+``notebook7`` (one Notebook 7 server per module); ``frontend`` (each of the two, a parameter),
+its ``server`` and a ``frontend_page`` on it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.notebook.browser.lab import (
     start_lab,
 )
 from tests.notebook.browser.page import chromium_context, playwright_available, screenshot
+from tests.notebook.browser.steps import LAB, NOTEBOOK7, Frontend
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +83,26 @@ def page(
         yield page
 
 
+@pytest.fixture(params=[LAB, NOTEBOOK7], ids=["lab", "notebook7"])
+def frontend(request: pytest.FixtureRequest) -> Frontend:
+    """Each frontend a person may open the notebook in: JupyterLab, Notebook 7 (a different
+    app, with its own shell, menus and page, built from the same notebook extension, so
+    widgets can break in one and not the other)."""
+    chosen: Frontend = request.param
+    return chosen
+
+
 @pytest.fixture
-def notebook7_page(
-    notebook7: LabServer, chromium: str, tmp_path: Path, request: pytest.FixtureRequest
+def server(frontend: Frontend, request: pytest.FixtureRequest) -> LabServer:
+    """The server of ``frontend`` (``lab`` or ``notebook7``, one per module)."""
+    found: LabServer = request.getfixturevalue(frontend.server)
+    return found
+
+
+@pytest.fixture
+def frontend_page(
+    server: LabServer, chromium: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[Any]:
-    """Like ``page``, for the ``notebook7`` server."""
-    with _page_on(notebook7, chromium, tmp_path / "chromium-profile", request.node.name) as page:
+    """Like ``page``, on ``frontend``'s server."""
+    with _page_on(server, chromium, tmp_path / "chromium-profile", request.node.name) as page:
         yield page

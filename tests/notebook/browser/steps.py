@@ -31,14 +31,17 @@ from tests.notebook.browser.page import (
 
 @dataclass(frozen=True)
 class Frontend:
-    """A Jupyter frontend: its name in screenshots and how a person runs every cell there."""
+    """A Jupyter frontend: its name in screenshots, the fixture of its server, the name its
+    page's app gives itself, and how a person runs every cell there."""
 
     name: str
+    server: str
+    app: str
     run_all: Callable[[Any, int], None]
 
 
-LAB = Frontend("browser", run_all)
-NOTEBOOK7 = Frontend("notebook7", run_all_from_menu)
+LAB = Frontend("browser", "lab", "JupyterLab", run_all)
+NOTEBOOK7 = Frontend("notebook7", "notebook7", "Jupyter Notebook", run_all_from_menu)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ def run_to_the_card(page: Any, server: LabServer, frontend: Frontend, ask: Ask, 
     written yet. Returns the thread's view."""
     write_notebook(server.root / file, list(ask.cells))
     open_notebook(page, server, file)
+    assert page.evaluate("() => window.jupyterapp.name") == frontend.app  # really that app
     watch_stream(page)
     frontend.run_all(page, len(ask.cells))
 
