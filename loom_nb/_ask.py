@@ -57,7 +57,7 @@ def _card(arguments: dict[str, Any]) -> dict[str, Any]:
 
 def ask_user_tool() -> Tool:
     """The ``ask_user`` tool ``define_agent`` adds unless ``ask_user=False``."""
-    return tool(
+    made: Tool = tool(
         name=ASK_USER,
         description=_DESCRIPTION,
         input=_SCHEMA,
@@ -66,6 +66,7 @@ def ask_user_tool() -> Tool:
         preview=_card,
         describe=lambda a: f"asks: {a.get('question', '')}",
     )
+    return made
 
 
 def is_question(p: PendingApproval) -> bool:

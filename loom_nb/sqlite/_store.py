@@ -325,12 +325,14 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         this user's."""
         when = datetime.now(timezone.utc).isoformat()
         return self._write(
-            lambda conn: conn.execute(
-                "UPDATE loom_rules SET revoked_at = ? "
-                "WHERE id = ? AND user_id IS ? AND revoked_at IS NULL",
-                (when, rule_id, user_id),
-            ).rowcount
-            > 0,
+            lambda conn: (
+                conn.execute(
+                    "UPDATE loom_rules SET revoked_at = ? "
+                    "WHERE id = ? AND user_id IS ? AND revoked_at IS NULL",
+                    (when, rule_id, user_id),
+                ).rowcount
+                > 0
+            ),
             f"revoking rule {rule_id}",
         )
 
