@@ -135,7 +135,7 @@ def test_a_rule_is_bound_to_table_columns_and_thread(store: Store):
             ],
         ),
     ]
-    agent = agent_on(store, frame, replies + [append(1, owner="z"), append(1), append(1), "Done."])
+    agent = agent_on(store, frame, [*replies, append(1, owner="z"), append(1), append(1), "Done."])
     first = agent.run_sync("start")
     tid = first.thread_id
     agent.allow(tool="frames_append", table="tickets", columns=["id", "status"], thread_id=tid)
