@@ -332,6 +332,7 @@ def result_json(
         "is_error": result.is_error,
         "error": result.error,
         "approval": result.approval,
+        "rule": result.rule,
         "data": None,
         "chart": result.chart is not None,
     }
