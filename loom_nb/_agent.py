@@ -29,6 +29,7 @@ from loom_nb._ask import (
     ask_user_tool,
     checked_answer,
     declined_result,
+    is_built_in,
     is_question,
 )
 from loom_nb._chart import Chart
@@ -796,7 +797,8 @@ def define_agent(
         sources.append((f"connector {c.name!r}", c.tools))
     if not isinstance(ask_user, bool):
         raise UserError(f"define_agent(ask_user=...) is True or False, got {ask_user!r}")
-    if ask_user:
+    given_ask = [found[ASK_USER] for _, found in sources if ASK_USER in found]
+    if ask_user and not (given_ask and is_built_in(given_ask[0])):  # tools=other_agent.tools
         sources.append(
             (
                 "loom_nb's question tool (define_agent(ask_user=False) leaves it out)",
@@ -805,6 +807,8 @@ def define_agent(
         )
     for where, found in sources:
         for tool_name, t in found.items():
+            if tool_name == ASK_USER and is_built_in(t) and not ask_user:
+                continue  # another agent's tools, given with the question tool turned off
             if tool_name in all_tools:
                 raise duplicate_tool_error(tool_name, origin[tool_name], where)
             all_tools[tool_name] = t

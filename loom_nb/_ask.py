@@ -69,6 +69,11 @@ def ask_user_tool() -> Tool:
     return made
 
 
+def is_built_in(t: Tool) -> bool:
+    """Whether ``t`` is this tool (an agent's tools passed to another ``define_agent``)."""
+    return t.function is _never
+
+
 def is_question(p: PendingApproval) -> bool:
     """Whether ``p`` is a question waiting for an answer (not a write waiting for approval)."""
     return p.tool == ASK_USER

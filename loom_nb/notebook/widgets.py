@@ -48,7 +48,7 @@ from loom_nb.notebook._html import (
 from loom_nb.notebook._page import SafeHTML, style
 from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import thread_html, thread_text
-from loom_nb.notebook.cards import ApprovalCard
+from loom_nb.notebook.cards import CHOICES, ApprovalCard
 from loom_nb.notebook.history import history_html
 from loom_nb.notebook.questions import QuestionCard
 from loom_nb.notebook.session import interruption
@@ -225,7 +225,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     ) -> None:
         """Show on this view's cards that these calls were decided elsewhere."""
         for card in self.cards:
-            if card.call_id in call_ids and card.decision is None:
+            if card.call_id not in call_ids or card.decision is not None:
+                continue
+            if isinstance(card, QuestionCard):  # noqa: SIM114 (a question takes its answer's text)
+                card.mark(approve, note)
+            elif isinstance(approve, bool) or approve in CHOICES:
                 card.mark(approve, note)
         self.refresh_static()
 

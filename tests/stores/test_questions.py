@@ -116,3 +116,10 @@ def test_ask_user_is_on_by_default_and_off_with_a_setting(store: Store):
     assert "ask_user" not in asker(store, ask_user=False).tools
     with pytest.raises(UserError, match="ask_user"):
         asker(store, ask_user="yes")
+    # an agent's tools given to another agent: its question tool is the one built in
+    again = define_agent(name="b", model=ReplayModel([]), tools=asker(store).tools, store=store)
+    assert list(again.tools) == ["ask_user"]
+    off = define_agent(
+        name="b", model=ReplayModel([]), tools=asker(store).tools, store=store, ask_user=False
+    )
+    assert list(off.tools) == []
