@@ -698,6 +698,11 @@ def _answer(p: PendingApproval, value: DecisionLike) -> ToolResult:
     if p.state != "pending":
         raise CallAlreadyDecided(p.call_id, p.state)
     if isinstance(value, Decision):
+        if value.digest is not None and value.digest != p.digest:
+            raise UserError(
+                f"the question of call {p.call_id!r} is not the one that was shown; nothing "
+                "was answered. Reload the thread before answering"
+            )
         value = value.approve
     if value is False:
         return declined_result(p)

@@ -131,7 +131,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
                 + ("runs it" if pending.state == "approved" else "tells the agent it was rejected")
             )
         elif pending.state in ("approved", "rejected"):  # decided earlier; waits for the others
-            self.mark(pending.state == "approved", "waiting for the other calls")
+            by = f"by rule {pending.rule}; " if pending.rule else ""
+            self.mark(pending.state == "approved", f"{by}waiting for the other calls")
         elif pending.state == "running":
             self._disable()
             self.decision_label.value = "reload the thread when that run ends (%loom show ID)"

@@ -342,3 +342,35 @@ def test_a_thread_record_saved_again_keeps_its_rules(store: Store):
     store.save_rule(rule(thread_id="t1"))  # type: ignore[attr-defined]
     store.save_thread(Thread(id="t1", agent="cleaner", title="renamed"))
     assert len(store.load_rules("cleaner")) == 1  # type: ignore[attr-defined]
+
+
+# ---- hostile arguments under a permissive-looking rule ----------------------------------------
+
+HOSTILE_CALLS = [
+    {"table": "TICKETS", "rows": [{"id": 1, "status": "x"}]},
+    {"table": "tickets ", "rows": [{"id": 1, "status": "x"}]},
+    {"table": "t\u0456ckets", "rows": [{"id": 1, "status": "x"}]},  # a Cyrillic i
+    {"table": "tickets; DROP TABLE tickets", "rows": [{"id": 1, "status": "x"}]},
+    {"table": "notes", "rows": [{"id": 1, "status": "x"}]},
+    {"table": "tickets", "rows": [{"id": i, "status": "x"} for i in range(6)]},  # over 5 rows
+    {"table": "tickets", "rows": [{"id": 1, "status": "x", "owner": "z"}]},  # a column outside
+    {"table": "tickets", "rows": [{"id": 1, "status": "x", "__class__": "x"}]},
+    {"table": "tickets", "rows": [{"id": {"$gt": 0}, "status": "x"}]},
+    {"table": "tickets", "rows": []},
+    {"table": ["tickets"], "rows": [{"id": 1, "status": "x"}]},
+    {"rows": [{"id": 1, "status": "x"}]},
+]
+
+
+@pytest.mark.parametrize("arguments", HOSTILE_CALLS)
+def test_no_hostile_call_outside_a_permissive_rule_is_approved_by_it(arguments: dict[str, Any]):
+    frame = tickets()
+    agent = agent_on(memory_store(), frame, [Reply("", [("frames_append", arguments)]), "Done."])
+    agent.allow(
+        tool="frames_append", table="tickets", columns=["id", "status"], max_rows=5, scope="agent"
+    )
+    result = agent.run_sync("append")
+    assert all(r.approval != "rule" for r in results(result))
+    assert len(frame) == 3  # nothing was written by the rule
+    for p in result.pending:
+        assert p.state == "pending" and p.rule is None  # outside the rule: waits for a person
