@@ -48,6 +48,7 @@ from loom_nb._messages import (
     ToolResult,
     Usage,
 )
+from loom_nb._rules import Rule
 from loom_nb._store import MemoryStore, Store, memory_store
 from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
 from loom_nb.models import Model, ModelRequest, TextDelta
@@ -87,6 +88,7 @@ __all__ = [
     "ReplayModel",
     "Reply",
     "Resolution",
+    "Rule",
     "RunContext",
     "RunError",
     "RunEvent",

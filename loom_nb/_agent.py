@@ -23,6 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from loom_nb import _loop_thread
+from loom_nb._ask import (
+    ASK_USER,
+    answer_result,
+    ask_user_tool,
+    checked_answer,
+    declined_result,
+    is_built_in,
+    is_question,
+)
 from loom_nb._chart import Chart
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import (
@@ -47,9 +56,11 @@ from loom_nb._messages import (
     RunStatus,
     Thread,
     ThreadInfo,
+    ToolResult,
     Usage,
     new_thread_id,
 )
+from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
 from loom_nb._run import Run, RunDeps
 from loom_nb._store import Store, store_from_env
 from loom_nb._tools import Connector, Tool, ToolsArg, collect_tools, duplicate_tool_error
@@ -119,8 +130,9 @@ class RunResult:
 AuthHook = Callable[[Mapping[str, Any]], str | None]
 
 #: What ``resume`` takes per call id: approve (True) or reject (False) a pending call, bound
-#: to its digest with a :class:`Decision`; for a call whose outcome is unknown, a Resolution.
-DecisionLike = bool | Decision | Resolution
+#: to its digest with a :class:`Decision`; for a call whose outcome is unknown, a Resolution;
+#: for a question (``ask_user``), the answer's text (False declines it).
+DecisionLike = bool | Decision | Resolution | str
 
 _RESOLUTIONS = ("happened", "retry", "failed")
 
@@ -209,6 +221,7 @@ class Agent:
         by_id = {p.call_id: p for p in thread.pending}
         approvals: dict[str, bool] = {}
         resolutions: dict[str, Resolution] = {}
+        answers: dict[str, ToolResult] = {}
         for call_id, value in decisions.items():
             if call_id not in by_id:
                 if any(c.id == call_id for m in thread.messages for c in m.tool_calls):
@@ -216,7 +229,9 @@ class Agent:
                 raise UserError(
                     f"no pending call {call_id!r} in thread {thread_id}; pending: {sorted(by_id)}"
                 )
-            if isinstance(value, str):
+            if is_question(by_id[call_id]):
+                answers[call_id] = _answer(by_id[call_id], value)
+            elif isinstance(value, str):
                 resolutions[call_id] = _resolution(by_id[call_id], value)
             else:
                 decided = _approval(by_id[call_id], value)
@@ -224,10 +239,13 @@ class Agent:
                     approvals[call_id] = decided
         if not by_id:
             raise UserError(f"thread {thread_id} has no call waiting for approval")
-        lease = await self._take_to_decide(thread_id, user_id, approvals) if approvals else None
+        deciding = [*approvals, *answers]
+        lease = await self._take_to_decide(thread_id, user_id, deciding) if deciding else None
         if lease is not None:
             try:
-                goes_on = self._decide(thread_id, user_id, approvals, bool(resolutions), lease)
+                goes_on = self._decide(
+                    thread_id, user_id, approvals, bool(resolutions), lease, answers
+                )
             except BaseException:
                 lease.release(error=None)
                 raise
@@ -242,7 +260,7 @@ class Agent:
         return await self._drive(thread_id, context, on_event, resolutions=resolutions, lease=lease)
 
     async def _take_to_decide(
-        self, thread_id: str, user_id: str | None, approvals: Mapping[str, bool]
+        self, thread_id: str, user_id: str | None, approvals: Sequence[str]
     ) -> ThreadLease:
         """The thread's lease, taken before deciding: a decision and the claim of the call it
         approves are then one transaction, so no kill leaves a call decided and unclaimed.
@@ -272,10 +290,28 @@ class Agent:
         approvals: Mapping[str, bool],
         resolving: bool,
         lease: ThreadLease,
+        answers: Mapping[str, ToolResult] | None = None,
     ) -> bool:
         """Save the decisions under the thread's lease: when no other call waits, approved
-        calls are claimed by this run in the same transaction (pending -> running). False when
-        another call still waits for the user."""
+        calls are claimed by this run in the same transaction (pending -> running); answers
+        are their questions' results (pending -> done, with them). False when another call
+        still waits for the user."""
+        answers = answers or {}
+        if answers:
+            try:
+                self.store.update_calls(
+                    thread_id,
+                    list(answers),
+                    "done",
+                    expect={"pending"},
+                    message=Message("tool", list(answers.values())),
+                    user_id=user_id,
+                )
+            except StoreError as exc:
+                raise type(exc)(
+                    f"{exc}. Reload thread {thread_id} to see whether the answer was saved, "
+                    "and answer again if not"
+                ) from None
         thread = self._load_for_run(thread_id, user_id)
         others = [p for p in thread.pending if p.state == "pending" and p.call_id not in approvals]
         tool_of = {p.call_id: p.tool for p in thread.pending}
@@ -328,6 +364,108 @@ class Agent:
         return _loop_thread.run_sync(
             self.resume(thread_id, decisions, context=context, on_event=on_event)
         )
+
+    # ---- rules ------------------------------------------------------------------------------
+
+    def allow(
+        self,
+        *,
+        tool: str,
+        table: str | None = None,
+        columns: Sequence[str] | None = None,
+        max_rows: int | None = None,
+        where: str | None = None,
+        scope: str = "thread",
+        thread_id: str | None = None,
+        until: Any = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Rule:
+        """Approve later calls of ``tool`` by themselves when their effect is inside every
+        bound given: the ``table``, the ``columns`` written, at most ``max_rows`` rows changed
+        (as the call's card counts them; execution holds the call to its card), an update's
+        filter matching the pattern ``where`` (``*`` any text). ``scope``: ``"thread"`` (the
+        thread ``thread_id``, in every kernel), ``"agent"`` (every thread of this agent, in
+        this kernel), ``"until"`` (every thread, every kernel, until ``until``: a datetime, a
+        timedelta or seconds from now; ``until`` also ends the other scopes). Saved in the
+        store; each call it approves reads ``approval == "rule"`` with ``rule`` its id."""
+        return self._rule(
+            "allow", tool, table, columns, max_rows, where, scope, thread_id, until, context
+        )
+
+    def deny(
+        self,
+        *,
+        tool: str,
+        table: str | None = None,
+        columns: Sequence[str] | None = None,
+        max_rows: int | None = None,
+        where: str | None = None,
+        scope: str = "thread",
+        thread_id: str | None = None,
+        until: Any = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Rule:
+        """Reject later calls inside these bounds by themselves (as :meth:`allow` reads them);
+        a deny wins over an allow. Nothing is written; the model is told it was rejected."""
+        return self._rule(
+            "deny", tool, table, columns, max_rows, where, scope, thread_id, until, context
+        )
+
+    def rules(
+        self, *, thread_id: str | None = None, context: Mapping[str, Any] | None = None
+    ) -> list[Rule]:
+        """The rules in force now for this agent (this user's, with ``auth``), oldest first:
+        those of ``thread_id`` and the agent-wide ones, or with no ``thread_id`` every one
+        (a rule of ``scope="agent"`` only in the kernel that made it)."""
+        found = self._rule_store().load_rules(self.name, user_id=self._user_id(context))
+        if thread_id is not None:
+            return [r for r in found if r.applies(thread_id)]
+        return [r for r in found if r.applies(r.thread_id or "")]
+
+    def _rule(
+        self,
+        kind: RuleKind,
+        tool: str,
+        table: str | None,
+        columns: Sequence[str] | None,
+        max_rows: int | None,
+        where: str | None,
+        scope: str,
+        thread_id: str | None,
+        until: Any,
+        context: Mapping[str, Any] | None,
+    ) -> Rule:
+        store = self._rule_store()
+        user_id = self._user_id(context)
+        rule = make_rule(
+            kind,
+            self.name,
+            self.tools,
+            tool,
+            table,
+            columns,
+            max_rows,
+            where,
+            scope,
+            thread_id,
+            until,
+        )
+        if rule.thread_id is not None:
+            self._load(rule.thread_id, user_id)  # ThreadNotFound unless it is this user's
+        rule.user_id = user_id
+        rule.kernel = KERNEL
+        store.save_rule(rule)
+        rule._store = store
+        return rule
+
+    def _rule_store(self) -> RuleStore:
+        if not isinstance(self.store, RuleStore):
+            raise UserError(
+                f"the store of agent {self.name!r} ({type(self.store).__name__}) keeps no "
+                "rules (save_rule, load_rules, revoke_rule); use memory_store(), sqlite_store() "
+                "or postgres_store()"
+            )
+        return self.store
 
     # ---- threads ----------------------------------------------------------------------------
 
@@ -504,6 +642,16 @@ def _refuse_waiting(thread: Thread) -> None:
             waiting=waiting,
         )
     undecided = [p for p in thread.pending if p.state == "pending"]
+    questions = [p for p in undecided if is_question(p)]
+    if questions:
+        p = questions[0]
+        raise ThreadWaiting(
+            f"thread {thread.id} waits for your answer to the agent's question (call "
+            f"{p.call_id}): answer first with agent.resume(thread_id, {{{p.call_id!r}: "
+            f"'your answer'}}) or %loom answer {p.call_id} TEXT",
+            thread_id=thread.id,
+            waiting=waiting,
+        )
     if undecided:
         raise ThreadWaiting(
             f"thread {thread.id} waits for approval of "
@@ -545,6 +693,27 @@ def _approval(p: PendingApproval, value: bool | Decision) -> bool | None:
     return decision.approve
 
 
+def _answer(p: PendingApproval, value: DecisionLike) -> ToolResult:
+    """The result that answers question ``p``: the answer's text, or False to decline."""
+    if p.state != "pending":
+        raise CallAlreadyDecided(p.call_id, p.state)
+    if isinstance(value, Decision):
+        if value.digest is not None and value.digest != p.digest:
+            raise UserError(
+                f"the question of call {p.call_id!r} is not the one that was shown; nothing "
+                "was answered. Reload the thread before answering"
+            )
+        value = value.approve
+    if value is False:
+        return declined_result(p)
+    if not isinstance(value, str):
+        raise UserError(
+            f"call {p.call_id} is the agent's question to you: answer it with text, "
+            f"agent.resume(thread_id, {{{p.call_id!r}: 'your answer'}}) (False declines it)"
+        )
+    return answer_result(p, checked_answer(p, value))
+
+
 def _resolution(p: PendingApproval, value: str) -> Resolution:
     if value not in _RESOLUTIONS:
         raise UserError(
@@ -578,8 +747,12 @@ def define_agent(
     max_steps: int = 20,
     model_settings: ModelSettings | None = None,
     interrupt_wait: float = 5.0,
+    ask_user: bool = True,
 ) -> Agent:
     """Define an agent. Every configuration mistake raises here, before any run.
+
+    ``ask_user``: the agent may ask you a question (the built-in ``ask_user`` tool); the run
+    then waits for your answer as it waits for an approval. ``ask_user=False`` leaves it out.
 
     ``store`` defaults to the one named by ``LOOM_STORE`` (a SQLite path or a ``postgresql://``
     URL), else ``sqlite_store()`` at ``.loom/loom.db``: threads survive a kernel restart.
@@ -627,8 +800,20 @@ def define_agent(
                 + ("; a tool or a function goes in tools=[...]" if callable(c) else "")
             )
         sources.append((f"connector {c.name!r}", c.tools))
+    if not isinstance(ask_user, bool):
+        raise UserError(f"define_agent(ask_user=...) is True or False, got {ask_user!r}")
+    given_ask = [found[ASK_USER] for _, found in sources if ASK_USER in found]
+    if ask_user and not (given_ask and is_built_in(given_ask[0])):  # tools=other_agent.tools
+        sources.append(
+            (
+                "loom_nb's question tool (define_agent(ask_user=False) leaves it out)",
+                {ASK_USER: ask_user_tool()},
+            )
+        )
     for where, found in sources:
         for tool_name, t in found.items():
+            if tool_name == ASK_USER and is_built_in(t) and not ask_user:
+                continue  # another agent's tools, given with the question tool turned off
             if tool_name in all_tools:
                 raise duplicate_tool_error(tool_name, origin[tool_name], where)
             all_tools[tool_name] = t

@@ -104,7 +104,14 @@ class ToolResult(_ToolResult):
     @classmethod
     def stored(cls, part: Any, raw: _RawData, index: int) -> ToolResult:
         result = cls(
-            part.call_id, part.name, part.content, None, part.is_error, part.approval, part.chart
+            part.call_id,
+            part.name,
+            part.content,
+            None,
+            part.is_error,
+            part.approval,
+            part.chart,
+            part.rule,
         )
         result.__dict__["_data"] = _UNSET
         result.__dict__["_raw"] = (raw, index)
@@ -144,7 +151,7 @@ class ToolResult(_ToolResult):
 
 
 def _fields(r: _ToolResult) -> tuple[Any, ...]:
-    return (r.call_id, r.name, r.content, r.data, r.is_error, r.approval, r.chart, r.kind)
+    return (r.call_id, r.name, r.content, r.data, r.is_error, r.approval, r.chart, r.rule, r.kind)
 
 
 # ---- the thread's row ---------------------------------------------------------------------

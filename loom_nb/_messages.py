@@ -101,11 +101,14 @@ class ToolResult:
     content: str
     data: Any = None
     is_error: bool = False
-    #: "approved" or "rejected" when the call waited for the user, else None.
-    approval: Literal["approved", "rejected"] | None = None
+    #: "approved" or "rejected" when the call waited for the user, "rule" when a rule approved
+    #: it (a rule that rejects gives "rejected"), else None.
+    approval: Literal["approved", "rejected", "rule"] | None = None
     #: A chart the call drew (``loom_nb.charts``): its JSON spec with the data it plots, so it
     #: is drawn again from the thread after a restart.
     chart: dict[str, Any] | None = None
+    #: The id of the rule that decided the call, when a rule did (see ``agent.allow``).
+    rule: str | None = None
     kind: Literal["tool_result"] = "tool_result"
 
     @property
@@ -271,6 +274,8 @@ def _part_to_dict(part: Part) -> dict[str, Any]:
         out["approval"] = part.approval
     if part.chart is not None:
         out["chart"] = part.chart
+    if part.rule is not None:
+        out["rule"] = part.rule
     return out
 
 
@@ -289,6 +294,7 @@ def _part_from_dict(data: dict[str, Any]) -> Part:
             is_error=data.get("is_error", False),
             approval=data.get("approval"),
             chart=data.get("chart"),
+            rule=data.get("rule"),
         )
     return NewerPart(data)
 
@@ -311,6 +317,8 @@ class PendingApproval:
     state: CallState = "pending"
     #: The run that claimed it (``host:pid:random``), once it is ``running`` or ``unknown``.
     holder: str | None = None
+    #: The id of the rule that decided it, when a rule did (not a person).
+    rule: str | None = None
     #: Keys a newer loom_nb wrote that this version does not know, kept to be written back.
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -342,6 +350,8 @@ class PendingApproval:
         }
         if self.holder is not None:
             out["holder"] = self.holder
+        if self.rule is not None:
+            out["rule"] = self.rule
         if self.preview is not None:
             out["preview"] = _codec.encode(self.preview)
         return {**self.extra, **out}
@@ -350,7 +360,17 @@ class PendingApproval:
     def from_dict(cls, data: dict[str, Any]) -> PendingApproval:
         """The approval that ``to_dict`` gave."""
         preview = data.get("preview")
-        known = ("call_id", "tool", "arguments", "digest", "state", "holder", "preview", "decision")
+        known = (
+            "call_id",
+            "tool",
+            "arguments",
+            "digest",
+            "state",
+            "holder",
+            "rule",
+            "preview",
+            "decision",
+        )
         state: CallState = data.get("state") or _FORMAT_1_STATES[data.get("decision")]
         return cls(
             call_id=data["call_id"],
@@ -360,6 +380,7 @@ class PendingApproval:
             digest=data["digest"],
             state=state,
             holder=data.get("holder"),
+            rule=data.get("rule"),
             extra={k: v for k, v in data.items() if k not in known},
         )
 

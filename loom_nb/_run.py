@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import json
 import time
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_nb import _loop_thread
+from loom_nb._ask import ASK_USER
 from loom_nb._context import RunContext
 from loom_nb._errors import (
     CallAlreadyDecided,
@@ -46,6 +48,7 @@ from loom_nb._messages import (
     ToolCall,
     ToolResult,
 )
+from loom_nb._rules import Rule, RuleStore, deciding_rule
 from loom_nb._store import Store
 from loom_nb._tools import Tool
 from loom_nb._turn import (
@@ -257,6 +260,7 @@ class Run:
         results: dict[str, ToolResult] = {}
         runnable: list[tuple[ToolCall, Tool]] = []
         pending: list[PendingApproval] = []
+        rules: list[Rule] | None = None
         for call in calls:
             checked = check_call(call, self.deps.tools)
             if isinstance(checked, ToolResult):
@@ -265,19 +269,41 @@ class Run:
                 waiting = await pending_of(call, checked, self.ctx)  # one preview at a time
                 if isinstance(waiting, ToolResult):  # its preview found it cannot work
                     results[call.id] = waiting
-                else:
-                    pending.append(waiting)
+                    continue
+                if call.name != ASK_USER:  # a question is for a person, never a rule
+                    rules = self._rules() if rules is None else rules
+                    effect = checked.effect_of(call.name, waiting.arguments, waiting.preview)
+                    rule = deciding_rule(rules, self.thread.id, effect)
+                    if rule is not None:  # decided as a click would, naming the rule
+                        waiting.state = "approved" if rule.kind == "allow" else "rejected"
+                        waiting.rule = rule.id
+                pending.append(waiting)
             else:
                 runnable.append((call, checked))
+        waits = any(p.state == "pending" for p in pending)
+        if not waits:  # rules decided them all: claimed with the turn, in one transaction
+            for p in pending:
+                if p.state == "approved":
+                    p.state, p.holder = "running", self.lease.holder
         await self._add(message, pending=pending)
         outcomes = await asyncio.gather(*(invoke(c, t, self.ctx) for c, t in runnable))
         results.update({r.call_id: r for r in outcomes})
         if results:
             await self._add(Message("tool", [results[c.id] for c in calls if c.id in results]))
-        if pending:
+        if waits:
             await self.emit(ApprovalRequested(list(self.thread.pending), self.thread.id))
             return True
+        if pending:
+            await self._run_decided()
         return False
+
+    def _rules(self) -> list[Rule]:
+        """The agent's rules as the store has them now (one read a turn that needs them): a
+        rule revoked in another kernel decides nothing more here."""
+        store = self.store
+        if not isinstance(store, RuleStore):
+            return []
+        return store.load_rules(self.deps.agent_name, user_id=self.thread.user_id)
 
     async def _close_dangling_calls(self) -> None:
         """Calls left without a result (an interrupted run) get one, so the model can go on.
@@ -335,15 +361,13 @@ class Run:
         mine.update(p.call_id for p in claiming)
         claimed = [p for p in calls if p.call_id in mine]
         tasks = {
-            p.call_id: asyncio.ensure_future(
-                invoke(_call(p), tools[p.tool], self.ctx, "approved", p.preview)
-            )
+            p.call_id: asyncio.ensure_future(_invoke_decided(p, tools[p.tool], self.ctx))
             for p in claimed
         }
         ready: dict[str, ToolResult] = {}
         for p in calls:
             if p.state == "rejected":
-                ready[p.call_id] = rejected(_call(p))
+                ready[p.call_id] = dataclasses.replace(rejected(_call(p)), rule=p.rule)
             elif p.call_id not in tasks:
                 gone = f"The agent has no tool {p.tool!r} any more; nothing was run."
                 ready[p.call_id] = error_result(_call(p), gone, "approved")
@@ -460,6 +484,12 @@ class Run:
             self._move(finished, "done", {"running", "approved", "rejected"}, message=message)
         with contextlib.suppress(Exception):
             self._move([p for p in calls if p.call_id not in ready], "unknown", {"running"})
+
+
+async def _invoke_decided(p: PendingApproval, tool: Tool, ctx: RunContext) -> ToolResult:
+    """Run an approved call, held to its card; a rule's approval is named in its result."""
+    result = await invoke(_call(p), tool, ctx, "rule" if p.rule else "approved", p.preview)
+    return dataclasses.replace(result, rule=p.rule) if p.rule else result
 
 
 def _call(p: PendingApproval) -> ToolCall:

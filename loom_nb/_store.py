@@ -35,6 +35,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from loom_nb import _compose
 from loom_nb._errors import CallAlreadyDecided
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._rules import Rule
 
 #: How long a run's lease on its thread lasts without renewal (a holder that died).
 LEASE_SECONDS = 30.0
@@ -177,6 +178,7 @@ class MemoryStore(Store):
         #: made again does not repeat a number).
         self._changes: dict[str, int] = {}
         self._count = itertools.count(1)
+        self._rules: dict[str, Rule] = {}
 
     def save_thread(self, thread: Thread) -> None:
         with self._lock:
@@ -309,9 +311,33 @@ class MemoryStore(Store):
                 return None
             return ThreadVersion(self._changes[thread_id], len(saved.messages))
 
+    def save_rule(self, rule: Rule) -> None:
+        """Keep ``rule`` (see :class:`loom_nb._rules.RuleStore`)."""
+        with self._lock:
+            self._rules[rule.id] = Rule.from_dict(rule.to_dict())
+
+    def load_rules(self, agent: str, *, user_id: str | None = None) -> builtins.list[Rule]:
+        """The agent's rules for this user that are not revoked, oldest first."""
+        with self._lock:
+            return [
+                Rule.from_dict(r.to_dict(), store=self)
+                for r in self._rules.values()
+                if r.agent == agent and r.user_id == user_id and r.revoked_at is None
+            ]
+
+    def revoke_rule(self, rule_id: str, *, user_id: str | None = None) -> bool:
+        """Revoke a rule once; False when it was revoked already or is not this user's."""
+        with self._lock:
+            rule = self._rules.get(rule_id)
+            if rule is None or rule.user_id != user_id or rule.revoked_at is not None:
+                return False
+            rule.revoked_at = datetime.now(timezone.utc)
+            return True
+
     def close(self) -> None:
         self._threads.clear()
         self._changes.clear()
+        self._rules.clear()
 
     def describe(self) -> str:
         """Where this store keeps threads, for ``%loom threads``."""

@@ -21,6 +21,7 @@ from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
 from loom_nb._json_schema import Issue, SchemaError, Validator
 from loom_nb._render import frame_for_model
+from loom_nb._rules import Effect, EffectOf
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 
@@ -61,6 +62,9 @@ class Tool:
     describe: Describe | None = field(default=None, repr=False)
     #: The code that reproduces a call: shown when it is unfolded, written by ``export``.
     code: WriteCode | None = field(default=None, repr=False)
+    #: What a call would do, for the rules that approve by themselves (``agent.allow``):
+    #: ``(arguments, card) -> Effect``. Without it, a call's effect is its tool alone.
+    effect: EffectOf | None = field(default=None, repr=False)
 
     def named(self, name: str) -> Tool:
         """This tool under ``name`` (a connector's key names its tool)."""
@@ -73,6 +77,16 @@ class Tool:
         """Whether a call with these arguments waits for the user's approval."""
         rule = self.needs_approval
         return bool(rule(arguments)) if callable(rule) else bool(rule)
+
+    def effect_of(self, name: str, arguments: dict[str, Any], preview: Any) -> Effect:
+        """The effect of a call of this tool (called ``name``) with this card; a hook that
+        fails says only the tool, which no rule bound to a table, a column or a count covers."""
+        if self.effect is not None:
+            try:
+                return dataclasses.replace(self.effect(arguments, preview), tool=name)
+            except Exception:
+                pass
+        return Effect(name)
 
     async def make_preview(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
         """What the approval card shows (None without a preview). A preview that fails gives

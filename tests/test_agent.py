@@ -71,7 +71,7 @@ async def test_async_run_and_a_tool_round_trip():
     # the model's second turn saw the result and knew the tool
     second = model.requests[1]
     assert second.messages[-1].tool_results[0].content == '{"id": "42", "total": 12.5}'
-    assert [t.name for t in second.tools] == ["get_invoice"]
+    assert [t.name for t in second.tools] == ["get_invoice", "ask_user"]  # ask_user: built in
     assert second.tools[0].parameters["required"] == ["invoice_id"]
 
 

@@ -70,8 +70,8 @@ def test_max_steps_must_be_a_positive_whole_number(value: Any) -> None:
 
 
 def test_one_tool_or_function_where_a_list_is_expected_is_accepted() -> None:
-    assert list(define(tools=lookup).tools) == ["lookup"]
-    assert list(define(tools=tool(lookup)).tools) == ["lookup"]
+    assert list(define(tools=lookup).tools) == ["lookup", "ask_user"]  # ask_user: built in
+    assert list(define(tools=tool(lookup)).tools) == ["lookup", "ask_user"]
 
 
 def test_one_connector_where_a_list_is_expected_is_accepted() -> None:

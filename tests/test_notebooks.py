@@ -28,6 +28,7 @@ ALL = [
     "03-your-own-connector.ipynb",
     "04-real-models.ipynb",
     "05-exploration.ipynb",
+    "06-rules-and-questions.ipynb",
 ]
 #: Variables that would switch a notebook to a real service.
 ONLINE = (
@@ -307,6 +308,36 @@ def test_real_models_offline(tmp_path: Path) -> None:
     assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
         nb, "no_key.run_sync"
     )
+
+
+def test_rules_and_questions(tmp_path: Path) -> None:
+    nb = run("06-rules-and-questions.ipynb", tmp_path)
+    assert output(nb, "print(rule.describe())").startswith(
+        "allow frames_append on tickets up to 20 rows in thread "
+    )
+    assert "1 rule in force" in output(nb, "%loom rules")
+    # thirty appends under the rule; the batch of 25 outside it waits, and is rejected
+    filed = output(nb, "ran = [r for m in filed.new_messages").splitlines()
+    assert filed[0] == "33 tickets | 30 approved by the rule | True"
+    assert filed[1] == "awaiting_approval | frames_append 25 rows | pending"
+    assert "the batch of 25 was yours to decide" in output(nb, "%loom reject {waiting.call_id}")
+    # after the restart, the question's card is back and a click answers it
+    assert output(nb, "card.choice_buttons[0].click()").strip() == (
+        "complete | Counting by the fiscal quarter: 12 tickets."
+    )
+    assert widget_values(nb, "loom-question")
+    [first, second] = sorted(threads(tmp_path / "work" / ".loom" / "loom.db"), key=len)
+    for thread in (first, second):
+        assert not thread.get("pending")
+    results = [
+        p
+        for t in (first, second)
+        for m in t["messages"]
+        for p in m["parts"]
+        if p["kind"] == "tool_result"
+    ]
+    assert [r.get("approval") for r in results].count("rule") == 30
+    assert [r["content"] for r in results if r["name"] == "ask_user"] == ["fiscal"]
 
 
 def test_exploration(tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_nb._code import WriteCode
-from loom_nb._tables.filter_text import insert_words, select_words, update_words
+from loom_nb._rules import Effect
+from loom_nb._tables.cards import approved_count
+from loom_nb._tables.filter_text import insert_words, select_words, update_words, where_text
 from loom_nb._tables.grammar import parse_insert, parse_select, parse_update
 from loom_nb._tables.options import IDENTIFIER, Relationship, TableSpec
 from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
@@ -92,6 +94,18 @@ def table_connector(
     def update_described(arguments: dict[str, Any]) -> str:
         return update_words(parse_update(arguments, tables))
 
+    def insert_effect(arguments: dict[str, Any], _card: Any) -> Effect:
+        ins = parse_insert(arguments, tables)
+        columns = frozenset(c for row in ins.rows for c in row)
+        return Effect("", ins.table, columns, len(ins.rows))
+
+    def update_effect(arguments: dict[str, Any], card: Any) -> Effect:
+        # the rows it changes are the ones its card counted: execution holds it to them
+        up = parse_update(arguments, tables)
+        return Effect(
+            "", up.table, frozenset(up.values), approved_count(card), where_text(up.filters)
+        )
+
     tools: dict[str, Tool] = {
         f"{name}_list_tables": tool(
             description="List the tables you may use: each one's description, its columns, and "
@@ -135,6 +149,7 @@ def table_connector(
             describe=insert_described,
             code=insert.code,
         )
+        tools[f"{name}_{insert_as}"].effect = insert_effect
         tools[f"{name}_update"] = tool(
             description="Set values on the rows of a writable table that match all filters "
             f"(the filters of {name}_select; at least one is required).{update.notes}"
@@ -146,6 +161,7 @@ def table_connector(
             describe=update_described,
             code=update.code,
         )
+        tools[f"{name}_update"].effect = update_effect
     return connector(name, tools)
 
 

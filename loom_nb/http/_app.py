@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
 
 from loom_nb import _loop_thread
 from loom_nb._agent import Agent, Decision
+from loom_nb._ask import is_question
 from loom_nb._errors import (
     CallAlreadyDecided,
     RunError,
@@ -128,32 +129,63 @@ def build(agents: Sequence[Agent]) -> Starlette:
         return _answer(await run_in_threadpool(page))
 
     async def decide(request: Request) -> Response:
-        agent = agent_of(request)
-        _json.check_unknown(request.query_params, set())
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            # a form a cross-site page posts cannot set this type without CORS's preflight
-            raise ApiError(415, "send the decision as JSON (Content-Type: application/json)")
-        body = await _body(request)
+        body = await _json_body(request, "the decision")
         decision = _json.decision_request(body)
+        return await carry_out(
+            request,
+            decision.call_id,
+            decision.digest,
+            Decision(decision.approve, decision.digest),
+            {"approve": decision.approve},
+            question=False,
+        )
+
+    async def answer(request: Request) -> Response:
+        body = await _json_body(request, "the answer")
+        given = _json.answer_request(body)
+        return await carry_out(
+            request,
+            given.call_id,
+            given.digest,
+            given.answer,
+            {"answer": given.answer},
+            question=True,
+        )
+
+    async def carry_out(
+        request: Request,
+        call_id: str,
+        digest: str,
+        value: Decision | str,
+        said: dict[str, Any],
+        *,
+        question: bool,
+    ) -> Response:
+        """Decide (or answer) one pending call by compare-and-set, bound to the digest that
+        was shown, and answer with the thread from the first message the run after it added."""
+        agent = agent_of(request)
         context = await _signed_in(agent, request)
         thread = await _thread(agent, request.path_params["thread_id"], context)
-        pending = next((p for p in thread.pending if p.call_id == decision.call_id), None)
+        pending = next((p for p in thread.pending if p.call_id == call_id), None)
         if pending is None:
-            if any(c.id == decision.call_id for m in thread.messages for c in m.tool_calls):
-                return _already(CallAlreadyDecided(decision.call_id, "done"))
-            raise ApiError(404, f"no pending call {decision.call_id!r} in this thread")
-        if pending.digest != decision.digest:
+            if any(c.id == call_id for m in thread.messages for c in m.tool_calls):
+                return _already(CallAlreadyDecided(call_id, "done"))
+            raise ApiError(404, f"no pending call {call_id!r} in this thread")
+        if is_question(pending) != question:
+            where = "answers" if is_question(pending) else "decisions"
+            raise ApiError(
+                400,
+                f"call {call_id!r} is {'a question' if is_question(pending) else 'not a question'}"
+                f" ({pending.tool}): send it to .../threads/{thread.id}/{where}",
+            )
+        if pending.digest != digest:
             raise ApiError(
                 409,
-                f"the arguments of call {decision.call_id!r} are not the ones that were shown "
+                f"the arguments of call {call_id!r} are not the ones that were shown "
                 "(its digest differs); nothing was run. Load the thread again before deciding",
             )
         before = len(thread.messages)
-        resumed = agent.resume(
-            thread.id,
-            {decision.call_id: Decision(decision.approve, decision.digest)},
-            context=context,
-        )
+        resumed = agent.resume(thread.id, {call_id: value}, context=context)
         error: str | None = None
         try:
             result = await asyncio.wrap_future(_loop_thread.submit(resumed))
@@ -167,7 +199,7 @@ def build(agents: Sequence[Agent]) -> Starlette:
             if exc.result is None:
                 raise
             result, error = exc.result, str(exc)
-        answer = await run_in_threadpool(
+        shown = await run_in_threadpool(
             _json.thread_json,
             result.thread,
             agent.tools,
@@ -178,11 +210,11 @@ def build(agents: Sequence[Agent]) -> Starlette:
         return _answer(
             {
                 "schema": _json.SCHEMA,
-                "call_id": decision.call_id,
-                "approve": decision.approve,
+                "call_id": call_id,
+                **said,
                 "status": result.status,
                 "error": error,
-                "thread": answer,
+                "thread": shown,
             }
         )
 
@@ -197,6 +229,11 @@ def build(agents: Sequence[Agent]) -> Starlette:
         Route(
             "/api/agents/{name}/threads/{thread_id}/decisions",
             _guarded(decide),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/agents/{name}/threads/{thread_id}/answers",
+            _guarded(answer),
             methods=["POST"],
         ),
     ]
@@ -257,6 +294,15 @@ async def _body(request: Request) -> bytes:
         if len(body) > _json.BODY_BYTES:
             raise ApiError(413, f"the request body is larger than {_json.BODY_BYTES} bytes")
     return bytes(body)
+
+
+async def _json_body(request: Request, what: str) -> bytes:
+    """A POST's body, once its type says JSON: a form a cross-site page posts cannot set this
+    type without CORS's preflight."""
+    _json.check_unknown(request.query_params, set())
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise ApiError(415, f"send {what} as JSON (Content-Type: application/json)")
+    return await _body(request)
 
 
 def _guarded(

@@ -173,6 +173,42 @@ def decision_request(body: bytes) -> DecisionRequest:
     return DecisionRequest(call_id, approve, digest)
 
 
+@dataclass
+class AnswerRequest:
+    call_id: str
+    answer: str
+    digest: str
+
+
+def answer_request(body: bytes) -> AnswerRequest:
+    """The answer to a question a POST's JSON body carries: ``{"call_id", "answer",
+    "digest"}`` (the text; the agent checks it is one of the question's choices)."""
+    data = _body_object(body, '{"call_id": ..., "answer": ..., "digest": ...}')
+    extra = sorted(set(data) - {"call_id", "answer", "digest"})
+    if extra:
+        raise ApiError(400, f"unknown field {extra[0]!r}; an answer has call_id, answer, digest")
+    call_id, answer, digest = data.get("call_id"), data.get("answer"), data.get("digest")
+    if not isinstance(call_id, str) or not call_id or len(call_id) > ID_CHARS:
+        raise ApiError(400, "'call_id' must be the id of the pending question (a string)")
+    if not isinstance(answer, str) or not answer.strip():
+        raise ApiError(400, "'answer' must be the answer's text (a string, not empty)")
+    if not isinstance(digest, str) or not digest or len(digest) > ID_CHARS:
+        raise ApiError(400, "'digest' must be the digest of the pending question that was shown")
+    return AnswerRequest(call_id, answer, digest)
+
+
+def _body_object(body: bytes, form: str) -> dict[str, Any]:
+    if len(body) > BODY_BYTES:
+        raise ApiError(413, f"the request body is larger than {BODY_BYTES} bytes")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise ApiError(400, f"the request body must be JSON: {form}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    return data
+
+
 # ---- reads both faces make ----------------------------------------------------------------------
 
 
@@ -332,6 +368,7 @@ def result_json(
         "is_error": result.is_error,
         "error": result.error,
         "approval": result.approval,
+        "rule": result.rule,
         "data": None,
         "chart": result.chart is not None,
     }

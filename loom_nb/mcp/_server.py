@@ -360,7 +360,10 @@ def mcp_server(
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"mcp_server(name=...) takes the agent's name (a str), got {name!r}")
-    agent = define_agent(name=name, model=_ClientTurns(), connectors=connectors, store=store)
+    # the connectors' tools only: a question is the client's own model's to ask its user
+    agent = define_agent(
+        name=name, model=_ClientTurns(), connectors=connectors, store=store, ask_user=False
+    )
     if STATUS_TOOL in agent.tools:
         raise UserError(
             f"a connector has a tool named {STATUS_TOOL!r}, the name loom_nb's MCP "

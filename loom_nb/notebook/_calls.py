@@ -46,6 +46,9 @@ def summary(words: str, result: ToolResult | None) -> str:
     rows (limit 50)``, ``50 of 53 groups (frame_rows=50 cut it)``: the page the model asked
     for, in the words, gives way to it), and the approval outcome when there is one."""
     badge = f" · {result.approval}" if result is not None and result.approval else ""
+    if result is not None and result.rule:  # decided by a rule, not a click: which one
+        word = "approved" if result.approval == "rule" else str(result.approval)
+        badge = f" · {word} by rule {result.rule}"
     found = result_counts(result)
     if found is not None:
         asked = page_words(found.get("limit"), found.get("offset", 0))

@@ -104,6 +104,23 @@ SUBCOMMANDS = (
         "CALL_ID CHOICE",
         2,
     ),
+    Subcommand(
+        "answer",
+        "answer the agent's question (its `ask_user` card) and resume in this cell; quote an "
+        "answer of several words",
+        "CALL_ID TEXT",
+        2,
+    ),
+    Subcommand(
+        "rules",
+        "the rules that approve or reject calls by themselves (`agent.allow(...)`, "
+        "`agent.deny(...)`, a card's Allow writes like this) as a DataFrame",
+        "AGENT",
+        "?",
+    ),
+    Subcommand(
+        "revoke", "end a rule in every kernel: the next call it would decide waits", "RULE_ID"
+    ),
     Subcommand("help", "this list, the `%%loom` options and the settings"),
 )
 

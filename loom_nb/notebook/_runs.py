@@ -32,7 +32,7 @@ def open_view(session: Session, agent: Agent, binding: Binding | None = None) ->
         from loom_nb.notebook.widgets import ThreadView
 
         def resume_click(
-            view: ThreadView, pending: PendingApproval, approve: bool | Resolution
+            view: ThreadView, pending: PendingApproval, approve: bool | Resolution | str
         ) -> Any:
             session.claim([pending.call_id])
             if view.thread_id is None:
@@ -43,12 +43,18 @@ def open_view(session: Session, agent: Agent, binding: Binding | None = None) ->
             run = resume(session, agent, view, view.thread_id, decisions, context, binding)
             return session.submit(run)
 
+        def allow_click(view: ThreadView, pending: PendingApproval) -> Any:
+            if view.thread_id is None:
+                raise UsageError("this card has no thread yet; wait for the run to stop")
+            return allow_like(agent, pending, view.thread_id, session.context())
+
         view = ThreadView(
             agent_name=agent.name,
             rows=session.settings.rows,
             interval=session.settings.stream_interval,
             resumer=resume_click,
             tools=agent.tools,
+            allower=allow_click,
         )
     else:
         from loom_nb.notebook.text import TextView
@@ -57,6 +63,26 @@ def open_view(session: Session, agent: Agent, binding: Binding | None = None) ->
     session.views.add(view)
     session.last_view = view
     return view
+
+
+def allow_like(
+    agent: Agent, pending: PendingApproval, thread_id: str, context: Mapping[str, Any] | None
+) -> Any:
+    """The thread's rule for writes like ``pending``: its tool, table and columns, and at most
+    the rows its card counted (``agent.allow`` with the card's effect)."""
+    tool = agent.tools.get(pending.tool)
+    if tool is None:
+        raise UsageError(f"agent {agent.name!r} has no tool {pending.tool!r} any more")
+    effect = tool.effect_of(pending.tool, pending.arguments, pending.preview)
+    return agent.allow(
+        tool=pending.tool,
+        table=effect.table,
+        columns=sorted(effect.columns) if effect.columns is not None else None,
+        max_rows=effect.rows,
+        scope="thread",
+        thread_id=thread_id,
+        context=context,
+    )
 
 
 class Followed:

@@ -36,6 +36,6 @@ class View(Protocol):
         """The run ended with ``result`` (None when it has none) or ``error``."""
 
     def mark_decided(
-        self, call_ids: Collection[str], approve: bool | Resolution, note: str
+        self, call_ids: Collection[str], approve: bool | Resolution | str, note: str
     ) -> None:
         """Show that these calls were decided elsewhere (``%loom approve``): no more buttons."""

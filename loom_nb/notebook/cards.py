@@ -49,6 +49,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         rows: int = 10,
         decide: DecideFn | None = None,
         others_waiting: bool = True,
+        allow: Callable[[ApprovalCard], Any] | None = None,
     ) -> None:
         self.pending = pending
         self.thread_id = thread_id
@@ -74,6 +75,17 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         #: For a call whose outcome is unknown: one button per Resolution.
         self.choice_buttons: dict[Resolution, widgets.Button] = {}
         shown = [self.approve_button, self.reject_button]
+        #: "Allow writes like this": a rule for this thread from this card's effect (its tool,
+        #: table, columns and row count), then Approve.
+        self.allow_button: widgets.Button | None = None
+        self._allow_fn = allow
+        if allow is not None and pending.state == "pending":
+            self.allow_button = widgets.Button(
+                description="Allow writes like this", layout=widgets.Layout(width="auto")
+            )
+            self.allow_button.add_class("loom-allow")
+            self.allow_button.on_click(lambda _b: self.allow())
+            shown.append(self.allow_button)
         if pending.state == "unknown":
             self.header.value = self._header("⚠ may have run: its outcome is unknown")
             self.preview.value = f"<div>{UNKNOWN_NOTE}</div>" + self.preview.value
@@ -119,7 +131,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
                 + ("runs it" if pending.state == "approved" else "tells the agent it was rejected")
             )
         elif pending.state in ("approved", "rejected"):  # decided earlier; waits for the others
-            self.mark(pending.state == "approved", "waiting for the other calls")
+            by = f"by rule {pending.rule}; " if pending.rule else ""
+            self.mark(pending.state == "approved", f"{by}waiting for the other calls")
         elif pending.state == "running":
             self._disable()
             self.decision_label.value = "reload the thread when that run ends (%loom show ID)"
@@ -134,6 +147,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             ("approve", self.approve_button),
             ("reject", self.reject_button),
             ("continue", self.continue_button),
+            ("allow", self.allow_button),
             *self.choice_buttons.items(),
         ]
         shown = self.children[2].children
@@ -143,6 +157,21 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         """Approve this call (like a click). Returns the resume's future, or None when the
         card was already decided."""
         return self._decide(True)
+
+    def allow(self) -> concurrent.futures.Future[Any] | None:
+        """Make the thread's rule for writes like this one (see ``agent.allow``), then approve
+        this call. Returns the resume's future, or None when the rule could not be made (the
+        card says why) or the card was decided already."""
+        if self._allow_fn is None or self.decision is not None:
+            return None
+        try:
+            rule = self._allow_fn(self)
+        except Exception as exc:
+            self.decision_label.value = esc(f"no rule made: {exc}")
+            return None
+        future = self._decide(True)
+        self.decision_label.value += esc(f" · rule {rule.id}: {rule.describe()}")
+        return future
 
     def reject(self) -> concurrent.futures.Future[Any] | None:
         """Reject this call (like a click); nothing is written. Returns the resume's future, or
@@ -218,6 +247,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             button.disabled = True
         if self.continue_button is not None:
             self.continue_button.disabled = True
+        if self.allow_button is not None:
+            self.allow_button.disabled = True
         self.remove_class("loom-undecided")
 
     def _header(self, state: str) -> str:

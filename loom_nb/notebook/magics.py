@@ -137,6 +137,12 @@ class LoomMagics(Magics, Configurable):
                 commands.decide.run(s, value, approve=name == "approve")
             case "resolve":
                 commands.resolve.run(s, *value)
+            case "answer":
+                commands.answer.run(s, *value)
+            case "rules":
+                return commands.rules.run(s, value)
+            case "revoke":
+                commands.revoke.run(s, value)
             case "help":
                 commands.help.run(type(self))
             case _:  # a form listed in _help.SUBCOMMANDS that has no handler here

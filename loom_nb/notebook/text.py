@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, TextIO
 
 from loom_nb._agent import RunResult
+from loom_nb._ask import choices_of, is_question
 from loom_nb._codec import is_dataframe
 from loom_nb._counts import counts_of, counts_text
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
@@ -44,6 +45,13 @@ def format_frame(df: Any, rows: int) -> str:
 
 def format_pending(p: PendingApproval, rows: int) -> str:
     """A call waiting for a decision, what it would write (or ran with), and how to decide."""
+    if is_question(p) and p.state == "pending":
+        lines = [f"? the agent asks (call {p.call_id}): {p.arguments.get('question', '')}"]
+        choices = choices_of(p)
+        if choices:
+            lines.append("  choices: " + " | ".join(choices))
+        lines.append(f"  answer: %loom answer {p.call_id} TEXT")
+        return "\n".join(lines)
     if p.state == "unknown":
         lines = [
             f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). Its run "
@@ -168,7 +176,7 @@ class TextView:
                 self._write(f"{interruption(error)}\n")  # a stopped resume; a cell says it
 
     def mark_decided(
-        self, call_ids: Collection[str], approve: bool | Resolution, note: str
+        self, call_ids: Collection[str], approve: bool | Resolution | str, note: str
     ) -> None:
         """Nothing to do: printed cards have no buttons to take away."""
 
@@ -193,7 +201,7 @@ class TextView:
                 self._result(r)
 
     def _result(self, r: ToolResult) -> None:
-        badge = f" [{r.approval}]" if r.approval else ""
+        badge = f" [{r.approval}{f' {r.rule}' if r.rule else ''}]" if r.approval else ""
         if r.approval == "rejected":
             self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
         elif r.is_error:

@@ -17,6 +17,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb._agent import RunResult
+from loom_nb._ask import is_question
 from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
@@ -47,14 +48,17 @@ from loom_nb.notebook._html import (
 from loom_nb.notebook._page import SafeHTML, style
 from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import thread_html, thread_text
-from loom_nb.notebook.cards import ApprovalCard
+from loom_nb.notebook.cards import CHOICES, ApprovalCard
 from loom_nb.notebook.history import history_html
+from loom_nb.notebook.questions import QuestionCard
 from loom_nb.notebook.session import interruption
 
 #: Starts the resume of one decided call: (view, pending, approve or a Resolution) -> future.
 Resumer = Callable[
-    ["ThreadView", PendingApproval, "bool | Resolution"], "concurrent.futures.Future[Any]"
+    ["ThreadView", PendingApproval, "bool | Resolution | str"], "concurrent.futures.Future[Any]"
 ]
+#: Makes the thread's rule "writes like this one" from a card: (view, pending) -> the rule.
+Allower = Callable[["ThreadView", PendingApproval], Any]
 
 
 class ThreadView(widgets.VBox):  # type: ignore[misc]
@@ -68,13 +72,15 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         interval: float = 0.1,
         resumer: Resumer | None = None,
         tools: Mapping[str, Tool] | None = None,
+        allower: Allower | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.rows = rows
         self.interval = interval
         self.resumer = resumer
+        self.allower = allower
         self.thread_id: str | None = None
-        self.cards: list[ApprovalCard] = []
+        self.cards: list[ApprovalCard | QuestionCard] = []
         #: How often streamed text was sent to the frontend (one comm message each).
         self.stream_updates = 0
         self.future: concurrent.futures.Future[Any] | None = None
@@ -90,7 +96,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         # What the static form (``_static``) is drawn from: the messages shown, each card with
         # the number of messages before it, the error lines, a reply cut short.
         self._messages: list[Message] = []
-        self._placed: list[tuple[int, ApprovalCard]] = []
+        self._placed: list[tuple[int, ApprovalCard | QuestionCard]] = []
         self._errors: list[str] = []
         self._unfinished = ""
         self._title: str | None = None
@@ -215,11 +221,15 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self.refresh_static()
 
     def mark_decided(
-        self, call_ids: Collection[str], approve: bool | Resolution, note: str
+        self, call_ids: Collection[str], approve: bool | Resolution | str, note: str
     ) -> None:
         """Show on this view's cards that these calls were decided elsewhere."""
         for card in self.cards:
-            if card.call_id in call_ids and card.decision is None:
+            if card.call_id not in call_ids or card.decision is not None:
+                continue
+            if isinstance(card, QuestionCard):  # noqa: SIM114 (a question takes its answer's text)
+                card.mark(approve, note)
+            elif isinstance(approve, bool) or approve in CHOICES:
                 card.mark(approve, note)
         self.refresh_static()
 
@@ -322,21 +332,34 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     def _add_cards(self, pending: list[PendingApproval]) -> None:
         for p in pending:
-            card = ApprovalCard(
-                p,
-                thread_id=self.thread_id or "",
-                rows=self.rows,
-                decide=self._decide if self.resumer is not None else None,
-                others_waiting=any(
-                    q.state in ("pending", "unknown") for q in pending if q.call_id != p.call_id
-                ),
-            )
+            card: ApprovalCard | QuestionCard
+            if is_question(p) and p.state == "pending":
+                card = QuestionCard(
+                    p,
+                    thread_id=self.thread_id or "",
+                    decide=self._decide if self.resumer is not None else None,
+                )
+            else:
+                card = ApprovalCard(
+                    p,
+                    thread_id=self.thread_id or "",
+                    rows=self.rows,
+                    decide=self._decide if self.resumer is not None else None,
+                    others_waiting=any(
+                        q.state in ("pending", "unknown") for q in pending if q.call_id != p.call_id
+                    ),
+                    allow=self._allow if self.allower is not None else None,
+                )
             self.cards.append(card)
             self._placed.append((len(self._messages), card))
             self._append(card)
 
+    def _allow(self, card: ApprovalCard) -> Any:
+        assert self.allower is not None
+        return self.allower(self, card.pending)
+
     def _decide(
-        self, card: ApprovalCard, approve: bool | Resolution
+        self, card: ApprovalCard | QuestionCard, approve: bool | Resolution | str
     ) -> concurrent.futures.Future[Any]:
         assert self.resumer is not None
         future = self.resumer(self, card.pending, approve)

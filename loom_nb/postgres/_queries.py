@@ -58,6 +58,17 @@ class Queries:
         self.messages = f"SELECT json, data FROM {s}.messages WHERE thread_id = %(id)s ORDER BY seq"
         self.listing = f"SELECT {THREAD_COLUMNS} FROM {s}.threads WHERE "
         self.order = " ORDER BY updated_us DESC, made"
+        self.save_rule = (
+            f"INSERT INTO {s}.rules (id, agent, user_id, thread_id, json, created_us) "
+            f"VALUES (%s, %s, %s, %s, %s, {_NOW_US})"
+        )
+        self.rules = (
+            f"SELECT json FROM {s}.rules WHERE agent = %(agent)s AND revoked_at IS NULL AND "
+        )
+        self.revoke_rule = (
+            f"UPDATE {s}.rules SET revoked_at = %(when)s "
+            "WHERE id = %(id)s AND revoked_at IS NULL AND "
+        )
         # Candidates from the word index (every word of the text is a word of the message),
         # then the exact casefolded text on those rows, unless the text is one plain word,
         # which a word of the message already contains; messages too long for the index, and

@@ -122,12 +122,36 @@ def m004_thread_changes(conn: Any, schema: str) -> None:
     _run(conn, schema, "ALTER TABLE {s}.threads ADD COLUMN changes bigint NOT NULL DEFAULT 0")
 
 
+def m005_rules(conn: Any, schema: str) -> None:
+    """Rules that decide approvals by themselves (``agent.allow`` / ``agent.deny``), kept with
+    their agent and, for a thread's rule, the thread: the rule's JSON form, and when it was
+    revoked (never deleted, so a decision it made still names a rule that was)."""
+    _run(
+        conn,
+        schema,
+        """
+        CREATE TABLE {s}.rules (
+            id text PRIMARY KEY,
+            agent text NOT NULL,
+            user_id text,
+            thread_id text,
+            json text NOT NULL,
+            created_us bigint NOT NULL,
+            revoked_at text,
+            made bigint GENERATED ALWAYS AS IDENTITY
+        )
+        """,
+    )
+    _run(conn, schema, "CREATE INDEX rules_agent ON {s}.rules (agent, user_id, made)")
+
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
     m002_word_index,
     m003_thread_leases,
     m004_thread_changes,
+    m005_rules,
 ]
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -24,6 +24,7 @@ GRANT USAGE ON SCHEMA {s} TO {r};
 GRANT SELECT ON {s}.migrations TO {r};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.threads TO {r};
 GRANT SELECT, INSERT ON {s}.messages TO {r};
+GRANT SELECT, INSERT, UPDATE ON {s}.rules TO {r};
 ALTER DEFAULT PRIVILEGES IN SCHEMA {s} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {r};
 """
 
@@ -49,6 +50,9 @@ CREATE POLICY loom_user_threads ON {s}.threads
 ALTER TABLE {s}.messages ENABLE ROW LEVEL SECURITY;
 CREATE POLICY loom_user_messages ON {s}.messages
     USING ({own_thread}) WITH CHECK ({own_thread});
+ALTER TABLE {s}.rules ENABLE ROW LEVEL SECURITY;
+CREATE POLICY loom_user_rules ON {s}.rules
+    USING (user_id = {user}) WITH CHECK (user_id = {user});
 """
     if supabase:
         out += f"""\

@@ -22,10 +22,11 @@
 from __future__ import annotations
 
 import builtins
+import json
 import re
 import time
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import psycopg
@@ -41,6 +42,7 @@ from loom_nb._message_rows import (
     thread_row,
 )
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._rules import Rule
 from loom_nb._store import Store, ThreadVersion, check_update
 from loom_nb.postgres import _schema as schema
 from loom_nb.postgres._connections import (
@@ -308,6 +310,45 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         if not self._closed:
             self._closed = True
             self._source.close()
+
+    # ---- rules (loom_nb._rules.RuleStore) -----------------------------------------------------
+
+    def save_rule(self, rule: Rule) -> None:
+        """Keep ``rule``, in one statement."""
+        row = (rule.id, rule.agent, rule.user_id, rule.thread_id, json.dumps(rule.to_dict()))
+        self._run(
+            lambda conn: conn.execute(self._q.save_rule, row),
+            user_id=rule.user_id,
+            write=True,
+            doing=f"saving rule {rule.id}",
+            single=True,
+        )
+
+    def load_rules(self, agent: str, *, user_id: str | None = None) -> builtins.list[Rule]:
+        """The agent's rules for this user that are not revoked, oldest first."""
+        where, params = _owner(user_id, agent=None)
+        params["agent"] = agent
+        rows = self._run(
+            lambda conn: conn.execute(self._q.rules + where + " ORDER BY made", params).fetchall(),
+            user_id=user_id,
+            write=False,
+            doing="reading the rules",
+            single=True,
+        )
+        return [Rule.from_dict(json.loads(r[0]), store=self) for r in rows]
+
+    def revoke_rule(self, rule_id: str, *, user_id: str | None = None) -> bool:
+        """Revoke a rule once (compare-and-set); False when it was revoked already or is not
+        this user's."""
+        where, params = _owner(user_id, id=rule_id)
+        params["when"] = datetime.now(timezone.utc).isoformat()
+        return self._run(
+            lambda conn: conn.execute(self._q.revoke_rule + where, params).rowcount > 0,
+            user_id=user_id,
+            write=True,
+            doing=f"revoking rule {rule_id}",
+            single=True,
+        )
 
     # ---- extras -------------------------------------------------------------------------------
 

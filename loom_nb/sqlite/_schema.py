@@ -151,6 +151,26 @@ def m005_lease_length(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE loom_threads ADD COLUMN lease_us INTEGER")
 
 
+def m006_rules(conn: sqlite3.Connection) -> None:
+    """Rules that decide approvals by themselves (``agent.allow`` / ``agent.deny``), kept with
+    their agent and, for a thread's rule, the thread: the rule's JSON form, and when it was
+    revoked (never deleted, so a decision it made still names a rule that was)."""
+    conn.execute(
+        """
+        CREATE TABLE loom_rules (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            user_id TEXT,
+            thread_id TEXT,
+            json TEXT NOT NULL,
+            created_us INTEGER NOT NULL,
+            revoked_at TEXT
+        )
+        """
+    )
+    conn.execute("CREATE INDEX loom_rules_agent ON loom_rules (agent, user_id, created_us)")
+
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
@@ -158,6 +178,7 @@ MIGRATIONS: list[Migration] = [
     m003_thread_leases,
     m004_message_rowids_and_search_index,
     m005_lease_length,
+    m006_rules,
 ]
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ from loom_nb._message_rows import (
     thread_row,
 )
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._rules import Rule
 from loom_nb._store import LEASE_SECONDS, Store, ThreadVersion
 from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
@@ -288,6 +289,52 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             self._closed = True
             if self._owns:
                 self._conn.close()
+
+    # ---- rules (loom_nb._rules.RuleStore) -----------------------------------------------------
+
+    def save_rule(self, rule: Rule) -> None:
+        """Keep ``rule``, in one transaction."""
+        row = (
+            rule.id,
+            rule.agent,
+            rule.user_id,
+            rule.thread_id,
+            json.dumps(rule.to_dict(), ensure_ascii=False),
+            time.time_ns() // 1000,
+        )
+        self._write(
+            lambda conn: conn.execute(
+                "INSERT INTO loom_rules (id, agent, user_id, thread_id, json, created_us) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            ),
+            f"saving rule {rule.id}",
+        )
+
+    def load_rules(self, agent: str, *, user_id: str | None = None) -> builtins.list[Rule]:
+        """The agent's rules for this user that are not revoked, oldest first."""
+        rows = self._query(
+            "SELECT json FROM loom_rules WHERE agent = ? AND user_id IS ? "
+            "AND revoked_at IS NULL ORDER BY created_us, rowid",
+            [agent, user_id],
+        )
+        return [Rule.from_dict(json.loads(text), store=self) for (text,) in rows]
+
+    def revoke_rule(self, rule_id: str, *, user_id: str | None = None) -> bool:
+        """Revoke a rule once (compare-and-set); False when it was revoked already or is not
+        this user's."""
+        when = datetime.now(timezone.utc).isoformat()
+        return self._write(
+            lambda conn: (
+                conn.execute(
+                    "UPDATE loom_rules SET revoked_at = ? "
+                    "WHERE id = ? AND user_id IS ? AND revoked_at IS NULL",
+                    (when, rule_id, user_id),
+                ).rowcount
+                > 0
+            ),
+            f"revoking rule {rule_id}",
+        )
 
     # ---- extras -------------------------------------------------------------------------------
 

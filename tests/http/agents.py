@@ -3,7 +3,8 @@
 A prompt starting ``table`` makes the agent fetch a frame of every dtype (more rows than a
 thread page holds); ``write TEXT`` asks to write a note, which waits for approval and, once
 approved, appends a line to the file it was given (so executions are counted across
-processes); anything else is echoed. Child processes import it too.
+processes); ``ask TEXT`` asks the user TEXT with the choices yes / no; anything else is
+echoed. Child processes import it too.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def _script(request: ModelRequest) -> str | Reply:
         text = last.text
         if text.startswith("table"):
             return Reply("Fetching.", tool_calls=[("orders", {"limit": ROWS})])
+        if text.startswith("ask "):  # a question (ask_user), answered yes or no
+            question = {"question": text[4:], "choices": ["yes", "no"]}
+            return Reply("", tool_calls=[("ask_user", question)])
         if text.startswith("write "):
             return Reply("Writing.", tool_calls=[("write_note", {"text": text[6:]})])
         return f"You said: {text}"

@@ -66,6 +66,7 @@ async def test_stdio_lists_the_connectors_tools_with_their_schemas_and_reads_as_
     async with stdio_session(env) as session:
         listed = {t.name: t for t in (await session.list_tools()).tools}
         assert set(listed) == {*server.agent.tools, "loom_call_status"}
+        assert "ask_user" not in listed  # a question is for the client's model to ask
         for name, tool in server.agent.tools.items():
             assert listed[name].input_schema == tool.parameters
             assert listed[name].description == tool.description

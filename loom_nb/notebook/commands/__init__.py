@@ -2,11 +2,12 @@
 
 Every module has one ``run(...)`` taking the parsed arguments: ``cell`` is the ``%%loom``
 cell, ``chat`` is ``%loom AGENT``, ``decide`` is both ``approve`` and ``reject`` (and carries
-``resolve``'s choice). What they
+``resolve``'s choice and ``answer``'s text). What they
 show and say is listed once, in ``loom_nb.notebook._help``.
 """
 
 from loom_nb.notebook.commands import (
+    answer,
     approvals,
     cell,
     chat,
@@ -17,11 +18,14 @@ from loom_nb.notebook.commands import (
     new,
     resolve,
     resume,
+    revoke,
+    rules,
     show,
     threads,
 )
 
 __all__ = [
+    "answer",
     "approvals",
     "cell",
     "chat",
@@ -32,6 +36,8 @@ __all__ = [
     "new",
     "resolve",
     "resume",
+    "revoke",
+    "rules",
     "show",
     "threads",
 ]

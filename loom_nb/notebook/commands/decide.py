@@ -10,6 +10,7 @@ from IPython.core.error import UsageError
 
 from loom_nb import _loop_thread
 from loom_nb._agent import Decision, DecisionLike, RunResult
+from loom_nb._ask import is_question
 from loom_nb._errors import RunError, UserError
 from loom_nb._messages import Resolution
 from loom_nb.notebook import _runs
@@ -17,9 +18,10 @@ from loom_nb.notebook._html import AFTER, preview_note
 from loom_nb.notebook.session import RunFailed, RunInterrupted, Session, usage_errors
 
 
-def run(session: Session, call_ids: list[str], *, approve: bool | Resolution) -> RunResult:
+def run(session: Session, call_ids: list[str], *, approve: bool | Resolution | str) -> RunResult:
     """Approve (or reject) ``call_ids``, all of one thread, and show the resumed run; for
-    calls whose outcome is unknown, ``approve`` is the user's Resolution instead."""
+    calls whose outcome is unknown, ``approve`` is the user's Resolution instead, and for a
+    question (``ask_user``) the answer's text."""
     call_ids = list(dict.fromkeys(call_ids))
     by_call = {p.call_id: (a, t, p) for a, t in session.pending() for p in t.pending}
     missing = [c for c in call_ids if c not in by_call]
@@ -44,7 +46,16 @@ def run(session: Session, call_ids: list[str], *, approve: bool | Resolution) ->
         )
     agent, thread, _ = by_call[call_ids[0]]
     session.claim(call_ids)
-    word = "resolve" if isinstance(approve, str) else "approve" if approve else "reject"
+    question = is_question(by_call[call_ids[0]][2])
+    word = (
+        "answer"
+        if question
+        else "resolve"
+        if isinstance(approve, str)
+        else "approve"
+        if approve
+        else "reject"
+    )
     for shown in list(session.views):
         shown.mark_decided(call_ids, approve, f"decided with %loom {word}")
     decisions: dict[str, DecisionLike] = {
