@@ -233,14 +233,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         where, params = self._owner(user_id, agent=agent)
         query = self._q.listing + where + self._q.order + " LIMIT %(limit)s OFFSET %(offset)s"
         params.update(limit=max(int(limit), 0), offset=max(int(offset), 0))
-        rows = self._run(
-            lambda conn: conn.execute(query, params).fetchall(),
-            user_id=user_id,
-            write=False,
-            doing="listing threads",
-            single=True,
-        )
-        return [_info(r) for r in rows]
+        return self._infos(query, params, user_id, "listing threads")
 
     def search(
         self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
@@ -263,14 +256,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         params["limit"] = max(int(limit), 0)
         query = self._q.listing + where + " AND " + self._q.found + self._q.order
         query += " LIMIT %(limit)s"
-        rows = self._run(
-            lambda conn: conn.execute(query, params).fetchall(),
-            user_id=user_id,
-            write=False,
-            doing="searching threads",
-            single=True,
-        )
-        return [_info(r) for r in rows]
+        return self._infos(query, params, user_id, "searching threads")
 
     def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
         where, params = self._owner(user_id, id=thread_id)
@@ -374,6 +360,19 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             where += " AND agent = %(agent)s"
             params["agent"] = agent
         return where, params
+
+    def _infos(
+        self, query: str, params: dict[str, Any], user_id: str | None, doing: str
+    ) -> builtins.list[ThreadInfo]:
+        """The threads one listing statement finds."""
+        rows = self._run(
+            lambda conn: conn.execute(query, params).fetchall(),
+            user_id=user_id,
+            write=False,
+            doing=doing,
+            single=True,
+        )
+        return [_info(r) for r in rows]
 
     def _run(
         self,
