@@ -285,7 +285,7 @@ def bench_appends(
 def bench_search(dsn: str, total: int, repeat: int) -> dict[str, dict[str, float]]:
     """200 threads of ``total / 200`` messages, filled in bulk (the same rows appends make)."""
     from loom_nb import Message, TextPart, Thread
-    from loom_nb._message_rows import message_row
+    from loom_nb._sql_stores.rows import message_row
     from loom_nb.postgres import postgres_store
 
     store = postgres_store(dsn, schema="bench_search")

@@ -10,7 +10,7 @@ import pytest
 
 from loom_nb import ReplayModel, Reply, define_agent, tool
 from loom_nb._arguments import MAX_CHARS, MAX_DEPTH, MAX_ITEMS, size_problem
-from loom_nb.models._common import tool_call
+from loom_nb.models._tool_calls import tool_call
 from loom_nb.sqlite import sqlite_store
 
 

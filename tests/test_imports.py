@@ -59,18 +59,21 @@ COMPOSITION_ROOT = (
 #: The layers, lowest first. A module imports its own layer and the ones below, never above.
 LAYERS = ["core", "shared", "integrations", "face", "notebook", "servers"]
 
+#: The packages of the shared layer: what the table connectors share, what the SQL stores share.
+SHARED = {"_tables", "_sql_stores"}
+
 
 def layer(module: str) -> str:
     """The layer of one of loom_nb's modules."""
     parts = module.split(".")
     if module == "loom_nb":
         return "face"  # the public names: the core's, and the test models
-    if len(parts) == 2 and parts[1].startswith("_") and parts[1] != "_tables":
+    if parts[1] in SHARED:
+        return "shared"
+    if len(parts) == 2 and parts[1].startswith("_"):
         return "core"  # loom_nb/_*.py
     if module == "loom_nb.models":
         return "core"  # the model contract; its adapters are integrations
-    if parts[1] == "_tables":
-        return "shared"  # what the table connectors share
     if parts[1] == "notebook":
         return "notebook"
     if parts[1] == "http":
@@ -334,6 +337,12 @@ def add_line(module: Path, line: str) -> None:
             "sqlite/_given.py",
             "def view():\n    from loom_nb.notebook import widgets",
             "loom_nb.sqlite._given -> loom_nb.notebook (integrations -> notebook)",
+        ),
+        # the core reaching into what only the SQL stores share
+        (
+            "_store.py",
+            "def rows():\n    from loom_nb._sql_stores.rows import message_row",
+            "loom_nb._store -> loom_nb._sql_stores.rows (core -> shared)",
         ),
         # through a parent package: loom_nb.charts' __init__ runs, which imports _messages
         (

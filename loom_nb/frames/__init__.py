@@ -153,7 +153,7 @@ from loom_nb._tables.options import (
 )
 from loom_nb._tools import Connector
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
-from loom_nb.frames._allowlist import Tables, check_frame, usable_name
+from loom_nb.frames._allowlist import AllowedFrames, check_frame, usable_name
 from loom_nb.frames._connector import frame_connector
 from loom_nb.frames._namespace import NAMESPACE_FRAMES, namespace_source
 
@@ -227,7 +227,7 @@ def frame_tools(
                 raise UserError(
                     f"relationships names {t}.{c}, but frame {t!r} has no usable column {c!r}"
                 )
-    tables = Tables(
+    tables = AllowedFrames(
         specs, data, max_rows, name, source, frame_rows=frame_rows, relationships=related
     )
     return frame_connector(tables, approve_writes)

@@ -71,7 +71,7 @@ def integer_index(index: pd.Index) -> bool:
     )
 
 
-class Tables:
+class AllowedFrames:
     """The frames of one connector, by table name, with what the tools share about them.
 
     With a ``namespace``, the tables of a run are these and the namespace's DataFrames as the
@@ -104,20 +104,20 @@ class Tables:
         self.locks = locks if locks is not None else {t: threading.RLock() for t in frames}
         self._key = f"loom_nb.frames:{name}:{id(self)}"
 
-    def for_run(self, ctx: RunContext | None) -> Tables:
+    def for_run(self, ctx: RunContext | None) -> AllowedFrames:
         """The tables as run ``ctx`` sees them: the namespace is read at the run's first call
         and kept for the run, so one run's calls agree; ``None`` reads it now."""
         if self.namespace is None:
             return self
         if ctx is not None and self._key in ctx.state:
-            cached: Tables = ctx.state[self._key]
+            cached: AllowedFrames = ctx.state[self._key]
             return cached
         found, unlisted = namespace_frames(self.namespace(), self.specs)
         specs = dict(self.specs)
         specs.update({n: TableSpec(n, "a DataFrame in the user's namespace") for n in found})
         locks = dict(self.locks)
         locks.update({n: threading.RLock() for n in found})
-        tables = Tables(
+        tables = AllowedFrames(
             specs,
             {**self.frames, **found},
             self.max_rows,

@@ -28,7 +28,7 @@ from loom_nb._tables.grammar import (
 )
 from loom_nb._tables.options import Relationship
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
-from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._allowlist import AllowedFrames
 from loom_nb.frames._filters import like_regex
 from loom_nb.frames._joins import inner_tables, join, joined_columns
 from loom_nb.frames._values import BadValue, holds_missing, value_for, value_to_write
@@ -37,7 +37,7 @@ _COMPARE = {"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "
 _SORT = 'na_position="last", kind="stable"'
 
 
-def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+def select_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
     q = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
@@ -62,7 +62,7 @@ def select_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
     return "\n".join(lines)
 
 
-def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+def aggregate_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
     q = parse_aggregate(
         args, tables.specs, tables.frame_rows, FRAME_AGGREGATES, tables.relationships
     )
@@ -126,7 +126,7 @@ def aggregate_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> st
     return "\n".join(lines)
 
 
-def append_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+def append_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
     """The rows as the tool appended them: every column of the frame, each value converted
     as the tool converted it, the next index labels, the frame's dtypes."""
     q = parse_insert(args, tables.specs)
@@ -170,7 +170,7 @@ def _written(col: pd.Series | None, value: Any) -> str:
     return _literal(converted)
 
 
-def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
+def update_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
     q = parse_update(args, tables.specs)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
@@ -187,13 +187,13 @@ def update_code(tables: Tables, args: dict[str, Any], ctx: CodeContext) -> str:
 # ---- pieces ---------------------------------------------------------------------------------
 
 
-def _frame(tables: Tables, table: str, ctx: CodeContext) -> str:
+def _frame(tables: AllowedFrames, table: str, ctx: CodeContext) -> str:
     ctx.setup("import pandas as pd")
     return ctx.expect(variable_for(table), f"the DataFrame the agent read as table {table!r}")
 
 
 def _join(
-    tables: Tables,
+    tables: AllowedFrames,
     table: str,
     joins: Sequence[Relationship],
     names: Sequence[str],
@@ -234,7 +234,7 @@ def _join(
     return lines, name, df
 
 
-def _usable(tables: Tables, table: str, ctx: CodeContext) -> list[str] | None:
+def _usable(tables: AllowedFrames, table: str, ctx: CodeContext) -> list[str] | None:
     """The columns a select of every column gave: those of its saved result when there is
     one (the frame may have gained columns since), else those the frame allows now."""
     if isinstance(ctx.data, pd.DataFrame):

@@ -13,12 +13,12 @@ from loom_nb._tools import Connector, tool
 from loom_nb.frames import _code as code
 from loom_nb.frames import _reads as reads
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
-from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._allowlist import AllowedFrames
 from loom_nb.frames._namespace import NAMESPACE_FRAMES
 from loom_nb.frames._writes import Writes
 
 
-def frame_connector(tables: Tables, approve_writes: bool) -> Connector:
+def frame_connector(tables: AllowedFrames, approve_writes: bool) -> Connector:
     """list_tables, select and aggregate; append and update when some frame is writable."""
     n, max_rows, frame_rows = tables.name, tables.max_rows, tables.frame_rows
     writes = Writes(tables, approve_writes)

@@ -20,14 +20,14 @@ from loom_nb.frames._aggregate import (
     check_bins,
     compute_aggregate,
 )
-from loom_nb.frames._allowlist import Tables
+from loom_nb.frames._allowlist import AllowedFrames
 from loom_nb.frames._buckets import check_bucket
 from loom_nb.frames._filters import filter_mask
 from loom_nb.frames._joins import inner_tables, join, joined_columns, unmatched_text
 from loom_nb.frames._values import category_list
 
 
-def list_tables(tables: Tables) -> ToolOutput:
+def list_tables(tables: AllowedFrames) -> ToolOutput:
     entries: list[dict[str, Any]] = []
     categories: list[str] = []
     lines = [
@@ -79,7 +79,7 @@ def list_tables(tables: Tables) -> ToolOutput:
     return ToolOutput("\n".join(lines), entries)
 
 
-def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
+def select(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
     q: Select = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
     with tables.locked([q.table, *(r.other for r in q.joins)]):
         columns = list(q.columns) if q.columns is not None else _every_column(tables, q)
@@ -105,14 +105,14 @@ def select(tables: Tables, args: dict[str, Any]) -> ToolOutput:
     return ToolOutput(text, with_counts(frame, found))
 
 
-def _every_column(tables: Tables, q: Select) -> list[str]:
+def _every_column(tables: AllowedFrames, q: Select) -> list[str]:
     """A select without columns: the table's allowed columns, then each joined table's."""
     own = tables.columns(q.table)
     return [*own, *(f"{r.other}.{c}" for r in q.joins for c in tables.columns(r.other))]
 
 
 def _joined(
-    tables: Tables,
+    tables: AllowedFrames,
     table: str,
     joins: Sequence[Relationship],
     names: Sequence[str],
@@ -217,7 +217,7 @@ def _sort_keys(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     return values, np.zeros(len(values), dtype=bool)
 
 
-def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
+def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
     q = parse_aggregate(
         args, tables.specs, tables.frame_rows, FRAME_AGGREGATES, tables.relationships
     )
@@ -272,7 +272,7 @@ def aggregate(tables: Tables, args: dict[str, Any]) -> ToolOutput:
 
 
 def _page_text(
-    tables: Tables,
+    tables: AllowedFrames,
     table: str,
     frame: pd.DataFrame,
     matched: int,

@@ -17,17 +17,17 @@ import pandas as pd
 from loom_nb._context import RunContext
 from loom_nb._messages import arguments_digest
 from loom_nb._render import frame_for_model
-from loom_nb._tables.cards import (
+from loom_nb._tables.filter_text import where_text
+from loom_nb._tables.grammar import parse_insert, parse_update
+from loom_nb._tables.update_preview import (
     ROWS_MATCHED,
     SAMPLE_ROWS,
     approved_count,
     rows_that_change,
     update_effect,
 )
-from loom_nb._tables.filter_text import where_text
-from loom_nb._tables.grammar import parse_insert, parse_update
 from loom_nb._tools import ToolInputError, ToolOutput
-from loom_nb.frames._allowlist import Tables, integer_index
+from loom_nb.frames._allowlist import AllowedFrames, integer_index
 from loom_nb.frames._filters import filter_mask
 from loom_nb.frames._values import BadValue, holds_missing, value_to_write
 
@@ -47,7 +47,7 @@ class Writes:
     """append and update over ``tables``, each planned (every value converted, every row
     matched) under the frame's lock before anything is written."""
 
-    def __init__(self, tables: Tables, approve_writes: bool) -> None:
+    def __init__(self, tables: AllowedFrames, approve_writes: bool) -> None:
         self.tables = tables
         self.approve_writes = approve_writes
         # Write calls answered with an error instead of an approval request: they never write.
@@ -267,7 +267,7 @@ _MATCHED_ROWS = "_matched_rows"
 _GUARANTEE = "if other rows match when it runs, nothing is changed"
 
 
-def _rows_key(tables: Tables, table: str, mask: np.ndarray) -> str:
+def _rows_key(tables: AllowedFrames, table: str, mask: np.ndarray) -> str:
     """A digest of the index labels of the rows ``mask`` selects: equal keys, same rows."""
     labels = tables.frames[table].index[mask]
     digest = hashlib.sha256(str(len(labels)).encode())

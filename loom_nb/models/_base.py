@@ -20,8 +20,11 @@ from urllib.parse import urlsplit
 
 from loom_nb._errors import MissingAPIKey, ProviderError, UserError
 from loom_nb.models import Model, ModelEvent, ModelRequest, check_allow_model_requests
-from loom_nb.models._common import ClientPerLoop, ProviderFacts, RetryPolicy, ServerError
+from loom_nb.models._clients import ClientPerLoop
 from loom_nb.models._deadlines import Deadlines, Expired, expires_at
+from loom_nb.models._provider_errors import ProviderFacts
+from loom_nb.models._retries import RetryPolicy
+from loom_nb.models._server_errors import ServerError
 
 RawEvent = TypeVar("RawEvent")
 Prepared = TypeVar("Prepared")

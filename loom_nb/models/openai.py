@@ -16,8 +16,10 @@ from loom_nb._errors import MissingExtra
 from loom_nb._messages import Message, TextPart, ToolCall, ToolResult, Usage
 from loom_nb.models import ModelEvent, ModelRequest, TextDelta, ToolDefinition
 from loom_nb.models._base import Advice, StreamingAdapter
-from loom_nb.models._common import NO_KEY, ServerError, body_message, status_error, tool_call
+from loom_nb.models._clients import NO_KEY
 from loom_nb.models._deadlines import Deadlines
+from loom_nb.models._server_errors import ServerError, body_message, status_error
+from loom_nb.models._tool_calls import tool_call
 
 try:
     import openai

@@ -16,7 +16,8 @@
 - Search: see :meth:`PostgresStore.search`.
 - A thread's lease and its pending calls' states change by compare-and-set on the thread's row,
   locked for the transaction (``FOR UPDATE``), so of two kernels claiming one call exactly one
-  wins; lease times are the server's clock, one clock for every kernel.
+  wins; lease times are the server's clock, one clock for every kernel. These writes are the
+  SQL stores' steps (``loom_nb._sql_stores.steps``) in PostgreSQL's dialect (``_dialect``).
 """
 
 from __future__ import annotations
@@ -32,17 +33,10 @@ from typing import Any, TypeVar
 import psycopg
 
 from loom_nb._errors import StoreError, StoreTimeout, StoreUnreachable, UserError
-from loom_nb._message_rows import (
-    lease_of,
-    message_row,
-    moved_pending,
-    pending_text,
-    row_thread,
-    sort_key,
-    thread_row,
-)
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 from loom_nb._rules import Rule
+from loom_nb._sql_stores import steps
+from loom_nb._sql_stores.rows import row_thread
 from loom_nb._store import Store, ThreadVersion, check_update
 from loom_nb.postgres import _schema as schema
 from loom_nb.postgres._connections import (
@@ -54,6 +48,7 @@ from loom_nb.postgres._connections import (
     Unreachable,
     deadlines,
 )
+from loom_nb.postgres._dialect import PostgresDialect
 from loom_nb.postgres._queries import Queries
 
 T = TypeVar("T")
@@ -102,6 +97,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             raise UserError(f"postgres_store(dsn) takes a connection string, got {dsn!r}")
         self.schema = schema
         self._q = Queries(schema)
+        self._dialect = PostgresDialect(schema)
         self._closed = False
         if connection is not None:
             self._source: OwnedConnection | GivenConnection | GivenPool = GivenConnection(
@@ -134,9 +130,8 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
     # ---- the store contract -----------------------------------------------------------------
 
     def save_thread(self, thread: Thread) -> None:
-        row = thread_row(thread)
         self._run(
-            lambda conn: conn.execute(self._q.save, row),
+            lambda conn: steps.save_thread(conn, self._dialect, thread),
             user_id=thread.user_id,
             write=True,
             doing=f"saving thread {thread.id}",
@@ -146,13 +141,11 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
     def append(
         self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
     ) -> None:
-        def write(conn: psycopg.Connection[Any]) -> None:
-            self._append_row(conn, thread.id, thread.updated_at, message)
-            if pending is not None:  # the approval request and its cards: one transaction
-                conn.execute(self._q.set_pending, (pending_text(pending), len(pending), thread.id))
-
         self._run(
-            write,
+            # with pending calls, the approval request and its cards: one transaction
+            lambda conn: steps.append(
+                conn, self._dialect, thread.id, thread.updated_at, message, pending
+            ),
             user_id=thread.user_id,
             write=True,
             doing=f"saving a message to {thread.id}",
@@ -171,23 +164,19 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         user_id: str | None = None,
     ) -> None:
         check_update(state, message)
-        where, params = _owner(user_id, id=thread_id)
-
-        def write(conn: psycopg.Connection[Any]) -> None:
-            found = conn.execute(self._q.pending + where + " FOR UPDATE", params).fetchone()
-            if found is None:
-                raise KeyError(f"a thread that was never saved: {thread_id}")
-            text, count = moved_pending(found[0], call_ids, state, expect, holder, message)
-            conn.execute(self._q.set_pending, (text, count, thread_id))
-            if message is not None:
-                self._append_row(conn, thread_id, message.created_at, message)
-
         doing = (
             f"saving the results of calls {', '.join(call_ids)} of {thread_id}"
             if message is not None
             else f"deciding calls of {thread_id}"
         )
-        self._run(write, user_id=user_id, write=True, doing=doing)
+        self._run(
+            lambda conn: steps.move_calls(
+                conn, self._dialect, (thread_id, user_id), call_ids, state, expect, holder, message
+            ),
+            user_id=user_id,
+            write=True,
+            doing=doing,
+        )
 
     def acquire_lease(
         self,
@@ -198,30 +187,20 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         replacing: str | None = None,
         user_id: str | None = None,
     ) -> Lease:
-        where, params = _owner(user_id, id=thread_id)
-        params.update(holder=holder, replacing=replacing, us=round(seconds * 1_000_000))
-
-        def write(conn: psycopg.Connection[Any]) -> Lease:
-            while True:
-                conn.execute(self._q.take + where, params)  # re-checked on a concurrent update
-                found = conn.execute(self._q.lease + where, params).fetchone()
-                if found is None:
-                    raise KeyError(f"a thread that was never saved: {thread_id}")
-                lease = lease_of(found[0], found[1])
-                if lease is not None:
-                    return lease
-                # its holder freed it between the two statements (each sees the latest
-                # commit): take it again
-
-        return self._run(write, user_id=user_id, write=True, doing=f"taking thread {thread_id}")
+        return self._run(
+            lambda conn: steps.take_lease(
+                conn, self._dialect, (thread_id, user_id), holder, seconds, replacing
+            ),
+            user_id=user_id,
+            write=True,
+            doing=f"taking thread {thread_id}",
+        )
 
     def release_lease(
         self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
     ) -> bool:
-        where, params = _owner(user_id, id=thread_id)
-        params.update(holder=holder, error=error)
         return self._run(
-            lambda conn: conn.execute(self._q.free + where, params).rowcount > 0,
+            lambda conn: steps.free_lease(conn, self._dialect, (thread_id, user_id), holder, error),
             user_id=user_id,
             write=True,
             doing=f"freeing thread {thread_id}",
@@ -229,7 +208,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         )
 
     def load(self, thread_id: str, *, user_id: str | None = None) -> Thread | None:
-        where, params = _owner(user_id, id=thread_id)
+        where, params = self._owner(user_id, id=thread_id)
 
         def read(conn: psycopg.Connection[Any]) -> tuple[Any, builtins.list[Any]] | None:
             record = conn.execute(self._q.thread + where, params).fetchone()
@@ -253,17 +232,10 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         limit: int = 50,
         offset: int = 0,
     ) -> builtins.list[ThreadInfo]:
-        where, params = _owner(user_id, agent=agent)
+        where, params = self._owner(user_id, agent=agent)
         query = self._q.listing + where + self._q.order + " LIMIT %(limit)s OFFSET %(offset)s"
         params.update(limit=max(int(limit), 0), offset=max(int(offset), 0))
-        rows = self._run(
-            lambda conn: conn.execute(query, params).fetchall(),
-            user_id=user_id,
-            write=False,
-            doing="listing threads",
-            single=True,
-        )
-        return [_info(r) for r in rows]
+        return self._infos(query, params, user_id, "listing threads")
 
     def search(
         self, text: str, *, agent: str | None = None, user_id: str | None = None, limit: int = 50
@@ -276,7 +248,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         ``revenue`` and ``total revenue`` find "Total revenue"; ``venue`` or ``total rev``
         (pieces of words) find it in the SQLite and memory stores only.
         """
-        where, params = _owner(user_id, agent=agent)
+        where, params = self._owner(user_id, agent=agent)
         needle = text.casefold().replace("\x00", "")
         params.update(
             needle=needle,
@@ -286,17 +258,10 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
         params["limit"] = max(int(limit), 0)
         query = self._q.listing + where + " AND " + self._q.found + self._q.order
         query += " LIMIT %(limit)s"
-        rows = self._run(
-            lambda conn: conn.execute(query, params).fetchall(),
-            user_id=user_id,
-            write=False,
-            doing="searching threads",
-            single=True,
-        )
-        return [_info(r) for r in rows]
+        return self._infos(query, params, user_id, "searching threads")
 
     def delete(self, thread_id: str, *, user_id: str | None = None) -> bool:
-        where, params = _owner(user_id, id=thread_id)
+        where, params = self._owner(user_id, id=thread_id)
         return self._run(
             lambda conn: conn.execute(self._q.delete + where, params).rowcount > 0,
             user_id=user_id,
@@ -326,7 +291,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
 
     def load_rules(self, agent: str, *, user_id: str | None = None) -> builtins.list[Rule]:
         """The agent's rules for this user that are not revoked, oldest first."""
-        where, params = _owner(user_id, agent=None)
+        where, params = self._owner(user_id, agent=None)
         params["agent"] = agent
         rows = self._run(
             lambda conn: conn.execute(self._q.rules + where + " ORDER BY made", params).fetchall(),
@@ -340,7 +305,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
     def revoke_rule(self, rule_id: str, *, user_id: str | None = None) -> bool:
         """Revoke a rule once (compare-and-set); False when it was revoked already or is not
         this user's."""
-        where, params = _owner(user_id, id=rule_id)
+        where, params = self._owner(user_id, id=rule_id)
         params["when"] = datetime.now(timezone.utc).isoformat()
         return self._run(
             lambda conn: conn.execute(self._q.revoke_rule + where, params).rowcount > 0,
@@ -355,7 +320,7 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
     def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:
         """The thread's write counter and message count (None when unknown to this user): one
         indexed row, so a kernel can check that a thread it keeps has not changed."""
-        where, params = _owner(user_id, id=thread_id)
+        where, params = self._owner(user_id, id=thread_id)
         found = self._run(
             lambda conn: conn.execute(self._q.version + where, params).fetchone(),
             user_id=user_id,
@@ -425,6 +390,30 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             "with: pip install -U loom-nb - or use another schema: postgres_store(..., "
             "schema=...)"
         )
+
+    def _owner(
+        self, user_id: str | None, *, agent: str | None = None, **params: Any
+    ) -> tuple[str, dict[str, Any]]:
+        """The WHERE part that scopes to one user (and agent), as the steps do."""
+        where = steps.owner(self._dialect, user_id, thread=False)
+        params["user"] = user_id
+        if agent is not None:
+            where += " AND agent = %(agent)s"
+            params["agent"] = agent
+        return where, params
+
+    def _infos(
+        self, query: str, params: dict[str, Any], user_id: str | None, doing: str
+    ) -> builtins.list[ThreadInfo]:
+        """The threads one listing statement finds."""
+        rows = self._run(
+            lambda conn: conn.execute(query, params).fetchall(),
+            user_id=user_id,
+            write=False,
+            doing=doing,
+            single=True,
+        )
+        return [_info(r) for r in rows]
 
     def _run(
         self,
@@ -515,25 +504,6 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             "postgres_store(..., timeout=...) if the server is only slow"
         )
 
-    def _append_row(
-        self, conn: psycopg.Connection[Any], thread_id: str, updated: datetime, message: Message
-    ) -> None:
-        """One message row, counted on its thread (inside the caller's transaction)."""
-        role, created_at, text, data, search = message_row(message)
-        params = (
-            updated.isoformat(),
-            sort_key(updated),
-            thread_id,
-            thread_id,
-            role,
-            created_at,
-            text,
-            data,
-            search.replace("\x00", ""),  # PostgreSQL text holds no NUL; search ignores them
-        )
-        if conn.execute(self._q.append, params).fetchone() is None:
-            raise KeyError(f"append to a thread that was never saved: {thread_id}")
-
     def _failed(self, exc: psycopg.Error, doing: str, write: bool) -> StoreUnreachable:
         if not write:
             outcome = "nothing was changed"
@@ -591,18 +561,6 @@ def postgres_store(
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-
-
-def _owner(
-    user_id: str | None, *, agent: str | None = None, **params: Any
-) -> tuple[str, dict[str, Any]]:
-    """The WHERE part that scopes to one user (and agent): ``=`` or ``IS NULL``, both indexed."""
-    where = "user_id IS NULL" if user_id is None else "user_id = %(user)s"
-    params["user"] = user_id
-    if agent is not None:
-        where += " AND agent = %(agent)s"
-        params["agent"] = agent
-    return where, params
 
 
 def _first_line(exc: Exception) -> str:

@@ -15,8 +15,8 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-from loom_nb._message_rows import searchable
 from loom_nb._messages import Message
+from loom_nb._sql_stores.rows import searchable
 from loom_nb._store import _searchable
 
 Migration = Callable[[sqlite3.Connection], None]

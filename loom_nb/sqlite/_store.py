@@ -1,6 +1,7 @@
 """The SQLite store: the store contract over Python's ``sqlite3`` (what it promises is in
-``loom_nb.sqlite``'s docstring). Statements that several operations share are in ``_steps``,
-the schema and its migrations in ``_schema``, a connection you pass in ``_given``."""
+``loom_nb.sqlite``'s docstring). Its writes are the SQL stores' steps
+(``loom_nb._sql_stores.steps``) in SQLite's dialect (``_dialect``); the schema and its
+migrations are in ``_schema``, a connection you pass in ``_given``."""
 
 from __future__ import annotations
 
@@ -17,19 +18,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom_nb._errors import StoreError, UserError
-from loom_nb._message_rows import (
-    THREAD_COLUMNS,
-    message_contains,
-    row_thread,
-    searchable,
-    thread_row,
-)
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 from loom_nb._rules import Rule
-from loom_nb._store import LEASE_SECONDS, Store, ThreadVersion
+from loom_nb._sql_stores import steps
+from loom_nb._sql_stores.rows import THREAD_COLUMNS, message_contains, row_thread, searchable
+from loom_nb._store import Store, ThreadVersion, check_update
 from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
-from loom_nb.sqlite import _steps as steps
+from loom_nb.sqlite._dialect import SQLiteDialect, Watch, now_us
 
 DEFAULT_PATH = ".loom/loom.db"
 
@@ -71,6 +67,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         self._closed = False
         self._indexed = False
         self._watch = Watch()
+        self._dialect = SQLiteDialect(self._watch, indexed=False)
         if database is not None:
             if not isinstance(database, sqlite3.Connection):
                 raise UserError(
@@ -114,34 +111,17 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     # ---- the store contract -----------------------------------------------------------------
 
     def save_thread(self, thread: Thread) -> None:
-        # A thread made again after a deletion never repeats a version its old self had: it
-        # starts at the clock, in microseconds.
-        row = (*thread_row(thread), time.time_ns() // 1000)
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                """
-                INSERT INTO loom_threads (id, agent, user_id, title, created_at, updated_at,
-                    updated_us, pending, pending_count, error, version)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET
-                    agent = excluded.agent, user_id = excluded.user_id, title = excluded.title,
-                    created_at = excluded.created_at, updated_at = excluded.updated_at,
-                    updated_us = excluded.updated_us, pending = excluded.pending,
-                    pending_count = excluded.pending_count, error = excluded.error,
-                    version = version + 1
-                """,
-                row,
-            )
-
-        self._write(write, f"saving thread {thread.id}")
+        self._write(
+            lambda conn: steps.save_thread(conn, self._dialect, thread),
+            f"saving thread {thread.id}",
+        )
 
     def append(
         self, thread: Thread, message: Message, *, pending: Sequence[PendingApproval] | None = None
     ) -> None:
         self._write(
             lambda conn: steps.append(
-                conn, thread.id, thread.updated_at, message, pending, self._indexed
+                conn, self._dialect, thread.id, thread.updated_at, message, pending
             ),
             f"saving a message to {thread.id}",
         )
@@ -157,9 +137,10 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         message: Message | None = None,
         user_id: str | None = None,
     ) -> None:
+        check_update(state, message)
         self._write(
             lambda conn: steps.move_calls(
-                conn, (thread_id, user_id), call_ids, state, expect, holder, message, self._indexed
+                conn, self._dialect, (thread_id, user_id), call_ids, state, expect, holder, message
             ),
             f"saving the results of calls {', '.join(call_ids)} of {thread_id}"
             if message is not None
@@ -177,7 +158,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
     ) -> Lease:
         return self._write(
             lambda conn: steps.take_lease(
-                conn, (thread_id, user_id), holder, seconds, replacing, self._watch.lapsed
+                conn, self._dialect, (thread_id, user_id), holder, seconds, replacing
             ),
             f"taking thread {thread_id}",
         )
@@ -186,7 +167,7 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
         self, thread_id: str, holder: str, *, error: str | None, user_id: str | None = None
     ) -> bool:
         return self._write(
-            lambda conn: steps.free_lease(conn, (thread_id, user_id), holder, error),
+            lambda conn: steps.free_lease(conn, self._dialect, (thread_id, user_id), holder, error),
             f"freeing thread {thread_id}",
         )
 
@@ -367,8 +348,10 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             if len(done) < schema.VERSION:
                 self._write(self._migrate, "creating tables")
             conn.create_function("loom_contains", 2, message_contains, deterministic=True)
+            conn.create_function("loom_now_us", 0, now_us)
             #: Whether the file has the search index (not when its SQLite had no trigram FTS5).
             self._indexed = self._read(_has_search_index)
+            self._dialect = SQLiteDialect(self._watch, self._indexed)
         except sqlite3.DatabaseError as exc:
             raise _translate(exc, self.path) from exc
 
@@ -438,28 +421,6 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 return _retry(attempt, self.path)
             except sqlite3.DatabaseError as exc:
                 raise _translate(exc, self.path, doing) from exc
-
-
-class Watch:
-    """The SQLite store's clock for leases. Kernels that share a file may run on machines
-    whose clocks disagree, so no kernel compares its clock with a time another wrote: a
-    lease is lapsed when this store has watched it stay unrenewed (the same holder and the
-    same ``until`` mark, which every renewal changes) for the lease's length, by this
-    process's monotonic clock. A take-over is then a compare-and-set on that mark, so a
-    renewal that lands meanwhile keeps the lease with its holder."""
-
-    def __init__(self) -> None:
-        self._seen: dict[tuple[str, int], float] = {}
-        self._lock = threading.Lock()
-
-    def lapsed(self, holder: str, until: int, length_us: int | None) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            first = self._seen.setdefault((holder, until), now)
-            if len(self._seen) > 10_000:  # forget marks long renewed past
-                self._seen = {k: v for k, v in self._seen.items() if now - v < 3600}
-        seconds = LEASE_SECONDS if length_us is None else length_us / 1_000_000
-        return now - first >= seconds
 
 
 def sqlite_store(

@@ -12,9 +12,9 @@ from typing import Any
 
 from loom_nb._code import CodeContext, py_literal
 from loom_nb._embed import embed
-from loom_nb._tables.cards import SAMPLE_ROWS
 from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
+from loom_nb._tables.update_preview import SAMPLE_ROWS
 from loom_nb.supabase._aggregate import select_items
 from loom_nb.supabase._query import embedded_columns, select_columns
 

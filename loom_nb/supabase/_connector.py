@@ -17,13 +17,6 @@ from loom_nb._context import RunContext
 from loom_nb._counts import counts, frame_note, with_counts
 from loom_nb._render import frame_for_model
 from loom_nb._tables.builder import Read, Write, rows_rule, table_connector
-from loom_nb._tables.cards import (
-    ROWS_MATCHED,
-    SAMPLE_ROWS,
-    approved_count,
-    rows_that_change,
-    update_effect,
-)
 from loom_nb._tables.filter_text import aggregate_words, filter_dict, where_text
 from loom_nb._tables.grammar import (
     AggregateQuery,
@@ -37,6 +30,13 @@ from loom_nb._tables.grammar import (
 )
 from loom_nb._tables.options import FRAME_ROWS, Relationship, TableSpec, describe_tables
 from loom_nb._tables.schemas import aggregate_schema
+from loom_nb._tables.update_preview import (
+    ROWS_MATCHED,
+    SAMPLE_ROWS,
+    approved_count,
+    rows_that_change,
+    update_effect,
+)
 from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, tool
 from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES
 from loom_nb.supabase._code import SupabaseCode

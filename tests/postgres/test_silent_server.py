@@ -95,8 +95,9 @@ def line(child: subprocess.Popen[str], prefix: str) -> str:
 
 
 # What the proxy waits for before it goes silent: the append's insert, the decision's locking
-# read; mid-write it goes silent while the tool runs (so its result cannot be saved).
-TRIGGERS = {"append": b".messages (thread_id", "decision": b"FOR UPDATE", "write": None}
+# read of the pending calls (a lease's take locks the row too); mid-write it goes silent while
+# the tool runs (so its result cannot be saved).
+TRIGGERS = {"append": b".messages (thread_id", "decision": b"SELECT pending", "write": None}
 
 
 def test_the_connection_has_its_deadlines(loom_database: LoomDatabase, postgres_schema: str):

@@ -138,7 +138,7 @@ class PostgresBackend(Backend):
 
 def _rows_of_version_1(thread: Thread) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
     """The thread as the first schema version's rows (the same columns in both stores)."""
-    from loom_nb._message_rows import message_row
+    from loom_nb._sql_stores.rows import message_row
 
     info = thread.info_dict()
     record = (

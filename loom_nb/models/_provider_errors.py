@@ -1,22 +1,13 @@
-"""What the provider adapters share besides the request's life: the words of every error a
-user meets, bounded retries, and one SDK client per event loop.
+"""The words of every error a user meets from a provider, the same for every provider.
 
-No SDK is imported here. :class:`ProviderFacts` words each failure as one of the
-:class:`~loom_nb.ProviderError` subclasses (a :class:`~loom_nb.ModelError`, so the agent loop
-records it as the thread's error and keeps what completed); ``_base.StreamingAdapter`` decides
-which failure it was.
+:class:`ProviderFacts` words each failure as one of the :class:`~loom_nb.ProviderError`
+subclasses (a :class:`~loom_nb.ModelError`, so the agent loop records it as the thread's error
+and keeps what completed); ``_base.StreamingAdapter`` decides which failure it was.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import math
-import random
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
 
 from loom_nb._errors import (
     AuthenticationFailed,
@@ -25,47 +16,8 @@ from loom_nb._errors import (
     ProviderError,
     ProviderUnreachable,
     RateLimited,
-    UserError,
 )
-from loom_nb._messages import ToolCall, new_call_id
-
-#: Sent as the key to servers that need none (the SDKs refuse to start without one).
-NO_KEY = "not-needed"
-
-
-class _Closable(Protocol):
-    async def close(self) -> None: ...
-
-
-_Client = TypeVar("_Client", bound=_Closable)
-
-
-class ClientPerLoop(Generic[_Client]):
-    """One SDK client per event loop, made on first use.
-
-    A client holds a connection pool bound to the event loop that used it, so
-    ``await agent.run(...)`` and ``agent.run_sync(...)`` (a loop of its own) each need theirs.
-    """
-
-    def __init__(self, make: Callable[[], _Client]) -> None:
-        self._make = make
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def get(self) -> _Client:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = self._make()
-        return client
-
-    async def aclose(self) -> None:
-        """Close the running loop's client; the next :meth:`get` makes a new one."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
-
+from loom_nb.models._server_errors import ServerError
 
 _CONTEXT_HINTS = (
     "context_length_exceeded",
@@ -89,44 +41,6 @@ CONTEXT_ADVICE = (
     "Start a new thread, or ask for less data (a smaller limit / max_rows), "
     "or use a model with a larger context window."
 )
-
-
-def body_message(body: object) -> str:
-    """The human part of an error body: ``{"error": {"message": ...}}`` in its variants."""
-    if isinstance(body, dict):
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-        if "error" in body:
-            return body_message(body["error"])
-        return json.dumps(body)[:500]
-    if isinstance(body, str):
-        return body[:500]
-    return ""
-
-
-@dataclass(frozen=True)
-class ServerError:
-    """What an SDK exception says the server answered: an HTTP error status, or an error event
-    inside a 200 stream (``status`` None)."""
-
-    status: int | None
-    message: str
-    #: The error's code or type (``"rate_limit_exceeded"``, ``"overloaded_error"``, ...).
-    code: str | None = None
-    retry_after: float | None = None
-
-
-def status_error(
-    exc: Any, status: int | None, code: str | None, message: str | None = None
-) -> ServerError:
-    """What an SDK's ``APIStatusError`` says (the OpenAI and Anthropic SDKs share its shape:
-    ``body``, ``message``, ``response``): ``message`` when the SDK read one, else the body's."""
-    return ServerError(
-        status,
-        message or body_message(exc.body) or exc.message,
-        code,
-        parse_retry_after(exc.response.headers),
-    )
 
 
 #: Error events inside a stream carry a code instead of a status; these read as one.
@@ -302,75 +216,3 @@ class ProviderFacts:
         return ProviderError(
             f"{name}: {where} refused the request ({detail}).{hint}", status=status
         )
-
-
-def parse_retry_after(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` / ``retry-after`` (seconds) headers, if present."""
-    if headers is None:
-        return None
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            value = headers.get(name)
-        except Exception:
-            return None
-        if value is None:
-            continue
-        try:
-            seconds = float(value) / divisor
-        except (TypeError, ValueError):
-            continue  # an HTTP date: ignore it and use our own backoff
-        if math.isfinite(seconds) and seconds >= 0:
-            return seconds
-    return None
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded retries with exponential backoff.
-
-    ``max_retries`` extra attempts at most (so ``max_retries + 1`` requests in all); the n-th
-    wait is ``initial_delay * 2**n`` capped at ``max_delay``, minus up to 25 % jitter. A
-    ``Retry-After`` from the server is honoured up to ``max_retry_after`` seconds; a longer
-    one stops the retries at once, since waiting that long inside a notebook cell is worse
-    than a clear error.
-    """
-
-    max_retries: int = 2
-    initial_delay: float = 0.5
-    max_delay: float = 8.0
-    max_retry_after: float = 60.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise UserError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
-        if self.initial_delay < 0 or self.max_delay < 0:
-            raise UserError("retry delays must be >= 0 seconds")
-
-    def delay(self, retry: int, retry_after: float | None) -> float | None:
-        """Seconds to wait before retry number ``retry`` (0-based); None: do not retry."""
-        if retry_after is not None:
-            return retry_after if retry_after <= self.max_retry_after else None
-        base = min(self.initial_delay * (2.0**retry), self.max_delay)
-        return base * (1.0 - 0.25 * random.random())
-
-
-def parse_arguments(raw: str) -> dict[str, Any] | None:
-    """Streamed tool arguments: a JSON object, ``{}`` for nothing, else None (bad JSON)."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # nested too deeply is unreadable too
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def tool_call(call_id: str | None, name: str, raw: str) -> ToolCall:
-    """A complete tool call from its streamed pieces; bad JSON keeps the raw text."""
-    arguments = parse_arguments(raw)
-    return ToolCall(
-        call_id or new_call_id(),
-        name,
-        arguments,
-        raw_arguments=None if arguments is not None else raw,
-    )
