@@ -14,11 +14,11 @@ from typing import Any
 
 from loom_nb._code import WriteCode
 from loom_nb._rules import Effect
-from loom_nb._tables.update_preview import approved_count
 from loom_nb._tables.filter_text import insert_words, select_words, update_words, where_text
 from loom_nb._tables.grammar import parse_insert, parse_select, parse_update
 from loom_nb._tables.options import IDENTIFIER, Relationship, TableSpec
 from loom_nb._tables.schemas import insert_schema, select_schema, update_schema
+from loom_nb._tables.update_preview import approved_count
 from loom_nb._tools import Connector, Tool, ToolInputError, connector, tool
 
 #: A tool's run function, as ``tool(run=...)`` takes it: ``(arguments)`` or
