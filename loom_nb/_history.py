@@ -30,7 +30,7 @@ from loom_nb._context import RunContext
 from loom_nb._errors import HistoryTooLong
 from loom_nb._messages import Message, Part, TextPart, ToolCall, ToolResult, is_pause_call
 from loom_nb._tokens import TokenCounter
-from loom_nb._tools import Tool, ToolOutput
+from loom_nb._tools import Tool, ToolInputError, ToolOutput
 
 __all__ = ["HISTORY_TOKENS", "RECALL", "HistoryView", "View", "recall_tool"]
 
@@ -281,11 +281,7 @@ _RECALLED = (
 )
 
 
-async def _recall(call_id: Any, ctx: RunContext) -> ToolOutput:
-    if not isinstance(call_id, str) or not call_id:
-        return ToolOutput(
-            '{"error": "recall takes call_id, a call id from a reference line"}', is_error=True
-        )
+async def _recall(call_id: str, ctx: RunContext) -> ToolOutput:
     for result in ctx.tool_results():
         if result.call_id == call_id and not is_pause_call(call_id):
             said = _RECALLED.format(call_id=result.call_id, tool=result.name)
@@ -299,6 +295,13 @@ async def _recall(call_id: Any, ctx: RunContext) -> ToolOutput:
         ),
         is_error=True,
     )
+
+
+def _bind_recall(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """``recall``'s arguments checked, as a copy (the run adds its context to the copy)."""
+    if set(arguments) != {"call_id"} or not isinstance(arguments["call_id"], str):
+        raise ToolInputError("recall takes one argument, call_id: the id of an earlier call")
+    return [], {"call_id": arguments["call_id"]}
 
 
 def recall_tool() -> Tool:
@@ -320,6 +323,7 @@ def recall_tool() -> Tool:
             "additionalProperties": False,
         },
         function=_recall,
+        _bind=_bind_recall,
         _takes_ctx="ctx",
         describe=lambda arguments: f"recall · {arguments.get('call_id', '')}",
     )
