@@ -2,8 +2,9 @@
 
 A budget (``define_agent(budget=...)``, or ``budget=`` on a run) bounds tokens, and dollars
 where the model's price is known, per run (since its prompt, across resumes) and per thread.
-Before each model turn the run estimates that turn: its request counted (``_tokens``), scaled
-by how the provider's last report compared with the count, plus the last turn's output. When
+Before each model turn the run estimates that turn: the input tokens the provider reported
+for the last request, plus what is counted (``_tokens``) of what changed since (the whole
+request counted, before any report), plus the last turn's output. When
 the budget would be passed, the run saves a pause instead: a pending item whose ``tool`` names
 the kind (``"budget"``, or ``"max_steps"`` when the run made that many turns), with the
 pending-call lifecycle of an approval (saved with its card, decided once by compare-and-set,

@@ -6,6 +6,7 @@ these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -183,9 +184,9 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         if self.empty:
-            return other
+            return dataclasses.replace(other)  # a new value: a turn's usage is its own
         if other.empty:
-            return self
+            return dataclasses.replace(self)
         cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return Usage(
             self.input_tokens + other.input_tokens,

@@ -132,9 +132,9 @@ class Run:
         self.history = HistoryView(
             int(deps.settings.get("history_tokens", HISTORY_TOKENS)), self.counter
         )
-        #: What the provider reported over what was counted, at the last turn (None: not
-        #: known yet in this run).
-        self._ratio: float | None = None
+        #: The input tokens the provider reported at the last turn, and what was counted of
+        #: that request (None: not known yet in this run).
+        self._reported: tuple[int, int] | None = None
 
     async def emit(self, event: RunEvent) -> None:
         """Hand ``event`` to ``on_event``, awaiting it if it is async."""
@@ -153,12 +153,15 @@ class Run:
 
         A :class:`RunError` is recorded and kept in :attr:`failure`; anything else is recorded
         in the thread and raised. Freeing the lease saves the record (see ``Agent._drive``).
+        ``budget`` is this run's own, saved with its prompt.
         """
         self.thread.error = None
         try:
             if prompt is not None:
                 await self._close_dangling_calls()
-                await self._add(Message.user(prompt))
+                asked = Message.user(prompt)
+                asked.budget = budget.to_dict() if budget is not None else None
+                await self._add(asked)
             elif not await self._decided(resolutions or {}):
                 return  # a call still waits for the user
             await self._loop()
@@ -280,9 +283,9 @@ class Run:
         if usage is None or usage.empty:
             return
         usage.cost = cost_of(self.deps.model.name, usage, self.deps.prices)
-        counted = self.counter.request(self.deps.instructions, tools, view.messages)
-        if usage.input_tokens > 0 and counted > 0:
-            self._ratio = usage.input_tokens / counted
+        if usage.input_tokens > 0:
+            counted = self.counter.request(self.deps.instructions, tools, view.messages)
+            self._reported = (usage.input_tokens, counted)
 
     async def _pause(self, message: Message, pending: PendingApproval) -> None:
         """Save a pause with its card, as an approval is saved; the run then ends."""
@@ -304,28 +307,28 @@ class Run:
             return False
         messages = self.thread.messages
         counted = self.counter.request(self.deps.instructions, tools, view.messages)
-        turn_in = counted * self._calibration()
+        reported = self._last_report()
+        # the provider's own count of the last request, and ours of what changed since
+        turn_in = counted if reported is None else max(reported[0] + counted - reported[1], 0)
         last = next((m.usage for m in reversed(messages) if m.usage and not m.usage.empty), None)
         turn_out = last.output_tokens if last is not None else 0
         for scope, unit, limit in _budget.limits(budget):
             mine = _budget.since_prompt(messages) if scope == "run" else messages
             used = _budget.spent(mine, unit)
             allowed = limit + _budget.granted(mine, scope, unit)
-            if unit == "tokens":
-                turn = turn_in + turn_out
-            else:
-                estimate = Usage(round(turn_in), turn_out, 1)
+            turn: float = turn_in + turn_out
+            if unit == "usd":
+                estimate = Usage(turn_in, turn_out, 1)
                 turn = cost_of(self.deps.model.name, estimate, self.deps.prices) or 0.0
             if used + turn > allowed:
                 await self._pause(*budget_pause(scope, unit, used, allowed, limit, turn))
                 return True
         return False
 
-    def _calibration(self) -> float:
-        """The provider's count over ours at the last turn that reported one (1 before any):
-        a resumed run finds it from the thread."""
-        if self._ratio is None:
-            self._ratio = 1.0
+    def _last_report(self) -> tuple[int, int] | None:
+        """:attr:`_reported`; a resumed run finds it from the thread (the last turn that
+        reported input tokens, and the view it was sent, counted again)."""
+        if self._reported is None:
             messages = self.thread.messages
             for i in range(len(messages) - 1, -1, -1):
                 usage = messages[i].usage
@@ -333,10 +336,9 @@ class Run:
                     before = self.history.view(messages[:i])
                     tools = self._definitions(before)
                     counted = self.counter.request(self.deps.instructions, tools, before.messages)
-                    if counted > 0:
-                        self._ratio = usage.input_tokens / counted
+                    self._reported = (usage.input_tokens, counted)
                     break
-        return self._ratio
+        return self._reported
 
     async def _run_calls(self, message: Message) -> bool:
         """Save the turn with its calls that wait for approval (previews computed first, so no
