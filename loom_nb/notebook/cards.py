@@ -17,7 +17,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb._messages import NEWER, PendingApproval, Resolution
+from loom_nb._messages import NEWER, PendingApproval, Resolution, is_pause_call
 from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
 from loom_nb.notebook._page import html
 
@@ -74,6 +74,11 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         #: For a call whose outcome is unknown: one button per Resolution.
         self.choice_buttons: dict[Resolution, widgets.Button] = {}
         shown = [self.approve_button, self.reject_button]
+        if is_pause_call(pending.call_id):  # a budget / max_steps pause: the card says it all
+            self.header.value = self._header("paused the run")
+            self.preview.value = f"<div>{esc(str(pending.preview))}</div>"
+            self.approve_button.description = "Continue"
+            self.reject_button.description = "Stop"
         if pending.state == "unknown":
             self.header.value = self._header("⚠ may have run: its outcome is unknown")
             self.preview.value = f"<div>{UNKNOWN_NOTE}</div>" + self.preview.value
