@@ -165,3 +165,22 @@ def test_a_bad_budget_says_how_to_write_it(budget: Any, message: str) -> None:
     agent = define_agent(name="a", model=looping(Usage()))
     with pytest.raises(UserError, match=message):
         agent.run_sync("x", budget=budget)
+
+
+def test_the_export_says_the_threads_usage_in_its_first_cell(tmp_path: Any) -> None:
+    import nbformat
+
+    model = FunctionModel(
+        lambda request: Reply("hi", usage=Usage(1_000, 100, 1)), name="openai:gpt-4.1-mini"
+    )
+    agent = define_agent(name="a", model=model)
+    result = agent.run_sync("hello")
+    path = agent.export(result.thread_id, tmp_path / "t.ipynb")
+    first = nbformat.read(path, as_version=4).cells[0].source
+    assert "Model usage of the thread: 1,000 tokens in · 100 out · $0.0006." in first
+    unknown = define_agent(name="b", model=looping(Usage(5, 5, 1)), max_steps=1)
+    paused = unknown.run_sync("x")
+    path = unknown.export(paused.thread_id, tmp_path / "u.ipynb")
+    assert (
+        "5 tokens in · 5 out · price unknown." in nbformat.read(path, as_version=4).cells[0].source
+    )
