@@ -139,9 +139,13 @@ class HistoryView:
         saved = 0
         for unit in droppable:
             if saved - note_tokens >= target:
-                break
+                # the note is written again only when the turns left out seem to be enough
+                note_tokens = self.counter.message(self._note(shown, dropped))
+                if saved - note_tokens >= target:
+                    break
             dropped.append(unit)
             saved += sum(cost[unit[0] : unit[1]])
+        if dropped:
             note_tokens = self.counter.message(self._note(shown, dropped))
         if saved - note_tokens < deficit:
             raise HistoryTooLong(
