@@ -19,6 +19,7 @@ BENCHES = [
     "bench_widget",
     "bench_export",
     "bench_http",
+    "bench_history",
 ]
 
 

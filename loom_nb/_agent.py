@@ -32,6 +32,7 @@ from loom_nb._ask import (
     is_built_in,
     is_question,
 )
+from loom_nb._budget import Budget, Prices, check_budget, check_prices, cost_of
 from loom_nb._chart import Chart
 from loom_nb._codec import is_dataframe
 from loom_nb._errors import (
@@ -45,6 +46,7 @@ from loom_nb._errors import (
     way_on,
 )
 from loom_nb._events import EventHandler
+from loom_nb._history import RECALL
 from loom_nb._kept_threads import KeptThreads
 from loom_nb._lease import ThreadLease, settle
 from loom_nb._messages import (
@@ -58,6 +60,7 @@ from loom_nb._messages import (
     ThreadInfo,
     ToolResult,
     Usage,
+    is_pause_call,
     new_thread_id,
 )
 from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
@@ -108,7 +111,8 @@ class RunResult:
 
     @property
     def usage(self) -> Usage:
-        """Tokens and requests of this run's model turns, added up."""
+        """Tokens, requests and cost of this run's model turns, added up (``cost`` None when
+        a turn's price is unknown)."""
         total = Usage()
         for m in self.new_messages:
             if m.usage is not None:
@@ -156,6 +160,8 @@ class Agent:
         max_steps: int,
         model_settings: ModelSettings,
         interrupt_wait: float = 5.0,
+        budget: Budget | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -168,6 +174,9 @@ class Agent:
         #: Seconds Ctrl-C waits for a running approved write to finish (its result is then
         #: saved) before recording its outcome as unknown.
         self.interrupt_wait = interrupt_wait
+        #: Tokens / dollars a run or thread may use before it pauses (see ``define_agent``).
+        self.budget = budget
+        self.prices = prices
         self._kept = KeptThreads(store)
 
     def __repr__(self) -> str:
@@ -182,10 +191,14 @@ class Agent:
         thread_id: str | None = None,
         context: Mapping[str, Any] | None = None,
         on_event: EventHandler | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> RunResult:
-        """Send ``prompt`` in a new thread, or in ``thread_id`` to continue one."""
+        """Send ``prompt`` in a new thread, or in ``thread_id`` to continue one. ``budget``
+        is this run's, over the agent's key by key (see :func:`define_agent`)."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise UserError("the prompt is empty: pass the text to send to the agent")
+        own = check_budget(budget, "run")
+        _check_priced(own, self.model.name, self.prices, "run")
         user_id = self._user_id(context)
         if thread_id is None:
             thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
@@ -195,7 +208,7 @@ class Agent:
         elif not self._keeps(thread_id):  # one it has not run: refused before taking a lease
             _refuse_waiting(self._load_for_run(thread_id, user_id))
         # A thread it keeps (one check_thread just read) is checked once, under its lease.
-        return await self._drive(thread_id, context, on_event, prompt=prompt)
+        return await self._drive(thread_id, context, on_event, prompt=prompt, budget=own)
 
     async def resume(
         self,
@@ -319,6 +332,7 @@ class Agent:
         moves: dict[CallState, list[str]] = {}
         for call_id, yes in approvals.items():
             runs = yes and claim and tool_of.get(call_id) in self.tools
+            runs = runs and not is_pause_call(call_id)  # a pause runs no tool
             moves.setdefault("running" if runs else "approved" if yes else "rejected", []).append(
                 call_id
             )
@@ -346,10 +360,11 @@ class Agent:
         thread_id: str | None = None,
         context: Mapping[str, Any] | None = None,
         on_event: EventHandler | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> RunResult:
         """:meth:`run` for scripts and notebook cells (works inside Jupyter's running loop)."""
         return _loop_thread.run_sync(
-            self.run(prompt, thread_id=thread_id, context=context, on_event=on_event)
+            self.run(prompt, thread_id=thread_id, context=context, on_event=on_event, budget=budget)
         )
 
     def resume_sync(
@@ -535,6 +550,8 @@ class Agent:
             settings=self.model_settings,
             max_steps=self.max_steps,
             interrupt_wait=self.interrupt_wait,
+            budget=self.budget,
+            prices=self.prices,
         )
 
     def _load(self, thread_id: str, user_id: str | None) -> Thread:
@@ -571,6 +588,7 @@ class Agent:
         prompt: str | None = None,
         resolutions: Mapping[str, Resolution] | None = None,
         lease: ThreadLease | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         if lease is None:
             try:
@@ -584,7 +602,7 @@ class Agent:
             if prompt is not None:
                 _refuse_waiting(thread)
             run = Run(self._run_deps(), thread, context, on_event, lease)
-            await run.execute(prompt, resolutions)
+            await run.execute(prompt, resolutions, budget)
         except StoreError:
             # The store failed or hangs: asking it again would only wait for another
             # deadline. The lease lapses (or, in this process, is free at once).
@@ -730,6 +748,15 @@ def _resolution(p: PendingApproval, value: str) -> Resolution:
     return value  # type: ignore[return-value]
 
 
+def _check_priced(budget: Budget | None, model: str, prices: Prices | None, where: str) -> None:
+    if budget is not None and budget.money and cost_of(model, Usage(1, 1, 1), prices) is None:
+        raise UserError(
+            f"{where}(budget=...) bounds dollars, but the price of {model} is unknown: pass "
+            "define_agent(prices={'input': ..., 'output': ...}) in US dollars per million "
+            "tokens, or bound tokens instead ({'tokens': N})"
+        )
+
+
 def _title(prompt: str) -> str:
     line = prompt.strip().splitlines()[0]
     return line if len(line) <= 80 else line[:79] + "…"
@@ -748,6 +775,8 @@ def define_agent(
     model_settings: ModelSettings | None = None,
     interrupt_wait: float = 5.0,
     ask_user: bool = True,
+    budget: Mapping[str, float] | None = None,
+    prices: Mapping[str, float] | None = None,
 ) -> Agent:
     """Define an agent. Every configuration mistake raises here, before any run.
 
@@ -759,6 +788,13 @@ def define_agent(
     ``auth(context) -> user_id`` scopes threads to users. ``interrupt_wait``: seconds Ctrl-C
     waits for an approved write that is running to finish, so that its result is saved; after
     that its outcome is recorded as unknown.
+
+    ``budget`` bounds what runs use before they pause with a card, like an approval
+    (Continue grants the same amount again): ``{"tokens": N}`` (a run's tokens in and out,
+    since its prompt), ``{"usd": X}`` (its cost), ``"thread_tokens"`` / ``"thread_usd"`` (the
+    whole thread's). Reaching ``max_steps`` pauses the same way. ``prices`` is the model's
+    price in US dollars per million tokens (``{"input": 0.4, "output": 1.6}``, also
+    ``"cache_read"`` / ``"cache_write"``) when genai-prices' table does not know it.
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"define_agent(name=...) needs a non-empty name, got {name!r}")
@@ -814,6 +850,11 @@ def define_agent(
         for tool_name, t in found.items():
             if tool_name == ASK_USER and is_built_in(t) and not ask_user:
                 continue  # another agent's tools, given with the question tool turned off
+            if tool_name == RECALL:
+                raise UserError(
+                    f"{where} has a tool named {RECALL!r}, the name of loom_nb's own tool that "
+                    "reads a kept result back: name it differently"
+                )
             if tool_name in all_tools:
                 raise duplicate_tool_error(tool_name, origin[tool_name], where)
             all_tools[tool_name] = t
@@ -826,9 +867,13 @@ def define_agent(
         )
     if auth is not None and not callable(auth):
         raise UserError("auth must be a function auth(context) -> user id")
+    resolved = resolve_model(model)
+    checked_prices = check_prices(prices)
+    checked_budget = check_budget(budget, "define_agent")
+    _check_priced(checked_budget, resolved.name, checked_prices, "define_agent")
     return Agent(
         name=name,
-        model=resolve_model(model),
+        model=resolved,
         instructions=instructions,
         tools=all_tools,
         store=store,
@@ -836,4 +881,6 @@ def define_agent(
         max_steps=max_steps,
         model_settings=check_model_settings(model_settings),
         interrupt_wait=float(interrupt_wait),
+        budget=checked_budget,
+        prices=checked_prices,
     )

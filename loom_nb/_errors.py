@@ -125,6 +125,12 @@ class StepLimitExceeded(RunError):
     """The agent made more model turns than ``max_steps`` allows."""
 
 
+class HistoryTooLong(RunError):
+    """What the model must be sent of a thread (its latest question and newest turn) does not
+    fit ``model_settings["history_tokens"]``, even with older results by reference and older
+    turns left out."""
+
+
 class ProviderError(ModelError):
     """A model provider failed. ``status`` is the HTTP status when there was one."""
 

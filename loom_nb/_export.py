@@ -217,6 +217,9 @@ def _title(thread: Thread, expected: Mapping[str, str]) -> str:
         f"{markdown_code(thread.agent)}. Each tool call is the code that reproduces its result "
         "(`result_N` for call N); writes are comments that say what the user decided.",
     ]
+    usage = thread.usage
+    if not usage.empty:  # loom_nb's own numbers: no text of the model or the data
+        lines += ["", f"Model usage of the thread: {usage.line()}."]
     if expected:
         lines += ["", "Define these variables before running it:", ""]
         lines += [

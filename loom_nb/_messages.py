@@ -6,6 +6,7 @@ these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -57,6 +58,20 @@ def new_thread_id() -> str:
 
 def new_call_id() -> str:
     return "call_" + secrets.token_urlsafe(9)
+
+
+#: The ids of a run's pauses (a budget or ``max_steps`` reached): loom_nb's own calls, saved
+#: and decided like a pending call, never sent to the model.
+PAUSE_PREFIX = "pause_"
+
+
+def new_pause_id() -> str:
+    return PAUSE_PREFIX + secrets.token_urlsafe(9)
+
+
+def is_pause_call(call_id: str) -> bool:
+    """Whether ``call_id`` is a run's pause (see :data:`PAUSE_PREFIX`)."""
+    return call_id.startswith(PAUSE_PREFIX)
 
 
 def arguments_digest(arguments: Any) -> str:
@@ -155,23 +170,59 @@ Part = TextPart | ToolCall | ToolResult | NewerPart
 
 @dataclass
 class Usage:
-    """Tokens counted by the model provider."""
+    """Tokens counted by the model provider, and what they cost.
+
+    ``input_tokens`` includes the cached ones (``cache_read_tokens`` read from the provider's
+    prompt cache, ``cache_write_tokens`` written to it), as the providers' bills count them.
+    ``cost`` is in US dollars, None when a price is unknown (never a made-up $0): a sum's cost
+    is known only when every turn's is.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        if self.empty:
+            return dataclasses.replace(other)  # a new value: a turn's usage is its own
+        if other.empty:
+            return dataclasses.replace(self)
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            cost,
         )
+
+    @property
+    def empty(self) -> bool:
+        """No request counted: the sum's starting point (it knows no cost, and needs none)."""
+        return not (self.requests or self.input_tokens or self.output_tokens or self.cost)
 
     @property
     def total_tokens(self) -> int:
         """Input and output tokens together."""
         return self.input_tokens + self.output_tokens
+
+    def line(self) -> str:
+        """``12,400 tokens in (3,000 cached) · 800 out · $0.0061`` (or "price unknown")."""
+        cached = self.cache_read_tokens + self.cache_write_tokens
+        text = f"{self.input_tokens:,} tokens in"
+        if cached:
+            text += f" ({self.cache_read_tokens:,} cached"
+            text += (
+                f", {self.cache_write_tokens:,} written to cache)"
+                if self.cache_write_tokens
+                else ")"
+            )
+        text += f" · {self.output_tokens:,} out · "
+        return text + ("price unknown" if self.cost is None else f"${self.cost:,.4f}")
 
 
 @dataclass
@@ -185,6 +236,9 @@ class Message:
     usage: Usage | None = None
     #: For assistant messages: the model that wrote it.
     model: str | None = None
+    #: For a user message: the run's budget it started (``Budget.to_dict``), so a run
+    #: resumed in another kernel keeps it.
+    budget: dict[str, Any] | None = None
 
     @property
     def text(self) -> str:
@@ -219,20 +273,41 @@ class Message:
                 "output_tokens": self.usage.output_tokens,
                 "requests": self.usage.requests,
             }
+            # kept beside "usage": a reader before these keys takes "usage" as it was
+            if self.usage.cache_read_tokens or self.usage.cache_write_tokens:
+                out["cached_tokens"] = {
+                    "read": self.usage.cache_read_tokens,
+                    "write": self.usage.cache_write_tokens,
+                }
+            if self.usage.cost is not None:
+                out["cost_usd"] = self.usage.cost
         if self.model is not None:
             out["model"] = self.model
+        if self.budget is not None:
+            out["budget"] = self.budget
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Message:
         """The message that ``to_dict`` gave."""
         usage = data.get("usage")
+        cached = data.get("cached_tokens") or {}
         return cls(
             role=data["role"],
             parts=[_part_from_dict(p) for p in data["parts"]],
             created_at=datetime.fromisoformat(data["created_at"]),
-            usage=Usage(**usage) if usage else None,
+            usage=Usage(
+                usage.get("input_tokens", 0),
+                usage.get("output_tokens", 0),
+                usage.get("requests", 0),
+                cached.get("read", 0),
+                cached.get("write", 0),
+                data.get("cost_usd"),
+            )
+            if usage
+            else None,
             model=data.get("model"),
+            budget=data.get("budget"),
         )
 
     @classmethod

@@ -25,19 +25,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loom_nb import _loop_thread
+from loom_nb import _budget, _loop_thread
 from loom_nb._ask import ASK_USER
+from loom_nb._budget import Budget, Prices, budget_pause, cost_of, pause_result, steps_pause
 from loom_nb._context import RunContext
 from loom_nb._errors import (
     CallAlreadyDecided,
     RunError,
-    StepLimitExceeded,
     StoreError,
     StoreUnreachable,
     ThreadBusy,
     UserError,
 )
 from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEvent
+from loom_nb._history import HISTORY_TOKENS, RECALL, HistoryView, View, recall_tool
 from loom_nb._lease import ThreadLease
 from loom_nb._messages import (
     CallState,
@@ -47,19 +48,23 @@ from loom_nb._messages import (
     Thread,
     ToolCall,
     ToolResult,
+    Usage,
+    is_pause_call,
 )
 from loom_nb._rules import Rule, RuleStore, deciding_rule
 from loom_nb._store import Store
+from loom_nb._tokens import counter_for
 from loom_nb._tools import Tool
 from loom_nb._turn import (
     check_call,
+    definitions,
     error_result,
     invoke,
     model_turn,
     pending_of,
     rejected,
 )
-from loom_nb.models import Model, ModelSettings
+from loom_nb.models import Model, ModelSettings, ToolDefinition
 
 __all__ = ["INTERRUPTED", "Run", "RunDeps"]
 
@@ -87,11 +92,16 @@ class RunDeps:
     tools: Mapping[str, Tool]
     store: Store
     settings: ModelSettings
-    #: Model turns allowed before the run fails with :class:`StepLimitExceeded`.
+    #: Model turns allowed before the run pauses (a ``max_steps`` pause; Continue grants
+    #: as many again).
     max_steps: int
     #: Seconds an interrupted run waits for its running approved writes to finish (so their
     #: results are saved) before recording their outcome as unknown.
     interrupt_wait: float = 5.0
+    #: The agent's budget (a run's own, on its user message, wins key by key).
+    budget: Budget | None = None
+    #: The model's prices, when the price table does not know it.
+    prices: Prices | None = None
 
 
 class Run:
@@ -119,6 +129,15 @@ class Run:
         )
         self.new_messages: list[Message] = []
         self.failure: RunError | None = None
+        #: The agent's tools and the built-in ``recall``.
+        self.tools: dict[str, Tool] = {**deps.tools, RECALL: recall_tool()}
+        self.counter = counter_for(deps.model.name)
+        self.history = HistoryView(
+            int(deps.settings.get("history_tokens", HISTORY_TOKENS)), self.counter
+        )
+        #: The input tokens the provider reported at the last turn, and what was counted of
+        #: that request (None: not known yet in this run).
+        self._reported: tuple[int, int] | None = None
 
     async def emit(self, event: RunEvent) -> None:
         """Hand ``event`` to ``on_event``, awaiting it if it is async."""
@@ -128,18 +147,24 @@ class Run:
                 await outcome
 
     async def execute(
-        self, prompt: str | None, resolutions: Mapping[str, Resolution] | None = None
+        self,
+        prompt: str | None,
+        resolutions: Mapping[str, Resolution] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         """Send ``prompt``, or go on with the decided calls (``None``), until the run ends.
 
         A :class:`RunError` is recorded and kept in :attr:`failure`; anything else is recorded
         in the thread and raised. Freeing the lease saves the record (see ``Agent._drive``).
+        ``budget`` is this run's own, saved with its prompt.
         """
         self.thread.error = None
         try:
             if prompt is not None:
                 await self._close_dangling_calls()
-                await self._add(Message.user(prompt))
+                asked = Message.user(prompt)
+                asked.budget = budget.to_dict() if budget is not None else None
+                await self._add(asked)
             elif not await self._decided(resolutions or {}):
                 return  # a call still waits for the user
             await self._loop()
@@ -235,23 +260,88 @@ class Run:
     async def _loop(self) -> None:
         deps = self.deps
         for _ in range(deps.max_steps):
+            view = self.history.view(self.thread.messages)
+            tools = self._definitions(view)
+            if await self._over_budget(view, tools):
+                return  # paused
             message = await model_turn(
-                deps.model,
-                deps.instructions,
-                deps.tools,
-                deps.settings,
-                self.thread.messages,
-                self.emit,
+                deps.model, deps.instructions, tools, deps.settings, view.messages, self.emit
             )
+            self._account(message, view, tools)
             if not message.tool_calls:
                 await self._add(message)
                 return
             if await self._run_calls(message):
                 return  # stopped for approval
-        raise StepLimitExceeded(
-            f"the agent made {deps.max_steps} model turns without finishing; "
-            "raise define_agent(max_steps=...) or ask a narrower question"
-        )
+        await self._pause(*steps_pause(deps.max_steps))
+
+    def _definitions(self, view: View) -> list[ToolDefinition]:
+        """The agent's tools, and ``recall`` once a result is left out of the view."""
+        tools = self.deps.tools if not view.shortened else self.tools
+        return definitions(tools)
+
+    def _account(self, message: Message, view: View, tools: list[ToolDefinition]) -> None:
+        """The turn's cost, and how the provider's count compared with ours."""
+        usage = message.usage
+        if usage is None or usage.empty:
+            return
+        usage.cost = cost_of(self.deps.model.name, usage, self.deps.prices)
+        if usage.input_tokens > 0:
+            counted = self.counter.request(self.deps.instructions, tools, view.messages)
+            self._reported = (usage.input_tokens, counted)
+
+    async def _pause(self, message: Message, pending: PendingApproval) -> None:
+        """Save a pause with its card, as an approval is saved; the run then ends."""
+        await self._add(message, pending=[pending])
+        await self.emit(ApprovalRequested(list(self.thread.pending), self.thread.id))
+
+    def _budget(self) -> Budget | None:
+        """The agent's budget, with the run's own (on its prompt) winning key by key."""
+        prompt = _budget.since_prompt(self.thread.messages)
+        own = prompt[0].budget if prompt and prompt[0].role == "user" else None
+        if own is None:
+            return self.deps.budget
+        return (self.deps.budget or Budget({})).over(Budget(own))
+
+    async def _over_budget(self, view: View, tools: list[ToolDefinition]) -> bool:
+        """Pause (True) when the next model turn would pass a budget."""
+        budget = self._budget()
+        if budget is None:
+            return False
+        messages = self.thread.messages
+        counted = self.counter.request(self.deps.instructions, tools, view.messages)
+        reported = self._last_report()
+        # the provider's own count of the last request, and ours of what changed since
+        turn_in = counted if reported is None else max(reported[0] + counted - reported[1], 0)
+        last = next((m.usage for m in reversed(messages) if m.usage and not m.usage.empty), None)
+        turn_out = last.output_tokens if last is not None else 0
+        for scope, unit, limit in _budget.limits(budget):
+            mine = _budget.since_prompt(messages) if scope == "run" else messages
+            used = _budget.spent(mine, unit)
+            allowed = limit + _budget.granted(mine, scope, unit)
+            turn: float = turn_in + turn_out
+            if unit == "usd":
+                estimate = Usage(turn_in, turn_out, 1)
+                turn = cost_of(self.deps.model.name, estimate, self.deps.prices) or 0.0
+            if used + turn > allowed:
+                await self._pause(*budget_pause(scope, unit, used, allowed, limit, turn))
+                return True
+        return False
+
+    def _last_report(self) -> tuple[int, int] | None:
+        """:attr:`_reported`; a resumed run finds it from the thread (the last turn that
+        reported input tokens, and the view it was sent, counted again)."""
+        if self._reported is None:
+            messages = self.thread.messages
+            for i in range(len(messages) - 1, -1, -1):
+                usage = messages[i].usage
+                if usage is not None and usage.input_tokens > 0:
+                    before = self.history.view(messages[:i])
+                    tools = self._definitions(before)
+                    counted = self.counter.request(self.deps.instructions, tools, before.messages)
+                    self._reported = (usage.input_tokens, counted)
+                    break
+        return self._reported
 
     async def _run_calls(self, message: Message) -> bool:
         """Save the turn with its calls that wait for approval (previews computed first, so no
@@ -262,7 +352,7 @@ class Run:
         pending: list[PendingApproval] = []
         rules: list[Rule] | None = None
         for call in calls:
-            checked = check_call(call, self.deps.tools)
+            checked = check_call(call, self.tools)
             if isinstance(checked, ToolResult):
                 results[call.id] = checked
             elif checked.requires_approval(call.arguments or {}):
@@ -346,7 +436,8 @@ class Run:
             return False  # their cards are shown already; the result lists them
         await self._run_decided()
         await self._close_dangling_calls()
-        return True
+        # a pause answered with Stop ends the run here
+        return not any(_budget.stopped(m.tool_results) for m in self.new_messages)
 
     async def _run_decided(self) -> None:
         """Claim the approved calls and run them; save every result in call order, each batch
@@ -356,7 +447,11 @@ class Run:
         tools = self.deps.tools
         # Claimed here, or already with the decision (under this run's lease: one transaction).
         mine = {p.call_id for p in calls if p.state == "running" and p.holder == self.lease.holder}
-        claiming = [p for p in calls if p.state == "approved" and p.tool in tools]
+        claiming = [
+            p
+            for p in calls
+            if p.state == "approved" and p.tool in tools and not is_pause_call(p.call_id)
+        ]
         self._move(claiming, "running", {"approved"})
         mine.update(p.call_id for p in claiming)
         claimed = [p for p in calls if p.call_id in mine]
@@ -366,7 +461,9 @@ class Run:
         }
         ready: dict[str, ToolResult] = {}
         for p in calls:
-            if p.state == "rejected":
+            if is_pause_call(p.call_id):
+                ready[p.call_id] = pause_result(p)
+            elif p.state == "rejected":
                 ready[p.call_id] = dataclasses.replace(rejected(_call(p)), rule=p.rule)
             elif p.call_id not in tasks:
                 gone = f"The agent has no tool {p.tool!r} any more; nothing was run."

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
@@ -30,20 +30,25 @@ from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDe
 REJECTED = "The user rejected this call; nothing was run or written."
 
 
+def definitions(tools: Mapping[str, Tool]) -> list[ToolDefinition]:
+    """The tools as the model is told of them."""
+    return [ToolDefinition(t.name or n, t.description, t.parameters) for n, t in tools.items()]
+
+
 async def model_turn(
     model: Model,
     instructions: str | None,
-    tools: Mapping[str, Tool],
+    tools: list[ToolDefinition],
     settings: ModelSettings,
-    messages: list[Message],
+    messages: Sequence[Message],
     on_delta: Callable[[TextDelta], Awaitable[None]],
 ) -> Message:
-    """Stream one answer of ``model`` to ``messages`` (the thread's list: the request reads
-    it without a copy); the assistant message it made."""
+    """Stream one answer of ``model`` to ``messages`` (the thread's view: a list of its own,
+    or the thread's list, read without a copy); the assistant message it made."""
     request = ModelRequest(
         instructions=instructions,
-        messages=MessagesSoFar(messages),
-        tools=[ToolDefinition(t.name or n, t.description, t.parameters) for n, t in tools.items()],
+        messages=MessagesSoFar(messages) if isinstance(messages, list) else messages,
+        tools=tools,
         settings=settings,
     )
     text: list[str] = []

@@ -17,7 +17,6 @@ from loom_nb import (
     ReplayModel,
     Reply,
     RunContext,
-    StepLimitExceeded,
     TextDelta,
     ThreadNotFound,
     ThreadWaiting,
@@ -135,15 +134,25 @@ def test_bad_calls_go_back_to_the_model_as_errors_and_the_run_goes_on(call, expe
     assert expected in error_of(sent)
 
 
-def test_step_limit_stops_a_model_that_never_finishes():
+def test_step_limit_pauses_a_model_that_never_finishes_and_continues():
     model = FunctionModel(lambda req: Reply("", [("get_invoice", {"invoice_id": "1"})]))
     agent = define_agent(name="a", model=model, tools=[get_invoice], max_steps=3)
-    with pytest.raises(StepLimitExceeded, match="max_steps") as info:
-        agent.run_sync("loop forever")
+    result = agent.run_sync("loop forever")
+    assert result.status == "awaiting_approval"
     assert len(model.requests) == 3
-    thread = agent.thread(info.value.result.thread_id)
-    assert thread.status == "error"
-    assert len(thread.messages) == 7  # user + 3 x (assistant, tool): nothing completed is lost
+    [pause] = result.pending
+    assert pause.tool == "max_steps" and "3 more turns" in pause.preview
+    thread = agent.thread(result.thread_id)
+    assert thread.status == "awaiting_approval"
+    assert len(thread.messages) == 8  # user + 3 x (assistant, tool) + the pause: nothing lost
+    with pytest.raises(ThreadWaiting):
+        agent.run_sync("go on", thread_id=result.thread_id)
+    again = agent.resume_sync(result.thread_id, {pause.call_id: True})
+    assert again.status == "awaiting_approval" and len(model.requests) == 6
+    # the model never sees the pause
+    assert all("max_steps" not in str(m.parts) for m in model.requests[-1].messages)
+    stopped = agent.resume_sync(again.thread_id, {again.pending[0].call_id: False})
+    assert stopped.status == "complete" and len(model.requests) == 6
 
 
 def test_a_model_failure_keeps_what_completed_and_says_so():

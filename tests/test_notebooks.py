@@ -440,8 +440,8 @@ def test_real_models_against_a_local_openai_compatible_server(
     said = json.dumps(widget_values(nb, "loom-assistant"))
     assert "North sells the most: 1,150.00 over 3 sales (from the local server)." in said
     assert widget_values(nb, "loom-usage") == [
-        '<span style="color:#888;font-size:85%">tokens: 380 in · 44 out '
-        "(this run: 380 in · 44 out)</span>"
+        '<span style="color:#888;font-size:85%">thread: 380 tokens in · 44 out · price unknown '
+        "(this run: 380 tokens in · 44 out · price unknown)</span>"
     ]
     assert output(nb, "no_key.run_sync") == ""  # the missing-key demo is for offline only
 

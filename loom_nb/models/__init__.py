@@ -41,6 +41,9 @@ class ModelSettings(TypedDict, total=False):
     the two waits above add up to more) for the whole turn, retries included. ``timeout`` is
     one value for each network wait, as the SDKs read it: it sets ``connect_timeout`` and
     ``idle_timeout`` at once, and those keys win over it.
+
+    ``history_tokens`` (default 32,000) is loom_nb's own: the budget of what the model is sent
+    of a thread; older tool results go by reference beyond it (``loom_nb._history``).
     """
 
     temperature: float
@@ -50,6 +53,7 @@ class ModelSettings(TypedDict, total=False):
     connect_timeout: float
     idle_timeout: float
     turn_timeout: float
+    history_tokens: int
 
 
 def check_model_settings(settings: object) -> ModelSettings:
@@ -80,8 +84,8 @@ def check_model_settings(settings: object) -> ModelSettings:
         if not number or not math.isfinite(value):
             what = "a whole number" if kind is int else "a number"
             raise UserError(f"model_settings[{key!r}] must be {what}, got {value!r}")
-        if key == "max_tokens" and value < 1:
-            raise UserError(f"model_settings['max_tokens'] must be 1 or more, got {value!r}")
+        if key in ("max_tokens", "history_tokens") and value < 1:
+            raise UserError(f"model_settings[{key!r}] must be 1 or more, got {value!r}")
         if key in ("temperature", "top_p") and value < 0:
             raise UserError(f"model_settings[{key!r}] must be 0 or more, got {value!r}")
     return ModelSettings(**settings)  # type: ignore[typeddict-item]

@@ -17,7 +17,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb._messages import NEWER, PendingApproval, Resolution
+from loom_nb._messages import NEWER, PendingApproval, Resolution, is_pause_call
 from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
 from loom_nb.notebook._page import html
 
@@ -79,13 +79,18 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         #: table, columns and row count), then Approve.
         self.allow_button: widgets.Button | None = None
         self._allow_fn = allow
-        if allow is not None and pending.state == "pending":
+        if allow is not None and pending.state == "pending" and not is_pause_call(pending.call_id):
             self.allow_button = widgets.Button(
                 description="Allow writes like this", layout=widgets.Layout(width="auto")
             )
             self.allow_button.add_class("loom-allow")
             self.allow_button.on_click(lambda _b: self.allow())
             shown.append(self.allow_button)
+        if is_pause_call(pending.call_id):  # a budget / max_steps pause: the card says it all
+            self.header.value = self._header("paused the run")
+            self.preview.value = f"<div>{esc(str(pending.preview))}</div>"
+            self.approve_button.description = "Continue"
+            self.reject_button.description = "Stop"
         if pending.state == "unknown":
             self.header.value = self._header("⚠ may have run: its outcome is unknown")
             self.preview.value = f"<div>{UNKNOWN_NOTE}</div>" + self.preview.value

@@ -12,7 +12,16 @@ from loom_nb._ask import choices_of, is_question
 from loom_nb._codec import is_dataframe
 from loom_nb._counts import counts_of, counts_text
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
-from loom_nb._messages import NEWER, Message, PendingApproval, Resolution, Thread, ToolResult, Usage
+from loom_nb._messages import (
+    NEWER,
+    Message,
+    PendingApproval,
+    Resolution,
+    Thread,
+    ToolResult,
+    Usage,
+    is_pause_call,
+)
 from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
@@ -62,6 +71,11 @@ def format_pending(p: PendingApproval, rows: int) -> str:
         lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]
     elif p.newer:
         return f"? {p.tool} is {p.state!r} (call {p.call_id}): {NEWER}"
+    elif is_pause_call(p.call_id) and p.state == "pending":  # a budget / max_steps pause
+        return (
+            f"⏸ the run paused at its {p.tool} (call {p.call_id}): {p.preview}\n"
+            f"  continue: %loom approve {p.call_id}   stop: %loom reject {p.call_id}"
+        )
     else:
         lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
     # what it was asked to write; for an unknown outcome, the exact arguments it ran with
@@ -220,7 +234,7 @@ class TextView:
 
     def _usage(self, total: Usage, run: Usage | None) -> None:
         if total.requests or total.total_tokens:
-            text = f"tokens: {total.input_tokens} in · {total.output_tokens} out"
+            text = f"thread: {total.line()}"
             if run is not None and run.requests:
-                text += f" (this run: {run.input_tokens} in · {run.output_tokens} out)"
+                text += f" (this run: {run.line()})"
             self._write(f"[thread {self.thread_id} · {text}]\n")

@@ -385,9 +385,9 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         if not total.total_tokens:  # models that report no usage (test models, some servers)
             self.usage.value = ""
             return
-        text = f"tokens: {total.input_tokens} in · {total.output_tokens} out"
+        text = f"thread: {total.line()}"
         if run is not None and run.requests:
-            text += f" (this run: {run.input_tokens} in · {run.output_tokens} out)"
+            text += f" (this run: {run.line()})"
         self.usage.value = f'<span style="color:#888;font-size:85%">{text}</span>'
 
     # ---- batched streaming ---------------------------------------------------------------

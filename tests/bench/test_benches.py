@@ -33,6 +33,7 @@ SMOKE = {
     "bench_widget": (["--quick"], r"naive: HTML\.value per delta"),
     "bench_export": (["--calls", "10", "--runs", "2"], r"goal: at most 1000 ms"),
     "bench_http": (["--messages", "200", "--repeat", "2"], r"vs agent\.thread"),
+    "bench_history": (["--turns", "30"], r"ratio whole / by reference \(input tokens\): x\d"),
 }
 
 

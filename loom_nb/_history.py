@@ -1,0 +1,333 @@
+"""What the model is sent of a thread: within a history budget, older results by reference.
+
+The thread in the store, and what the user sees, keep everything. The model's view of it is a
+deterministic function of the thread's messages and ``model_settings["history_tokens"]``
+(:data:`HISTORY_TOKENS` by default), so the same thread gives the same bytes and providers'
+prompt caches hit. The rule, in order:
+
+1. The thread as it is, when it fits.
+2. Else the oldest tool results become one reference line each (call id, tool, arguments,
+   shape, and that it is kept), until it fits; the newest model turn's results stay whole.
+   ``recall(call_id=...)`` gives a kept result back as it was stored.
+3. Else the oldest turns (a user message, or a model turn with its results; never part of
+   one) are left out, replaced by one note that lists the questions asked there (first line
+   each) and the ids of the calls made there. The latest question and the newest turn stay.
+4. Else the run stops with :class:`~loom_nb.HistoryTooLong`, which names the setting.
+
+Steps 2 and 3 move in steps of a quarter of the budget, so the view's beginning stays the
+same for several turns in a row (a cache hit) instead of changing at every turn.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loom_nb._context import RunContext
+from loom_nb._errors import HistoryTooLong
+from loom_nb._messages import Message, Part, TextPart, ToolCall, ToolResult, is_pause_call
+from loom_nb._tokens import TokenCounter
+from loom_nb._tools import Tool, ToolInputError, ToolOutput
+
+__all__ = ["HISTORY_TOKENS", "RECALL", "HistoryView", "View", "recall_tool"]
+
+#: The default history budget in tokens. A quarter of the 128k context of the smallest common
+#: hosted chat model (GPT-4o; GPT-4.1 and Claude have more), leaving room for instructions,
+#: tools and the answer, and a bound on what each turn's input costs. Local models with a small
+#: context (Ollama's default) need a lower one.
+HISTORY_TOKENS = 32_000
+
+#: The built-in tool that reads a kept result back.
+RECALL = "recall"
+
+_QUESTIONS_LISTED = 10
+_CALLS_LISTED = 30
+_QUOTE_CHARS = 120
+_ARGUMENT_CHARS = 160
+
+
+@dataclass
+class View:
+    """One model turn's view of its thread."""
+
+    messages: list[Message]
+    #: Tokens of ``messages`` by the run's counter.
+    tokens: int
+    #: Call ids whose results are references here.
+    referenced: list[str] = field(default_factory=list)
+    #: Messages of the thread left out (summarized by the note).
+    left_out: int = 0
+
+    @property
+    def shortened(self) -> bool:
+        """Whether anything was referenced or left out (``recall`` is offered then)."""
+        return bool(self.referenced or self.left_out)
+
+
+@dataclass
+class _Result:
+    part: ToolResult
+    full: int
+    reference: ToolResult
+    referenced: int
+
+
+class HistoryView:
+    """The views of one run's turns: counts and reference lines are computed once per part."""
+
+    def __init__(self, budget: int, counter: TokenCounter) -> None:
+        self.budget = budget
+        self.counter = counter
+        self._results: dict[int, _Result] = {}
+
+    def view(self, thread: Sequence[Message]) -> View:
+        """What the next model turn is sent of ``thread``."""
+        sent = [m for m in (_sendable(m) for m in thread) if m is not None]
+        calls = {c.id: c for m in sent for c in m.tool_calls}
+        units = _units(sent)
+        count = self.counter
+        base = [
+            count.message(m) - sum(count.part(p) for p in m.tool_results) for m in sent
+        ]  # what stays whatever happens to results
+        results: list[tuple[int, _Result]] = []  # (message index, result)
+        for i, m in enumerate(sent):
+            for p in m.tool_results:
+                results.append((i, self._result(p, calls.get(p.call_id))))
+        total = sum(base) + sum(r.full for _, r in results)
+        if total <= self.budget:
+            return View(sent, total)
+        step = max(self.budget // 4, 1)
+        last_start = units[-1][0]
+        older = [(i, r) for i, r in results if i < last_start and r.full > r.referenced]
+        possible = sum(r.full - r.referenced for _, r in older)
+        deficit = total - self.budget
+        target = min(math.ceil(deficit / step) * step, possible)
+        chosen: set[int] = set()
+        saved = 0
+        for _, r in older:
+            if saved >= target:
+                break
+            chosen.add(id(r.part))
+            saved += r.full - r.referenced
+        shown = [_with_references(m, chosen, self._results) for m in sent]
+        cost = [
+            base[i] + sum(self._cost(p, chosen) for p in m.tool_results) for i, m in enumerate(sent)
+        ]
+        referenced = [r.part.call_id for _, r in results if id(r.part) in chosen]
+        if sum(cost) <= self.budget:
+            return View(shown, sum(cost), referenced)
+        return self._leave_out(shown, units, cost, referenced, step)
+
+    def _leave_out(
+        self,
+        shown: list[Message],
+        units: list[tuple[int, int]],
+        cost: list[int],
+        referenced: list[str],
+        step: int,
+    ) -> View:
+        total = sum(cost)
+        deficit = total - self.budget
+        target = math.ceil(deficit / step) * step
+        pinned = max((i for i, m in enumerate(shown) if m.role == "user"), default=-1)
+        droppable = [u for u in units[:-1] if not u[0] <= pinned < u[1]]
+        dropped: list[tuple[int, int]] = []
+        note_tokens = 0
+        saved = 0
+        for unit in droppable:
+            if saved - note_tokens >= target:
+                # the note is written again only when the turns left out seem to be enough
+                note_tokens = self.counter.message(self._note(shown, dropped))
+                if saved - note_tokens >= target:
+                    break
+            dropped.append(unit)
+            saved += sum(cost[unit[0] : unit[1]])
+        if dropped:
+            note_tokens = self.counter.message(self._note(shown, dropped))
+        if saved - note_tokens < deficit:
+            raise HistoryTooLong(
+                f"what the model must be sent of this thread (the latest question and the "
+                f"newest turn, about {total - saved + note_tokens:,} tokens) does not fit "
+                f"model_settings['history_tokens'] = {self.budget:,}: raise it (within the "
+                "model's context) or ask for less data (a smaller limit / max_rows)"
+            )
+        gone = {i for start, end in dropped for i in range(start, end)}
+        kept = [m for i, m in enumerate(shown) if i not in gone]
+        messages = [self._note(shown, dropped), *kept]
+        left = [r for r in referenced if not any(r in _ids(shown[i]) for i in gone)]
+        return View(messages, total - saved + note_tokens, left, len(gone))
+
+    def _note(self, shown: list[Message], dropped: list[tuple[int, int]]) -> Message:
+        """The note that stands for the turns left out: loom_nb's words, the user's questions
+        (their first lines) and the ids of the calls made there."""
+        messages = [shown[i] for start, end in dropped for i in range(start, end)]
+        questions = [_first_line(m.text) for m in messages if m.role == "user"]
+        calls = [c for m in messages for c in m.tool_calls]
+        text = (
+            f"[loom_nb] {len(messages)} earlier messages of this thread are left out here, to "
+            f"keep what you are sent within the history budget (model_settings['history_tokens']"
+            f" = {self.budget:,} tokens); the thread keeps them all."
+        )
+        if questions:
+            listed = questions[-_QUESTIONS_LISTED:]
+            more = len(questions) - len(listed)
+            text += (
+                " The user asked there"
+                + (f" ({more} earlier questions not listed)" if more else "")
+                + ": "
+                + "; ".join(json.dumps(q, ensure_ascii=False) for q in listed)
+                + "."
+            )
+        if calls:
+            listed_calls = calls[-_CALLS_LISTED:]
+            more = len(calls) - len(listed_calls)
+            text += (
+                " Tool calls made there, oldest first"
+                + (f" ({more} earlier ones not listed)" if more else "")
+                + ": "
+                + ", ".join(f"{c.id} ({c.name})" for c in listed_calls)
+                + f". {RECALL}(call_id=...) returns any call's result as it was stored."
+            )
+        return Message("user", [TextPart(text)], created_at=messages[0].created_at)
+
+    def _result(self, part: ToolResult, call: ToolCall | None) -> _Result:
+        found = self._results.get(id(part))
+        if found is not None and found.part is part:
+            return found
+        line = reference_line(part, call)
+        reference = ToolResult(part.call_id, part.name, line, is_error=part.is_error)
+        count = self.counter
+        made = _Result(part, count.part(part), reference, count.part(reference))
+        self._results[id(part)] = made
+        return made
+
+    def _cost(self, part: ToolResult, chosen: set[int]) -> int:
+        r = self._results[id(part)]
+        return r.referenced if id(part) in chosen else r.full
+
+
+def reference_line(result: ToolResult, call: ToolCall | None) -> str:
+    """The line that stands for a kept result: loom_nb's words, no value of the data (a
+    table's shape only, from the stored frame's header)."""
+    arguments = ""
+    if call is not None and call.arguments is not None:
+        arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
+        if len(arguments) > _ARGUMENT_CHARS:
+            arguments = arguments[: _ARGUMENT_CHARS - 1] + "…"
+    head = result.frame_head(0)
+    if head is not None:
+        shape = f"a table of {head.rows:,} rows × {head.columns:,} columns"
+    elif result.chart is not None:
+        shape = "a chart"
+    elif result.is_error:
+        shape = "an error"
+    else:
+        shape = f"{len(result.content):,} characters"
+    return (
+        f"[kept result] call {result.call_id}: {result.name}({arguments}) returned {shape}. "
+        "It is kept in the thread and left out here to stay within the history budget; "
+        f'{RECALL}(call_id="{result.call_id}") returns it as it was stored.'
+    )
+
+
+def _sendable(message: Message) -> Message | None:
+    """``message`` as the model may be sent it: without the parts of a run's pauses (loom_nb's
+    own, never the model's) nor a newer loom_nb's parts; None when nothing is left."""
+    parts: list[Part] = [
+        p
+        for p in message.parts
+        if isinstance(p, TextPart)
+        or (isinstance(p, ToolCall) and not is_pause_call(p.id))
+        or (isinstance(p, ToolResult) and not is_pause_call(p.call_id))
+    ]
+    if len(parts) == len(message.parts):
+        return message
+    if not parts:
+        return None
+    return Message(message.role, parts, message.created_at, message.usage, message.model)
+
+
+def _units(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each turn: a user message, or a model turn with its results."""
+    units: list[tuple[int, int]] = []
+    for i, m in enumerate(messages):
+        if m.role == "tool" and units:
+            units[-1] = (units[-1][0], i + 1)
+        else:
+            units.append((i, i + 1))
+    return units
+
+
+def _with_references(message: Message, chosen: set[int], results: dict[int, _Result]) -> Message:
+    if not any(id(p) in chosen for p in message.tool_results):
+        return message
+    parts = [results[id(p)].reference if id(p) in chosen else p for p in message.parts]
+    return Message(message.role, parts, message.created_at, message.usage, message.model)
+
+
+def _ids(message: Message) -> set[str]:
+    return {r.call_id for r in message.tool_results}
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= _QUOTE_CHARS else line[: _QUOTE_CHARS - 1] + "…"
+
+
+# ---- the recall tool ------------------------------------------------------------------------
+
+_RECALLED = (
+    "Recalled: the result of call {call_id} ({tool}) exactly as it was stored when it ran; "
+    "nothing was run or queried again."
+)
+
+
+async def _recall(call_id: str, ctx: RunContext) -> ToolOutput:
+    for result in ctx.tool_results():
+        if result.call_id == call_id and not is_pause_call(call_id):
+            said = _RECALLED.format(call_id=result.call_id, tool=result.name)
+            return ToolOutput(f"{said}\n{result.content}", is_error=result.is_error)
+    return ToolOutput(
+        json.dumps(
+            {
+                "error": "this thread has no saved result of that call id; use an id from a "
+                "[kept result] line or the note of turns left out"
+            }
+        ),
+        is_error=True,
+    )
+
+
+def _bind_recall(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """``recall``'s arguments checked, as a copy (the run adds its context to the copy)."""
+    if set(arguments) != {"call_id"} or not isinstance(arguments["call_id"], str):
+        raise ToolInputError("recall takes one argument, call_id: the id of an earlier call")
+    return [], {"call_id": arguments["call_id"]}
+
+
+def recall_tool() -> Tool:
+    """``recall(call_id)``: a kept result of this thread, as stored (the same rows and data
+    block the model was first given)."""
+    return Tool(
+        name=RECALL,
+        description=(
+            "Read again the result of an earlier tool call of this conversation, by its call "
+            "id (from a [kept result] line). Returns the result exactly as it was stored; "
+            "nothing is run again."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "call_id": {"type": "string", "description": "The id of the earlier call."}
+            },
+            "required": ["call_id"],
+            "additionalProperties": False,
+        },
+        function=_recall,
+        _bind=_bind_recall,
+        _takes_ctx="ctx",
+        describe=lambda arguments: f"recall · {arguments.get('call_id', '')}",
+    )
