@@ -117,7 +117,7 @@ class _Body:
                     ctx = CodeContext(
                         f"result_{number}",
                         results=dict(self.exported.results),
-                        data=getattr(results.get(call.id), "data", None),
+                        data=_saved(results.get(call.id)),
                         agent=thread.agent,
                         thread_id=thread.id,
                         user_id=thread.user_id,
@@ -137,6 +137,14 @@ class _Body:
                     # setups may read variables that only running code makes the notebook ask for)
                     setups = ctx.setups if runs else [s for s in ctx.setups if _is_import(s)]
                     self.setups.extend(s for s in setups if s not in self.setups)
+
+
+def _saved(result: ToolResult | None) -> Any:
+    """What a call's code may read of its own saved result: a chart's spec (its bins' edges),
+    else the result's data."""
+    if result is None:
+        return None
+    return result.chart if result.chart is not None else result.data
 
 
 def _call_cell(
