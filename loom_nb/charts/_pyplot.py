@@ -34,7 +34,7 @@ def draw_chart(
     title: str | None = None,
     edges: list[float] | None = None,
 ) -> Any:
-    """The chart tool's chart of ``frame``: a bar, line, area, scatter or histogram of ``x``
+    """The chart tool's chart of ``frame``: a bar, line, area, scatter, histogram or box of ``x``
     (and ``y``), one series per value of ``color``; the figure, shown once as a cell's result.
     A histogram with ``y`` is one of a bins aggregate: ``x`` holds each bin's left edge, ``y``
     its count, ``edges`` the aggregate's bins."""
@@ -62,7 +62,32 @@ def draw_chart(
             ("(missing)" if pd.isna(u) else str(u), codes == i) for i, u in enumerate(uniques)
         ]
     fig, ax = plt.subplots(figsize=SIZE, dpi=DPI, layout="constrained")
-    if kind == "histogram" and y is not None:  # counted already: each bin weighs its count
+    if kind == "box":  # the quartiles of every row, by x (pandas' linear quantile)
+        values = data[y].astype("float64")
+        keys = pd.Series("all rows", index=data.index) if x == y else data[x]
+        grouped = values.groupby(keys, sort=True, observed=True)
+        boxes = [
+            {
+                "whislo": part.min(),
+                "q1": part.quantile(0.25),
+                "med": part.median(),
+                "q3": part.quantile(0.75),
+                "whishi": part.max(),
+            }
+            for _, part in grouped
+        ]
+        ax.bxp(
+            boxes,
+            positions=list(range(len(boxes))),
+            widths=0.6,
+            showfliers=False,
+            patch_artist=True,
+            boxprops={"facecolor": PALETTE[0], "alpha": 0.6},
+            medianprops={"color": "#333333"},
+            manage_ticks=False,
+        )
+        labels = [str(key) for key, _ in grouped]
+    elif kind == "histogram" and y is not None:  # counted already: each bin weighs its count
         ys = data[y].to_numpy(dtype="float64", na_value=np.nan)
         bins = np.unique(xs.astype("float64")) if edges is None else np.asarray(edges)
         if edges is None:  # no saved edges: the last bin as wide as the narrowest
