@@ -43,7 +43,7 @@ class Chart:
 
     @property
     def kind(self) -> str:
-        """bar, line, area, scatter or histogram."""
+        """bar, line, area, scatter, histogram or box."""
         return str(self.spec["kind"])
 
     @property

@@ -36,7 +36,8 @@ class CodeContext:
     result: str = "result"
     #: The variables holding earlier calls' results, by call id (a chart names its data so).
     results: Mapping[str, str] = field(default_factory=dict)
-    #: The call's saved result data, when it is known (a DataFrame for a table read).
+    #: The call's saved result data, when it is known (a DataFrame for a table read, the
+    #: spec of a chart for a chart call: an export passes it).
     data: Any = None
     #: The run the call was part of (a client factory is called with a context of it).
     agent: str = ""

@@ -107,6 +107,22 @@ def counts_text(found: Mapping[str, Any]) -> str:
     return text
 
 
+def words_with_counts(words: str, found: Mapping[str, Any] | None) -> str:
+    """A call's words with what came back (``frames_select · orders · 3 rows (limit 50)``):
+    the page the model asked for, at the end of the words, gives way to the counts, which
+    say it. The words alone without counts."""
+    if found is None:
+        return words
+    limit, offset = found.get("limit"), found.get("offset", 0)
+    asked = " ".join(
+        [*([] if limit is None else [f"limit {limit:,}"])]
+        + ([f"from offset {offset:,}"] if offset else [])
+    )
+    if asked and words.endswith(f" · {asked}"):
+        words = words[: -len(asked) - 3]
+    return f"{words} · {counts_text(found)}"
+
+
 def frame_note(found: Mapping[str, Any]) -> str:
     """What the model is told about the user's DataFrame of its call."""
     rows, what = found["rows"], found.get("what", "row")

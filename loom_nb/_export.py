@@ -41,6 +41,7 @@ from loom_nb._code import (
     markdown_text,
     py_literal,
 )
+from loom_nb._counts import words_with_counts
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._tools import Tool
@@ -119,7 +120,7 @@ class _Body:
                     ctx = CodeContext(
                         f"result_{number}",
                         results=dict(self.exported.results),
-                        data=getattr(results.get(call.id), "data", None),
+                        data=_saved(results.get(call.id)),
                         agent=thread.agent,
                         thread_id=thread.id,
                         user_id=thread.user_id,
@@ -141,6 +142,22 @@ class _Body:
                     self.setups.extend(s for s in setups if s not in self.setups)
 
 
+def _counts_of(result: ToolResult | None) -> dict[str, Any] | None:
+    """The counts a table tool saved with its frame (its head only is decoded)."""
+    if result is None or result.is_error:
+        return None
+    head = result.frame_head(0)
+    return head.counts if head is not None else None
+
+
+def _saved(result: ToolResult | None) -> Any:
+    """What a call's code may read of its own saved result: a chart's spec (its bins' edges),
+    else the result's data."""
+    if result is None:
+        return None
+    return result.chart if result.chart is not None else result.data
+
+
 def _call_cell(
     number: int,
     call: ToolCall,
@@ -150,7 +167,8 @@ def _call_cell(
     ctx: CodeContext,
 ) -> tuple[Cell, bool]:
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
-    words = comment_text(call_words(call, tool))  # one line
+    # one line, with what came back as the call header says it: 3 rows (limit 50), 53 groups
+    words = comment_text(words_with_counts(call_words(call, tool), _counts_of(result)))
     head = f"# Call {number} · {words}"
     code = call_code(call, tool, ctx)
     if code is None:

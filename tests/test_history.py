@@ -95,7 +95,7 @@ def test_a_long_thread_stays_within_the_history_budget_and_recall_returns_the_st
     assert "earlier messages of this thread are left out" in model.requests[199].messages[0].text
     assert model.requests[199].messages[1].text == "page through every order"  # kept whole
     # recall is offered once a result is left out, not before
-    assert [t.name for t in model.requests[0].tools] == ["page"]
+    assert [t.name for t in model.requests[0].tools] == ["page", "ask_user"]
     assert RECALL in [t.name for t in model.requests[60].tools]
     # the recall at turn 150 got call 7's result exactly as stored, and says it was not re-run
     thread = agent.thread(result.thread_id)

@@ -340,6 +340,11 @@ def parse_group_by(
             if set(item) != {"column", "bins"}:
                 raise ToolInputError(f'group_by[{i}] must be {{"column": C, "bins": N or [edges]}}')
             key = GroupKey(check_column(spec, item["column"]), bins=_bins(i, item["bins"]))
+        elif not buckets and isinstance(item, Mapping) and "bucket" in item:
+            raise ToolInputError(
+                f"group_by[{i}]: {backend or 'this backend'} cannot group by a time bucket; "
+                "group by a column (the user can allowlist a view with the bucket as a column)"
+            )
         elif buckets and isinstance(item, Mapping):
             if set(item) != {"column", "bucket"}:
                 raise ToolInputError(

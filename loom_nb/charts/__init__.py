@@ -13,10 +13,15 @@ The tool ``chart(result, kind, x, y?, color?, title?)``:
 
 - ``result`` names an earlier result of this thread by the id of the call that fetched it
   (a DataFrame: ``frames_select``, ``frames_aggregate``, ``supabase_select``, a tool of
-  yours). ``kind`` is bar, line, area, scatter or histogram; ``x`` and ``y`` are columns of
+  yours). ``kind`` is bar, line, area, scatter, histogram or box; ``x`` and ``y`` are columns of
   that result (``y`` numeric; a histogram bins ``x`` and has no ``y``); ``color`` splits the
   rows into at most 10 series. Every name is checked against that result's columns; a
   mistake goes back to the model as an error listing the results and columns it may use.
+- A box plot (``kind="box"``) shows the quartiles of ``y`` (pandas' linear ``quantile``)
+  over every row of the result, one box per value of ``x`` (``x`` = ``y`` for one box),
+  whiskers at the smallest and largest value; the chart saves the boxes, not the rows, and
+  its caption says how many rows they hold. A result that holds only part of the matching
+  rows (a limit, ``frame_rows``) is refused, with what to do instead.
 - Rows without an x value (NaT, NaN) have no place on the axis and rows without a y value
   nothing to draw: both are left out, counted, and said under the chart and to the model.
   A missing colour value is a series of its own. Timestamps are drawn on their own wall clock

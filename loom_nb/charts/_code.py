@@ -33,4 +33,9 @@ def chart_code(args: dict[str, Any], ctx: CodeContext) -> str | None:
         for key in ("y", "color", "title")
         if args.get(key) is not None
     ]
+    # A histogram of a bins aggregate draws its counts in the aggregate's own bins: their
+    # edges are in the chart's saved spec (the export's ``data`` of a chart call).
+    edges = ctx.data.get("edges") if isinstance(ctx.data, dict) else None
+    if args.get("kind") == "histogram" and args.get("y") is not None and edges is not None:
+        named.append(f"edges={py_literal([float(e) for e in edges])}")
     return f"{ctx.result} = {draw}({source}, {py_literal(args['kind'])}, {', '.join(named)})"

@@ -82,7 +82,21 @@ def _draw_series(mpl: _Matplotlib, ax: Any, plot: Plot, shift: float) -> None:
         colour = PALETTE[i % len(PALETTE)]
         label = _short(series.label) if labelled and series.label is not None else None
         x, y = series.x + shift, series.y
-        if plot.kind in ("bar", "histogram"):
+        if plot.kind == "box":
+            ax.bxp(
+                [
+                    {"whislo": lo, "q1": q1, "med": med, "q3": q3, "whishi": hi}
+                    for lo, q1, med, q3, hi in plot.boxes
+                ],
+                positions=list(x),
+                widths=plot.width,
+                showfliers=False,
+                patch_artist=True,
+                boxprops={"facecolor": colour, "alpha": 0.6},
+                medianprops={"color": "#333333"},
+                manage_ticks=False,
+            )
+        elif plot.kind in ("bar", "histogram"):
             width: Any = plot.width / n  # the series' bars side by side in each x's slot
             if plot.bucket is not None:  # one bucket wide: a month is as long as it is
                 width = bucket_days(series.x, plot.bucket) / n

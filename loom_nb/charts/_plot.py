@@ -18,7 +18,7 @@ from loom_nb._render import data_block
 from loom_nb.charts._bins import bin_edges
 
 #: The kinds of chart the ``chart`` tool draws.
-KINDS: tuple[str, ...] = ("bar", "line", "area", "scatter", "histogram")
+KINDS: tuple[str, ...] = ("bar", "line", "area", "scatter", "histogram", "box")
 #: Series told apart by colour (matplotlib's tab10 palette has ten).
 MAX_SERIES = 10
 
@@ -29,6 +29,7 @@ _NAMES = {
     "area": "an area chart",
     "scatter": "a scatter plot",
     "histogram": "a histogram",
+    "box": "a box plot",
 }
 _DAY_US = 86_400_000_000
 
@@ -87,11 +88,15 @@ class Plot:
     ticks: tuple[tuple[float, ...], tuple[str, ...]] | None = None
     #: What the chart covers, said in its caption: ``10,000 of 20,000 rows``.
     covers: str | None = None
+    #: A box plot's boxes, one per x value: min, q1, median, q3, max.
+    boxes: tuple[tuple[float, float, float, float, float], ...] = ()
 
 
 def default_title(kind: str, x: str, y: str | None) -> str:
     if kind == "histogram":
         return f"rows by {x}"
+    if kind == "box":
+        return f"spread of {y}" if x == y else f"spread of {y} by {x}"
     return f"{y} against {x}" if kind == "scatter" else f"{y} by {x}"
 
 
@@ -143,7 +148,16 @@ def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
     bucket = spec.get("bucket") if x_kind == "time" else None
     edges = spec.get("edges")
     bins = None
-    if kind == "histogram" and edges is not None:  # a bins aggregate: y counts each bin
+    boxes: tuple[tuple[float, float, float, float, float], ...] = ()
+    if kind == "box":  # the data holds each box's statistics (``_spec.box_stats``)
+        if x_kind != "category":  # numbers or times as the boxes' names, left to right
+            x_kind, categories = "category", tuple(str(v) for v in xcol)
+            xs = np.arange(len(frame), dtype="float64")
+        stats = frame[["min", "q1", "median", "q3", "max"]].to_numpy(dtype="float64")
+        boxes = tuple((a, b, c, d, e) for a, b, c, d, e in stats.tolist())
+        series: tuple[Series, ...] = (Series(None, xs, stats[:, 2]),)
+        width = 0.6
+    elif kind == "histogram" and edges is not None:  # a bins aggregate: y counts each bin
         bins = np.asarray(edges, dtype="float64")
         ys = frame[y].to_numpy(dtype="float64", na_value=np.nan)
         at = np.searchsorted(bins, xs, side="right") - 1
@@ -189,6 +203,8 @@ def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
     rows = len(frame)
     if kind == "histogram" and edges is not None:
         rows = int(np.nansum(frame[y].to_numpy(dtype="float64", na_value=np.nan)))
+    if kind == "box":
+        rows = int(frame["rows"].sum())
     return Plot(
         kind=kind,
         x_kind=x_kind,
@@ -206,6 +222,7 @@ def plan(spec: Mapping[str, Any], frame: pd.DataFrame) -> Plot:
         bucket=bucket,
         ticks=_period_ticks(xs, bucket) if bucket is not None else None,
         covers=covers,
+        boxes=boxes,
     )
 
 
@@ -254,7 +271,15 @@ def describe(plot: Plot, spec: Mapping[str, Any]) -> str:
     source = f"{spec['result']} ({spec['tool']})" if spec.get("tool") else spec["result"]
     x_range = _x_range(plot) + (f", in {plot.tz}" if plot.tz else "")
     x = spec["x"]
-    if plot.kind == "histogram":
+    if plot.kind == "box":
+        medians = plot.series[0].y
+        body = (
+            f"x {x} ({x_range}), y {plot.y_label}; {_plural(len(plot.boxes), 'box', 'boxes')} "
+            f"over {_plural(plot.rows, 'row')} (every matching row; quartiles, whiskers at the "
+            f"smallest and largest value), medians from {_fmt(medians.min())} to "
+            f"{_fmt(medians.max())}."
+        )
+    elif plot.kind == "histogram":
         counts = np.concatenate([s.y for s in plot.series])
         body = (
             f"x {x} ({x_range}), y rows per bin; {_plural(plot.rows, 'row')} in "
@@ -297,7 +322,9 @@ def describe(plot: Plot, spec: Mapping[str, Any]) -> str:
 def caption(plot: Plot) -> str:
     """One line: ``bar chart · count by week_created_at · 10 bars``, and what it covers when
     the result holds part of the matching rows (``of 10,000 of 20,000 rows``)."""
-    if plot.kind == "histogram":
+    if plot.kind == "box":
+        size = f"{_plural(plot.rows, 'row')} in {_plural(len(plot.boxes), 'box', 'boxes')}"
+    elif plot.kind == "histogram":
         size = f"{_plural(plot.rows, 'row')} in {_plural(len(plot.series[0].y), 'bin')}"
     else:
         size = _plural(plot.rows, "bar" if plot.kind == "bar" else "point")

@@ -32,9 +32,12 @@ def draw_chart(
     y: str | None = None,
     color: str | None = None,
     title: str | None = None,
+    edges: list[float] | None = None,
 ) -> Any:
-    """The chart tool's chart of ``frame``: a bar, line, area, scatter or histogram of ``x``
-    (and ``y``), one series per value of ``color``; the figure, shown once as a cell's result."""
+    """The chart tool's chart of ``frame``: a bar, line, area, scatter, histogram or box of ``x``
+    (and ``y``), one series per value of ``color``; the figure, shown once as a cell's result.
+    A histogram with ``y`` is one of a bins aggregate: ``x`` holds each bin's left edge, ``y``
+    its count, ``edges`` the aggregate's bins."""
     data = frame.dropna(subset=[c for c in (x, y) if c is not None])
     for column in (x, y):  # an infinite number has no place on an axis: left out, as the tool does
         if column is not None and pd.api.types.is_float_dtype(data[column].dtype):
@@ -59,7 +62,45 @@ def draw_chart(
             ("(missing)" if pd.isna(u) else str(u), codes == i) for i, u in enumerate(uniques)
         ]
     fig, ax = plt.subplots(figsize=SIZE, dpi=DPI, layout="constrained")
-    if kind == "histogram":
+    if kind == "box":  # the quartiles of every row, by x (pandas' linear quantile)
+        values = data[y].astype("float64")
+        keys = pd.Series("all rows", index=data.index) if x == y else data[x]
+        grouped = values.groupby(keys, sort=True, observed=True)
+        boxes = [
+            {
+                "whislo": part.min(),
+                "q1": part.quantile(0.25),
+                "med": part.median(),
+                "q3": part.quantile(0.75),
+                "whishi": part.max(),
+            }
+            for _, part in grouped
+        ]
+        ax.bxp(
+            boxes,
+            positions=list(range(len(boxes))),
+            widths=0.6,
+            showfliers=False,
+            patch_artist=True,
+            boxprops={"facecolor": PALETTE[0], "alpha": 0.6},
+            medianprops={"color": "#333333"},
+            manage_ticks=False,
+        )
+        labels = [str(key) for key, _ in grouped]
+    elif kind == "histogram" and y is not None:  # counted already: each bin weighs its count
+        ys = data[y].to_numpy(dtype="float64", na_value=np.nan)
+        bins = np.unique(xs.astype("float64")) if edges is None else np.asarray(edges)
+        if edges is None:  # no saved edges: the last bin as wide as the narrowest
+            step = np.diff(bins).min() if len(bins) > 1 else 1.0
+            bins = np.append(bins, bins[-1] + step)
+        ax.hist(
+            [xs[rows].astype("float64") for _, rows in series],
+            bins=list(bins),
+            weights=[ys[rows] for _, rows in series],
+            color=list(PALETTE[: len(series)]),
+            label=[label for label, _ in series],
+        )
+    elif kind == "histogram":
         # times as days since 1970, matplotlib's own date numbers, so that the bins of one
         # time (a day wide) are the same in every unit
         if is_time:
@@ -102,7 +143,7 @@ def draw_chart(
         ax.set_xticks(range(len(labels)), [str(label) for label in labels], **LITERAL)
     ax.set_title(title or default_title(kind, x, y), **LITERAL)
     ax.set_xlabel(f"{x} ({tz})" if tz is not None else x, **LITERAL)
-    ax.set_ylabel("rows" if kind == "histogram" else str(y), **LITERAL)
+    ax.set_ylabel("rows" if kind == "histogram" and y is None else str(y), **LITERAL)
     ax.grid(axis="y", alpha=0.3)
     if color is not None:
         legend = ax.legend(title=color, fontsize="small", frameon=False)

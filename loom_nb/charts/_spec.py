@@ -51,6 +51,8 @@ def chart_spec(
                 f"{x} holds the bins of an aggregate: give y, its count column (like count)"
             )
         y = _column(frame, y_arg, "y", where)
+    elif kind == "box":
+        y = _box_column(frame, y_arg, where)
     elif kind == "histogram":
         if y_arg is not None:
             raise ToolInputError(
@@ -76,6 +78,8 @@ def chart_spec(
                 f"y must be a numeric column; {y} is {frame[y].dtype}. Numeric columns of "
                 f"{where}: {_kinds(frame, 'number')}"
             )
+    if kind == "box" and color_arg is not None:
+        raise ToolInputError("a box plot has one box per x value; leave color out")
     color = None if color_arg is None else _column(frame, color_arg, "color", where)
     title = args.get("title")
     if title is not None and not isinstance(title, str):
@@ -90,7 +94,16 @@ def chart_spec(
         missing = f"a {x} value" if y is None else f"both {x} and {y}"
         raise ToolInputError(f"nothing to draw: no row of {where} has {missing}")
     drawn = {"rows": len(plotted)}
-    if len(plotted) > max_points:  # the chart's own bound: the first rows, and it says so
+    if kind == "box":  # the quartiles of every row, not the rows: a box holds any number
+        assert y is not None
+        _whole(found, where)
+        plotted = box_stats(plotted, x, y)
+        if len(plotted) > MAX_BOXES:
+            raise ToolInputError(
+                f"{x} has {len(plotted)} distinct values; a box plot draws at most {MAX_BOXES} "
+                "boxes. Choose an x with fewer values, or filter first"
+            )
+    elif len(plotted) > max_points:  # the chart's own bound: the first rows, and it says so
         plotted = plotted.head(max_points)
         drawn = {"rows": len(plotted), "of": drawn["rows"], "max_points": max_points}
     if color is not None:
@@ -120,11 +133,66 @@ def chart_spec(
             "what": found.get("what", "row"),
         }
     bucket = (found.get("buckets") or {}).get(x)
-    if bucket is not None and axis_kind(plotted[x]) == "time":
+    if bucket is not None and kind != "box" and axis_kind(plotted[x]) == "time":
         spec["bucket"] = bucket
     if edges is not None:
         spec["edges"] = edges
     return spec, plotted
+
+
+#: The most boxes one box plot draws.
+MAX_BOXES = 50
+
+
+def box_stats(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """One row per value of ``x`` (in order; ``x == y`` gives one box of all rows): the
+    smallest value, the quartiles (pandas' linear ``quantile``), the largest, and how many
+    rows the box holds."""
+    values = rows[y].astype("float64")
+    keys = pd.Series("all rows", index=rows.index) if x == y else rows[x]
+    grouped = values.groupby(keys, sort=True, observed=True)
+    stats = pd.DataFrame(
+        {
+            "min": grouped.min(),
+            "q1": grouped.quantile(0.25),
+            "median": grouped.median(),
+            "q3": grouped.quantile(0.75),
+            "max": grouped.max(),
+            "rows": grouped.size(),
+        }
+    )
+    return stats.rename_axis(x).reset_index()
+
+
+def _box_column(frame: pd.DataFrame, name: Any, where: str) -> str:
+    if name is None:
+        raise ToolInputError(
+            f"a box plot needs y, the numeric column whose spread it shows (one box per x "
+            f"value; x = y for one box): one of {_kinds(frame, 'number')}"
+        )
+    y = _column(frame, name, "y", where)
+    if axis_kind(frame[y]) != "number":
+        raise ToolInputError(
+            f"y must be a numeric column; {y} is {frame[y].dtype}. Numeric columns of "
+            f"{where}: {_kinds(frame, 'number')}"
+        )
+    return y
+
+
+def _whole(found: Mapping[str, Any], where: str) -> None:
+    """A box plot's quartiles are of every matching row, or it is not drawn: a result that
+    holds part of them (a limit, ``frame_rows``) would give the quartiles of a page."""
+    if not found or not (cut(found) or partial(found)):
+        return
+    matched = found.get("matched")
+    held = f"{found['rows']:,} of {matched:,}" if matched is not None else f"{found['rows']:,}"
+    raise ToolInputError(
+        f"a box plot shows the quartiles of every matching row, but {where} holds {held} "
+        f"{found.get('what', 'row')}s (a limit or frame_rows cut it). Fetch every row (no "
+        "limit; the user can raise frame_rows), or aggregate percentiles by group (fn "
+        "percentile with p 0.25, 0.5, 0.75 where the backend computes them: PostgREST "
+        "cannot) and chart those"
+    )
 
 
 def _has_value(col: pd.Series) -> pd.Series:

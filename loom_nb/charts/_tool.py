@@ -25,7 +25,8 @@ SCHEMA: dict[str, Any] = {
         "x": {"type": "string", "description": "A column of that result."},
         "y": {
             **_OPTIONAL_TEXT,
-            "description": "A numeric column of that result; leave it out for a histogram.",
+            "description": "A numeric column of that result; leave it out for a histogram "
+            "of rows (a box plot shows its spread by x).",
         },
         "color": {
             **_OPTIONAL_TEXT,
@@ -41,7 +42,9 @@ SCHEMA: dict[str, Any] = {
 DESCRIPTION = (
     "Draw a chart of rows you already fetched in this conversation: result is the id of that "
     "tool call (for example the call of an aggregate grouped by week). kind: bar, line, area, "
-    "scatter, or histogram (bins the values of x and counts rows; no y). x and y are columns "
+    "scatter, histogram (bins the values of x and counts rows; no y), or box (the quartiles "
+    "of y over every row of the result, one box per value of x; x = y for one box; the result "
+    "must hold every matching row). x and y are columns "
     "of that result, y numeric; color splits the rows into series by a column's values; title "
     "is optional. The user sees the chart in the notebook; you get a short description of what "
     "was drawn. Rows without x or y are left out and counted. Aggregate first when the rows "

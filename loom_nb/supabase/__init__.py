@@ -35,7 +35,8 @@ tool                        arguments
                             ``filters`` (as for select, at least one). Waits for approval;
                             the card shows how many rows match and the first of them.
                             Returns the updated rows as a DataFrame.
-``{name}_aggregate``        With ``aggregates=True``. ``table``; ``group_by`` (plain columns);
+``{name}_aggregate``        With ``aggregates=True``. ``table``; ``join``; ``group_by`` (plain
+                            columns, a joined table's too);
                             ``aggregates`` (list of ``{fn, column}``, ``fn`` one of count,
                             sum, avg, min, max; count without a column counts rows; output
                             columns ``fn_column``, or ``count``); ``filters`` (as for
@@ -59,9 +60,13 @@ embed along that foreign key, named by its column (``select=id,customers!custome
 ``!inner`` when a filter names ``customers.tier``, as a filter on a plain embed would only
 empty the embed), and ``order=customers(tier).desc``. The rows come back with
 ``customers.tier`` columns beside their own (empty where no customer matched, or row level
-security hid it). ``{name}_aggregate`` totals one table: a join, and what PostgREST's
-aggregates cannot compute (median, std, var, percentile, bins), are refused before any
-request, by name.
+security hid it). ``{name}_aggregate`` with ``"join": ["customers"]`` groups by and totals
+the joined table's columns through a PostgREST *spread* embed along the same key
+(``select=sum_total:total.sum(),...customers!customer_id(tier)``: PostgREST treats a spread's
+columns as the top level's, PostgREST 12 and later), ``!inner`` when a filter names it; the
+frame names them ``customers.tier`` and ``sum_customers.credit``. What PostgREST's aggregates
+cannot compute (median, std, var, percentile, bins, time buckets of a column) is refused
+before any request, by name.
 
 Aggregates (``aggregates=True``) are computed by PostgREST's aggregate functions
 (``select=status,count:count(),sum_total:total.sum()``), so totals cover every matching row,

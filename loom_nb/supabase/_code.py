@@ -15,7 +15,7 @@ from loom_nb._embed import embed
 from loom_nb._tables.grammar import AggregateQuery, Filter, Insert, Select, Update
 from loom_nb._tables.options import TableSpec
 from loom_nb._tables.update_preview import SAMPLE_ROWS
-from loom_nb.supabase._aggregate import select_items
+from loom_nb.supabase._aggregate import response_names, select_items
 from loom_nb.supabase._query import embedded_columns, select_columns
 
 #: The rows of one request (``loom_nb.supabase._connector.PAGE_ROWS``).
@@ -68,9 +68,18 @@ class SupabaseCode:
             f".table({py_literal(q.table)})",
             f".select({', '.join(py_literal(item) for item in select_items(q))})",
             *(_filter(f) for f in q.filters),
-            *(f".order({py_literal(c)}, desc={d})" for c, d in q.order),
+            *(f".order({py_literal(_order_column(c))}, desc={d})" for c, d in q.order),
         ]
         request, rows = self._pages(chain, q.limit, q.offset, ctx)
+        names = response_names(q)
+        if any(k != v for k, v in names.items()):  # a join's columns come back by their names
+            renamed, row = ctx.name("named_rows"), ctx.name("row")
+            request += (
+                f"\n{renamed} = [  # the joined columns as the tool names them: customers.tier\n"
+                f"    {{{py_literal(names)}[k]: v for k, v in {row}.items()}}\n"
+                f"    for {row} in {rows}\n]"
+            )
+            rows = renamed
         return (
             f"{request}\n{ctx.result} = {_postgrest_frame(ctx)}({rows}, "
             f"{py_literal(q.outputs)}).head({q.limit})"

@@ -37,8 +37,8 @@ from loom_nb._tables.update_preview import (
     rows_that_change,
     update_effect,
 )
-from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, tool
-from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES
+from loom_nb._tools import Connector, Tool, ToolOutput, tool
+from loom_nb.supabase._aggregate import SUPABASE_AGGREGATES, response_names
 from loom_nb.supabase._code import SupabaseCode
 from loom_nb.supabase._frame import postgrest_frame
 from loom_nb.supabase._query import (
@@ -117,11 +117,17 @@ class SupabaseConnector:
                     "(not only the rows a select returns): group_by columns and aggregates "
                     "[{fn, column}] with fn count, sum, avg, min or max (count without a "
                     "column counts rows). Output columns are named fn_column (count for the "
-                    f"row count). Filters as in {self.name}_select; order may name group_by "
-                    f"columns. {rows_rule(self.max_rows, self.frame_rows, 'groups')}"
+                    f"row count). Filters and join as in {self.name}_select (group by or total "
+                    "a joined table's columns, customers.tier); order may name group_by "
+                    "columns. PostgREST cannot compute median, std, var, percentile or bins. "
+                    f"{rows_rule(self.max_rows, self.frame_rows, 'groups')}"
                 ),
                 input=aggregate_schema(
-                    self.tables, self.max_rows, SUPABASE_AGGREGATES, frame_rows=self.frame_rows
+                    self.tables,
+                    self.max_rows,
+                    SUPABASE_AGGREGATES,
+                    frame_rows=self.frame_rows,
+                    relationships=self.relationships,
                 ),
                 run=self.aggregate,
                 describe=self._aggregate_words,
@@ -194,7 +200,8 @@ class SupabaseConnector:
 
     async def aggregate(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         query = self._parse_aggregate(arguments)
-        spec = TableSpec(query.table, columns=tuple(query.outputs))  # the rows hold these only
+        names = response_names(query)
+        spec = TableSpec(query.table, columns=tuple(names))  # the rows hold these only
         fetched = await self._pages(ctx, spec, query, build_aggregate)
         if isinstance(fetched, ToolOutput):
             error = fetched.data["error"] if isinstance(fetched.data, dict) else {}
@@ -208,7 +215,8 @@ class SupabaseConnector:
                 )
             return fetched
         rows, _ = fetched
-        frame = postgrest_frame(rows, query.outputs).head(query.limit)
+        renamed = [{names[k]: v for k, v in row.items()} for row in rows]
+        frame = postgrest_frame(renamed, query.outputs).head(query.limit)
         # Every group came back unless the frame is full: then more may follow.
         complete = len(frame) < query.limit
         found = counts(
@@ -294,15 +302,12 @@ class SupabaseConnector:
         )
 
     def _parse_aggregate(self, arguments: dict[str, Any]) -> AggregateQuery:
-        """The same sending rules as a select: its filters as PostgREST reads them. A join is
-        refused before any request: these totals are PostgREST's over one table."""
-        if arguments.get("join"):
-            raise ToolInputError(
-                f"{self.name}_aggregate totals one table; PostgREST's aggregates cannot be "
-                f"grouped by a joined table here. Use {self.name}_select with join, or "
-                "aggregate the table by its own columns"
-            )
-        query = parse_aggregate(arguments, self.tables, self.frame_rows, SUPABASE_AGGREGATES)
+        """The same sending rules as a select: its filters as PostgREST reads them; a join
+        along a declared relationship is a spread embed (``_aggregate.select_items``)."""
+        query = parse_aggregate(
+            arguments, self.tables, self.frame_rows, SUPABASE_AGGREGATES, self.relationships
+        )
+        response_names(query)  # two outputs under one key are refused before any request
         # Groups come in pages: without an order PostgreSQL may give each page its own, so
         # they are ordered by the group columns (as frames_aggregate orders its groups).
         order = query.order or tuple((k.column, False) for k in query.group_by)
@@ -315,7 +320,9 @@ class SupabaseConnector:
 
     def _aggregate_words(self, arguments: dict[str, Any]) -> str:
         return aggregate_words(
-            parse_aggregate(arguments, self.tables, self.frame_rows, SUPABASE_AGGREGATES)
+            parse_aggregate(
+                arguments, self.tables, self.frame_rows, SUPABASE_AGGREGATES, self.relationships
+            )
         )
 
     def _parse_insert(self, arguments: dict[str, Any]) -> Insert:

@@ -55,6 +55,8 @@ WEEKLY = {
     "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "total"}],
 }
 ROWS = {"table": "events", "limit": 50}
+#: Bins of uneven width, one of them empty (an aggregate returns only the bins holding rows).
+BINS = {"table": "events", "group_by": [{"column": "total", "bins": [100, 130, 200, 220, 400]}]}
 CHARTS = [
     ("call_weekly", {"kind": "bar", "x": "week_created_at", "y": "sum_total"}),
     ("call_weekly", {"kind": "line", "x": "week_created_at", "y": "count", "title": "Weekly"}),
@@ -65,6 +67,7 @@ CHARTS = [
     ("call_rows", {"kind": "scatter", "x": "total", "y": "qty", "color": "status"}),
     ("call_rows", {"kind": "histogram", "x": "total"}),
     ("call_rows", {"kind": "histogram", "x": "created_at", "color": "status"}),
+    ("call_bins", {"kind": "histogram", "x": "bin_total", "y": "count"}),
 ]
 
 
@@ -79,6 +82,7 @@ def chart_thread() -> tuple[Any, Any]:
                 [
                     ToolCall("call_weekly", "frames_aggregate", WEEKLY),
                     ToolCall("call_rows", "frames_select", ROWS),
+                    ToolCall("call_bins", "frames_aggregate", BINS),
                 ],
             ),
             Reply("Drawing.", calls),
@@ -158,6 +162,29 @@ def test_each_exported_chart_draws_what_the_tools_chart_shows() -> None:
         assert got == want, (call_id, chart.spec["kind"], chart.spec["x"])
 
 
+def test_an_exported_chart_of_a_bins_aggregate_draws_its_counts_in_its_bins() -> None:
+    """Each bin one bar from its left edge to its right one (uneven widths, the empty bin
+    drawn empty), as tall as the aggregate's count: not one bar per row of the aggregate."""
+    agent, thread = chart_thread()
+    exported = thread_cells(thread, agent.tools)
+    namespace: dict[str, Any] = {"events": events()}
+    for cell in exported.cells:
+        if cell.kind == "code":
+            exec(cell.source, namespace)
+    [r] = [r for r in thread.tool_results() if r.chart is not None and r.chart.get("edges")]
+    bars = namespace[exported.results[r.call_id]].axes[0].patches
+    assert [(p.get_x(), p.get_x() + p.get_width()) for p in bars] == [
+        (100, 130),
+        (130, 200),
+        (200, 220),
+        (220, 400),
+    ]
+    totals = events()["total"]
+    counts = np.histogram(totals.dropna(), [100, 130, 200, 220, 400])[0]
+    assert [p.get_height() for p in bars] == list(counts) and 0 in counts
+    assert namespace[exported.results[r.call_id]].axes[0].get_ylabel() == "count"
+
+
 def test_a_chart_call_reads_as_its_chart_and_its_code_names_the_result_it_draws() -> None:
     agent, thread = chart_thread()
     tool = agent.tools["chart"]
@@ -181,8 +208,8 @@ def test_a_chart_call_reads_as_its_chart_and_its_code_names_the_result_it_draws(
     exported = thread_cells(thread, agent.tools)
     sources = [c.source for c in exported.cells if c.kind == "code"]
     assert any(
-        s.startswith("# Call 3 · chart · bar of call_weekly · x week_created_at · y sum_total\n")
-        and 'result_3 = draw_chart(result_1, "bar", x="week_created_at", y="sum_total")' in s
+        s.startswith("# Call 4 · chart · bar of call_weekly · x week_created_at · y sum_total\n")
+        and 'result_4 = draw_chart(result_1, "bar", x="week_created_at", y="sum_total")' in s
         for s in sources
     )
 

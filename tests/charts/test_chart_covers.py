@@ -132,3 +132,54 @@ def test_past_its_bound_a_chart_draws_the_first_rows_and_says_so() -> None:
     chart = Chart(out.chart)
     assert len(chart.data) == 100
     assert "The first 100 of 120 rows drawn (a chart holds at most 100" in (out.content or "")
+
+
+def test_a_box_plot_of_20000_rows_shows_the_quartiles_of_every_row() -> None:
+    """The boxes are pandas' quartiles of every matching row (20,000, far past max_rows and
+    the chart's max_points), drawn in the picture and in the export; a result that holds
+    part of the rows is refused, saying what to do instead."""
+    from loom_nb._export import thread_cells
+
+    orders = totals(20_000).assign(status=lambda d: np.where(d["id"] % 3, "paid", "open"))
+    agent = agent_over(
+        {"orders": orders},
+        ("frames_select", {"table": "orders", "columns": ["status", "total"]}),
+        ("frames_select", {"table": "orders", "columns": ["status", "total"], "limit": 100}),
+        max_rows=5,
+        frame_rows=20_000,
+    )
+    first = agent.run_sync("fetch")
+    box = {"kind": "box", "x": "status", "y": "total"}
+    charts = [
+        ("chart", {"result": call_id(first, 0), **box}),
+        ("chart", {"result": call_id(first, 0), "kind": "box", "x": "total", "y": "total"}),
+        ("chart", {"result": call_id(first, 1), **box}),
+    ]
+    agent.model = ReplayModel([*(Reply("", [c]) for c in charts), "done"])
+    result = agent.run_sync("draw", thread_id=first.thread_id)
+    by_status, whole = result.charts
+    assert "20,000 rows in 2 boxes" in by_status.caption
+    assert "20,000 rows in 1 box" in whole.caption
+    drawn = plan(by_status.spec, by_status.data)
+    grouped = orders.groupby("status")["total"]
+    expected = [
+        (g.min(), g.quantile(0.25), g.median(), g.quantile(0.75), g.max()) for _, g in grouped
+    ]
+    assert drawn.categories == ("open", "paid")
+    assert np.ravel(drawn.boxes).tolist() == pytest.approx(np.ravel(expected).tolist())
+    [ax] = by_status.figure().axes
+    medians = [line.get_ydata()[0] for line in ax.lines if line.get_color() == "#333333"]
+    assert medians == pytest.approx([e[2] for e in expected])
+    *_, refused = list(result.thread.tool_results())
+    assert refused.is_error and "holds 100 of 20,000 rows" in refused.content
+    assert "PostgREST cannot" in refused.content
+    # the export draws the same boxes from the frame
+    exported = thread_cells(result.thread, agent.tools)
+    namespace: dict[str, Any] = {"orders": orders}
+    for cell in exported.cells:
+        if cell.kind == "code":
+            exec(cell.source, namespace)
+    [ax] = namespace["result_3"].axes
+    got = [line.get_ydata()[0] for line in ax.lines if line.get_color() == "#333333"]
+    assert got == pytest.approx([e[2] for e in expected])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["open", "paid"]

@@ -33,6 +33,7 @@ def test_chart_tools_gives_one_tool_named_chart():
             "area",
             "scatter",
             "histogram",
+            "box",
         ]
     )
 

@@ -95,6 +95,7 @@ def test_the_notebook_reads_like_the_conversation(tmp_path: Path) -> None:
     assert sources[4] == "*Call 1* · `frames_list_tables()` (its tool writes no code)"
     assert sources[5].splitlines()[0] == (
         "# Call 2 · frames_select · orders · status = 'open' AND total > 5 · order by total desc"
+        " · 1 row"  # what came back, as the call header says it
     )
     assert sources[5].endswith("\nresult_2")
     write = sources[7].splitlines()
@@ -109,6 +110,41 @@ def test_the_notebook_reads_like_the_conversation(tmp_path: Path) -> None:
     namespace = run_cells(nb, {"orders": fresh})
     assert_frame_equal(fresh, orders_frame())
     assert "result_2" in namespace
+
+
+def test_call_headers_count_what_came_back(tmp_path: Path) -> None:
+    """``3 rows (limit 50)``, ``53 groups``, and ``50 of 53 groups`` with the setting that
+    raises it, in the export's call comments as in the call headers."""
+    weeks = pd.DataFrame(
+        {"day": pd.date_range("2024-01-01", periods=371, freq="D"), "total": range(371)}
+    )
+    weekly = {"table": "weeks", "group_by": [{"column": "day", "bucket": "week"}]}
+    calls = [
+        ("frames_select", {"table": "weeks", "limit": 3}),
+        ("frames_aggregate", weekly),
+        (
+            "frames_select",
+            {
+                "table": "weeks",
+                "filters": [{"column": "total", "op": "lt", "value": 3}],
+                "limit": 50,
+            },
+        ),
+    ]
+    tools = frame_tools({"weeks": weeks}, max_rows=5, frame_rows=50)
+    agent = define_agent(
+        name="a",
+        model=ReplayModel([*(Reply("", [c]) for c in calls), "done"]),
+        connectors=[tools],
+    )
+    nb = nbformat.read(agent.export(run_thread(agent).thread_id, tmp_path / "t.ipynb"), 4)
+    heads = [c.source.splitlines()[0] for c in nb.cells if c.source.startswith("# Call")]
+    assert heads == [
+        "# Call 1 · frames_select · weeks · 3 of 371 rows (limit 3)",
+        "# Call 2 · frames_aggregate · weeks · count by week of day · 50 of 53 groups "
+        "(frame_rows=50 cut it)",
+        "# Call 3 · frames_select · weeks · total < 3 · 3 rows (limit 50)",
+    ]
 
 
 def test_rejected_and_failed_calls_are_comments_that_say_so(tmp_path: Path) -> None:

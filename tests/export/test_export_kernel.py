@@ -46,7 +46,8 @@ def test_an_exported_thread_with_a_join_a_percentile_and_bins_gives_its_frames(
     import numpy as np
     import pandas as pd
 
-    from loom_nb import ReplayModel, Reply, define_agent
+    from loom_nb import ReplayModel, Reply, ToolCall, define_agent
+    from loom_nb.charts import chart_tools
     from loom_nb.frames import frame_tools
 
     rng = np.random.default_rng(5)
@@ -81,7 +82,12 @@ def test_an_exported_thread_with_a_join_a_percentile_and_bins_gives_its_frames(
                 "filters": [{"column": "customers.tier", "op": "eq", "value": "gold"}],
             },
         ),
-        ("frames_aggregate", {"table": "orders", "group_by": [{"column": "total", "bins": 12}]}),
+        ToolCall(
+            "call_bins",
+            "frames_aggregate",
+            {"table": "orders", "group_by": [{"column": "total", "bins": 12}]},
+        ),
+        ("chart", {"result": "call_bins", "kind": "histogram", "x": "bin_total", "y": "count"}),
     ]
     tools = frame_tools(
         {"orders": orders, "customers": customers},
@@ -91,10 +97,11 @@ def test_an_exported_thread_with_a_join_a_percentile_and_bins_gives_its_frames(
     agent = define_agent(
         name="analyst",
         model=ReplayModel([*(Reply("", [c]) for c in calls), "done"]),
-        connectors=[tools],
+        connectors=[tools, chart_tools()],
         store=sqlite_store(tmp_path / "loom.db"),
     )
     thread = agent.thread(agent.run_sync("revenue by tier").thread_id)
+    assert not any(r.is_error for r in thread.tool_results())
     expected = frames_by_variable(thread)
     assert len(expected) == 3 and len(expected["result_2"]) > 5  # more than the model saw
     path = agent.export(thread.id, tmp_path / "export.ipynb")
@@ -109,3 +116,11 @@ def test_an_exported_thread_with_a_join_a_percentile_and_bins_gives_its_frames(
     got = exported_results(nb, setup, tmp_path)
     for variable, frame in expected.items():
         assert_frame_equal(got[variable], frame, obj=variable)
+    # The histogram of the bins: one bar per bin of the aggregate, as tall as its count.
+    bins = expected["result_3"]
+    bars = got["result_4"].axes[0].patches
+    heights = {round(p.get_x(), 9): p.get_height() for p in bars if p.get_height()}
+    assert heights == {
+        round(b, 9): c for b, c in zip(bins["bin_total"], bins["count"], strict=True)
+    }
+    assert sum(p.get_height() for p in bars) == len(orders) == 300

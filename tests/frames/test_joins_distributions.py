@@ -182,6 +182,71 @@ def test_bins_count_every_row_as_numpy_histogram_does(values: list[float], bins:
     assert_frame_equal(code_result(conn, "frames_aggregate", args, orders=frame), out.data)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shop(),
+    st.sampled_from(["gt", "lte", "neq"]),
+    st.floats(0, 1000, allow_nan=False).map(lambda v: round(v, 2)),
+    st.integers(1, 8),
+    st.integers(1, 5),
+    st.integers(1, 6),
+)
+def test_bins_by_a_joined_column_under_a_filter_are_cut_by_hand_with_both_bounds(
+    data: tuple[pd.DataFrame, pd.DataFrame],
+    op: str,
+    value: float,
+    bins: int,
+    max_rows: int,
+    extra: int,
+) -> None:
+    """A filter on the table's own column, the bins of ``total`` (``pd.cut`` on numpy's
+    edges) by the joined tier, a percentile: the frame is the merge, the filter, the cut and
+    the groupby over every matching row, up to ``frame_rows``; the model's page at most
+    ``max_rows`` rows; the counts in the frame say how many groups matched."""
+    orders, customers = data
+    frame_rows = max_rows + extra
+    conn = frame_tools(
+        {"orders": orders, "customers": customers},
+        relationships=RELATIONSHIPS,
+        max_rows=max_rows,
+        frame_rows=frame_rows,
+    )
+    args: dict[str, Any] = {
+        "table": "orders",
+        "join": ["customers"],
+        "group_by": ["customers.tier", {"column": "total", "bins": bins}],
+        "aggregates": [{"fn": "count"}, {"fn": "percentile", "column": "total", "p": 0.9}],
+        "filters": [{"column": "total", "op": op, "value": value}],
+    }
+    out = call(conn, "frames_aggregate", args)
+    merged = by_hand_join(orders, customers, inner=False)
+    compare = {"gt": merged["total"] > value, "lte": merged["total"] <= value}
+    merged = merged[compare.get(op, merged["total"] != value)]
+    if merged.empty:
+        assert out.data.empty
+        return
+    edges = np.histogram_bin_edges(merged["total"], bins=bins)
+    last = np.nextafter(edges[-1], np.inf)
+    cut = pd.cut(merged["total"], [*edges[:-1], last], right=False, labels=edges[:-1])
+    g = merged.groupby(
+        [merged["customers.tier"], cut.astype("float64").rename("bin_total")],
+        dropna=False,
+        observed=True,
+        sort=True,
+    )
+    expected = pd.DataFrame({"count": g.size(), "p90_total": g["total"].quantile(0.9)})
+    expected = expected.reset_index()
+    assert_frame_equal(out.data, expected.head(frame_rows), check_dtype=False)
+    found = out.data.attrs["loom"]
+    assert found["rows"] == min(len(expected), frame_rows)
+    assert found["matched"] == len(expected)
+    page = min(found["rows"], max_rows)  # the model's page: the first max_rows rows
+    assert f" rows={page} total_rows={len(expected)}" in out.content
+    assert f"holds {found['rows']:,}" in out.content
+    if len(expected) > frame_rows:
+        assert f"(frame_rows={frame_rows} cut it)" in out.content
+
+
 def test_percentiles_over_all_rows_not_the_page() -> None:
     rng = np.random.default_rng(3)
     frame = pd.DataFrame({"total": rng.exponential(40, 20_000), "g": np.arange(20_000) % 4})

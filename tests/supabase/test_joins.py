@@ -5,13 +5,16 @@ allowlisted is refused before any request, and a large result comes in bounded p
 
 from __future__ import annotations
 
+import asyncio
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from supabase import ClientOptions, create_client
 
-from loom_nb import ReplayModel, Reply, ToolInputError, UserError, define_agent
+from loom_nb import ReplayModel, Reply, RunContext, ToolInputError, UserError, define_agent
+from loom_nb._code import call_words
 from loom_nb.supabase import supabase_tools
 from tests.supabase.rig import USER_A, USER_B, Rig
 
@@ -214,3 +217,173 @@ def test_a_large_select_comes_in_bounded_pages_and_says_where_frame_rows_cut_it(
     assert len(paged.frames[0]) == total
     limits = [dict(s.query)["limit"] for s in rig.shim.log]
     assert limits and all(int(n) <= 1000 for n in limits)
+
+
+# ---- aggregates over a join: PostgREST's spread embeds --------------------------------------
+
+
+@pytest.fixture
+def aggregates_on(rig: Rig) -> Iterator[None]:
+    with rig.superuser() as conn:
+        conn.execute("ALTER ROLE authenticator SET pgrst.db_aggregates_enabled = 'true'")
+    yield
+    with rig.superuser() as conn:
+        conn.execute("ALTER ROLE authenticator RESET pgrst.db_aggregates_enabled")
+
+
+BY_EMAIL = {
+    "table": "orders",
+    "join": ["profiles"],
+    "group_by": ["profiles.email", "status"],
+    "aggregates": [
+        {"fn": "count"},
+        {"fn": "sum", "column": "total"},
+        {"fn": "count", "column": "profiles.id"},
+        {"fn": "max", "column": "profiles.email"},
+    ],
+}
+
+
+def test_an_aggregate_by_a_joined_column_is_the_sql_join_grouped_under_rls(
+    rig: Rig, aggregates_on: None, weekly_statuses: int
+) -> None:
+    for user in (USER_A, USER_B):
+        rig.shim.clear()
+        result = run(rig, [("supabase_aggregate", BY_EMAIL)], user, aggregates=True, max_rows=5)
+        frame = result.frames[0]
+        expected = sql(
+            rig,
+            "SELECT p.email, o.status, count(*), sum(o.total), count(p.id), max(p.email) "
+            "FROM orders o LEFT JOIN profiles p ON p.id = o.user_id WHERE o.user_id = %s "
+            "GROUP BY p.email, o.status ORDER BY p.email, o.status",
+            user.id,
+        )
+        assert list(frame.columns) == [
+            "profiles.email",
+            "status",
+            "count",
+            "sum_total",
+            "count_profiles.id",
+            "max_profiles.email",
+        ]
+        assert [(e, s, n, float(t), k, m) for e, s, n, t, k, m in expected] == [
+            tuple(r) for r in frame.itertuples(index=False)
+        ]
+        assert len(frame) == len(expected) > (5 if user is USER_A else 1)  # past max_rows
+        [request] = rig.shim.log
+        assert dict(request.query)["select"] == (
+            "status,count:count(),sum_total:total.sum(),"
+            "...profiles!user_id(email,count_profiles_id:id.count(),"
+            "max_profiles_email:email.max())"
+        )
+        assert dict(request.query)["order"] == "profiles(email).asc,status.asc"
+        assert rig.shim.refused == []
+    [call] = [c for m in result.thread.messages for c in m.tool_calls]
+    tool = supabase_tools(
+        client=factory(rig), tables=TABLES, relationships=RELATIONSHIPS, aggregates=True
+    ).tools["supabase_aggregate"]
+    assert call_words(call, tool) == (
+        "supabase_aggregate · orders · join profiles on orders.user_id = profiles.id · count, "
+        "sum(total), count(profiles.id), max(profiles.email) by profiles.email, status"
+    )
+
+
+def test_a_filter_on_the_joined_table_makes_the_spread_inner(rig: Rig, aggregates_on: None) -> None:
+    email = sql(rig, "SELECT email FROM profiles WHERE id = %s", USER_A.id)[0][0]
+    args = {
+        "table": "orders",
+        "join": ["profiles"],
+        "group_by": ["status"],
+        "filters": [{"column": "profiles.email", "op": "eq", "value": email}],
+    }
+    for user, mine in ((USER_A, True), (USER_B, False)):
+        rig.shim.clear()
+        frame = run(rig, [("supabase_aggregate", args)], user, aggregates=True).frames[0]
+        expected = sql(
+            rig,
+            "SELECT o.status, count(*) FROM orders o JOIN profiles p ON p.id = o.user_id "
+            "WHERE o.user_id = %s AND p.email = %s GROUP BY o.status ORDER BY o.status",
+            user.id,
+            email,
+        )
+        assert bool(expected) is mine  # B's orders are not A's: no group at all
+        assert [tuple(r) for r in frame.itertuples(index=False)] == expected
+        assert list(frame.columns) == ["status", "count"]  # the spread's count is left out
+        query = dict(rig.shim.log[0].query)
+        assert query["select"] == (
+            "status,count:count(),...profiles!user_id!inner(joined_profiles:id.count())"
+        )
+        assert query["profiles.email"] == f"eq.{email}"
+        assert rig.shim.refused == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"aggregates": [{"fn": "std", "column": "total"}]}, "PostgREST cannot compute std"),
+        ({"aggregates": [{"fn": "var", "column": "total"}]}, "PostgREST cannot compute var"),
+        (
+            {"aggregates": [{"fn": "percentile", "column": "total", "p": 0.9}]},
+            "PostgREST cannot compute percentile",
+        ),
+        ({"aggregates": [{"fn": "median", "column": "total"}]}, "PostgREST cannot compute median"),
+        (
+            {"group_by": [{"column": "total", "bins": 10}]},
+            "PostgREST cannot group by bins",
+        ),
+        (
+            {"group_by": [{"column": "total", "bucket": "week"}]},
+            "PostgREST cannot group by a time bucket",
+        ),
+        ({"join": ["secrets"]}, "no declared relationship to 'secrets'"),
+        ({"group_by": ["profiles.email"]}, "which this call does not join"),
+        ({"join": ["profiles"], "group_by": ["id", "profiles.id"]}, "both as 'id'"),
+        (
+            {
+                "join": ["profiles"],
+                "aggregates": [{"fn": "max", "column": "profiles.display_name"}],
+            },
+            "not available in 'profiles'",
+        ),
+    ],
+)
+def test_what_postgrest_cannot_aggregate_is_refused_by_name_before_any_request(
+    rig: Rig, aggregates_on: None, args: dict[str, Any], message: str
+) -> None:
+    tools = supabase_tools(
+        client=factory(rig), tables=TABLES, relationships=RELATIONSHIPS, aggregates=True
+    )
+    ctx = RunContext("a", "t", data={"jwt": rig.jwt(USER_A)})
+    with pytest.raises(ToolInputError, match=re.escape(message)):  # past the schema too
+        asyncio.run(tools.tools["supabase_aggregate"].function({"table": "orders", **args}, ctx))
+    result = run(rig, [("supabase_aggregate", {"table": "orders", **args})], aggregates=True)
+    [r] = list(result.thread.tool_results())
+    assert r.is_error
+    assert rig.shim.log == []  # not one request
+
+
+def test_an_exported_aggregate_over_a_join_gives_the_same_frame(
+    rig: Rig, aggregates_on: None, weekly_statuses: int, tmp_path: Any
+) -> None:
+    import nbformat
+    from pandas.testing import assert_frame_equal
+
+    tools = supabase_tools(
+        client=factory(rig), tables=TABLES, relationships=RELATIONSHIPS, aggregates=True
+    )
+    agent = define_agent(
+        name="analyst",
+        model=ReplayModel([Reply("", [("supabase_aggregate", BY_EMAIL)]), "ok"]),
+        connectors=[tools],
+    )
+    context = {"jwt": rig.jwt(USER_A)}
+    thread_id = agent.run_sync("by email", context=context).thread_id
+    path = agent.export(thread_id, tmp_path / "t.ipynb", context=context)
+    nb = nbformat.read(path, as_version=4)
+    namespace: dict[str, Any] = {"user_client": factory(rig), "context": context}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            exec(cell.source, namespace)
+    frame = agent.thread(thread_id).frames[0]
+    assert len(frame) > 50
+    assert_frame_equal(namespace["result_1"], frame)

@@ -168,7 +168,7 @@ def test_one_aggregate_grammar_takes_each_backends_rules():
         (
             PLAIN,
             {"group_by": [{"column": "total", "bucket": "week"}]},
-            "is not a plain column name",
+            "cannot group by a time bucket",
         ),
         (
             BUCKETED,

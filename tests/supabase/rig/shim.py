@@ -137,15 +137,26 @@ EMBED = re.compile(
 )
 
 
+#: A spread embed of an aggregated read, as the connector writes it:
+#: ``...customers!customer_id!inner(tier,sum_x:credit.sum())`` (``pSpreadRelationSelect``).
+SPREAD = re.compile(
+    r"\.\.\.(?P<rel>[A-Za-z_][A-Za-z0-9_]*)!(?P<hint>[A-Za-z_][A-Za-z0-9_]*)(?P<inner>!inner)?"
+    r"\((?P<cols>.*)\)"
+)
+
+
 @dataclass
 class Embed:
     """One embedded to-one resource of a read (``Plan.hs``: a ``JsonEmbed`` in ``JsonObject``
-    mode, joined by ``getJoin`` in ``Query/QueryBuilder.hs``)."""
+    mode, joined by ``getJoin`` in ``Query/QueryBuilder.hs``), or a spread of one
+    (``Spread``: its columns are the top level's)."""
 
     relation: str
     hint: str
     inner: bool
     columns: list[str] | None
+    #: A spread's items (plain columns and aliased aggregates); None for a JSON embed.
+    spread: list[SelectItem] | None = None
     #: Filters on the embed (``customers.tier=eq.gold``): inside its subquery, as PostgREST
     #: puts an embedded filter in the embed's own read plan.
     where: list[sql.Composable] = field(default_factory=list)
@@ -168,8 +179,12 @@ def _split_select(raw: str) -> tuple[str, list[Embed]]:
     items.append(raw[start:])
     plain, embeds = [], []
     for item in items:
-        if "(" not in item:
-            plain.append(item)
+        if "(" not in item or (item.endswith("()") and not item.startswith("...")):
+            plain.append(item)  # a column, or an aggregate like total.sum()
+            continue
+        spread = SPREAD.fullmatch(item)
+        if spread is not None and spread["hint"] != "inner":
+            embeds.append(_spread(spread))
             continue
         found = EMBED.fullmatch(item)
         if found is None or found["hint"] == "inner":  # rel!inner(...): no hint
@@ -183,6 +198,23 @@ def _split_select(raw: str) -> tuple[str, list[Embed]]:
         names = None if cols == "*" else [_ident(c, "embedded columns") for c in cols.split(",")]
         embeds.append(Embed(found["rel"], found["hint"], bool(found["inner"]), names))
     return ",".join(plain), embeds
+
+
+def _spread(found: re.Match[str]) -> Embed:
+    """A spread's items: plain columns (its group columns) and ``alias:column.fn()``
+    aggregates, which ``hoistSpreadAggFunctions`` (Plan.hs) applies at the top level; an
+    aggregate without an alias, casts and stars are outside the subset."""
+    try:
+        items = postgrest.parse_select_items(found["cols"]) or [
+            SelectItem(c) for c in found["cols"].split(",")
+        ]
+    except Outside as exc:
+        raise Refused(400, "PGRST100", f"{exc} is outside the subset") from None
+    for item in items:
+        _ident(item.column or "", "spread columns")
+        if item.fn is not None and item.alias is None:
+            raise Refused(400, "PGRST100", "an aggregate in a spread needs an alias in the subset")
+    return Embed(found["rel"], found["hint"], bool(found["inner"]), None, spread=items)
 
 
 def _select_list(raw: str) -> list[str] | None:
@@ -369,7 +401,22 @@ def parse(method: str, table: str, params: list[tuple[str, str]]) -> Query:
             if key == "select":
                 if method == "GET" and "!" in value:
                     value, q.embeds = _split_select(value)
-                q.aggregated = _select_items(value) if method == "GET" else None
+                spreads = [e for e in q.embeds if e.spread is not None]
+                q.aggregated = _select_items(value) if method == "GET" and value else None
+                if spreads and q.aggregated is None:
+                    if not any(i.fn for e in spreads for i in e.spread or ()):
+                        raise Refused(
+                            400,
+                            "PGRST100",
+                            "a spread outside an aggregated read is outside the subset",
+                        )
+                    # every total is a spread's: the top level's items are its group columns
+                    names = value.split(",") if value else []
+                    q.aggregated = [SelectItem(_ident(c, "select columns")) for c in names]
+                if q.aggregated is not None and len(spreads) != len(q.embeds):
+                    raise Refused(
+                        400, "PGRST100", "an aggregate beside a JSON embed is outside the subset"
+                    )
                 if q.aggregated is None:
                     q.select = _select_list(value)
             elif key == "order":
@@ -436,15 +483,25 @@ def _prefer(headers: list[str], method: str) -> Preferences:
     return prefs
 
 
-def _aggregated(table: str, items: list[SelectItem]) -> tuple[sql.Composable, sql.Composable]:
+def _aggregated(
+    table: str,
+    items: list[SelectItem],
+    embeds: list[Embed] = (),  # type: ignore[assignment]
+) -> tuple[sql.Composable, sql.Composable]:
     """The select list and the GROUP BY of an aggregated read, as PostgREST writes them:
     pgFmtSelectItem applies ``FN(field)`` and ``AS alias`` (pgFmtApplyAggregate, pgFmtAs),
     ``count()`` counts the whole row (pgFmtColumn's ``table.*``); groupF groups by every
     select item without an aggregate (pgFmtGroup: its alias, else the qualified column), and
     by nothing when there is none. Without an alias, PostgreSQL names the column after the
-    function, as it does for PostgREST."""
+    function, as it does for PostgREST.
+
+    A spread's items follow (getJoinSelects' ``Spread``, pgFmtSpreadSelectItem): each read
+    from the spread's lateral subquery by its name there (``customers_1.tier``), a hoisted
+    aggregate applied at this level (``SUM(customers_1.sum_x) AS sum_x``,
+    hoistSpreadAggFunctions in Plan.hs); its plain columns group too
+    (groupTermFromRelSelectField)."""
     qualified = sql.Identifier(table)
-    selects = []
+    selects: list[sql.Composable] = []
     for item in items:
         if item.fn is None:
             selects.append(sql.SQL("{}.{}").format(qualified, sql.Identifier(item.column or "")))
@@ -462,6 +519,18 @@ def _aggregated(table: str, items: list[SelectItem]) -> tuple[sql.Composable, sq
         sql.SQL("{}.{}").format(qualified, sql.Identifier(item.column or ""))
         for item in postgrest.group_items(items)
     ]
+    for e in embeds:
+        for item in e.spread or ():
+            name = sql.Identifier(e.alias, item.alias or item.column or "")
+            if item.fn is None:
+                selects.append(name)
+                groups.append(name)
+            else:
+                selects.append(
+                    sql.SQL("{}({}) AS {}").format(
+                        sql.SQL(AGGREGATES[item.fn]), name, sql.Identifier(item.alias or "")
+                    )
+                )
     group = sql.SQL(" GROUP BY ") + sql.SQL(", ").join(groups) if groups else sql.SQL("")
     return sql.SQL(", ").join(selects), group
 
@@ -478,11 +547,12 @@ def _embedded(
     relationship is found as ``findRel`` (Plan.hs) does for ``rel!hint``: a foreign key of the
     origin to ``rel`` whose single column (or constraint name) is the hint; none is
     PGRST200."""
-    own = (
-        sql.SQL("{}.*").format(sql.Identifier(q.table))
-        if q.select is None
-        else sql.SQL(", ").join(sql.Identifier(q.table, c) for c in q.select)
-    )
+    if q.aggregated is not None:  # the aggregated list, spreads' items included
+        own = returned
+    elif q.select is None:
+        own = sql.SQL("{}.*").format(sql.Identifier(q.table))
+    else:
+        own = sql.SQL(", ").join(sql.Identifier(q.table, c) for c in q.select)
     selects, joins, params = [own], [], []
     for e in q.embeds:
         cur.execute(
@@ -507,11 +577,19 @@ def _embedded(
             )
         fk, key = found[0]
         alias = sql.Identifier(e.alias)
-        columns = (
-            sql.SQL("{}.*").format(alias)
-            if e.columns is None
-            else sql.SQL(", ").join(sql.Identifier(e.alias, c) for c in e.columns)
-        )
+        if e.spread is not None:  # an aggregate's column under its alias, the aggregate hoisted
+            columns = sql.SQL(", ").join(
+                sql.Identifier(e.alias, i.column or "")
+                if i.alias is None
+                else sql.SQL("{} AS {}").format(
+                    sql.Identifier(e.alias, i.column or ""), sql.Identifier(i.alias)
+                )
+                for i in e.spread
+            )
+        elif e.columns is None:
+            columns = sql.SQL("{}.*").format(alias)
+        else:
+            columns = sql.SQL(", ").join(sql.Identifier(e.alias, c) for c in e.columns)
         where = [
             sql.SQL("{} = {}").format(sql.Identifier(e.alias, key), sql.Identifier(q.table, fk)),
             *e.where,
@@ -527,9 +605,10 @@ def _embedded(
             )
         )
         params.extend(e.params)
-        selects.append(
-            sql.SQL("row_to_json({}.*)::jsonb AS {}").format(alias, sql.Identifier(e.relation))
-        )
+        if e.spread is None:
+            selects.append(
+                sql.SQL("row_to_json({}.*)::jsonb AS {}").format(alias, sql.Identifier(e.relation))
+            )
     return sql.SQL(", ").join(selects), sql.SQL("").join(joins), params
 
 
@@ -756,7 +835,7 @@ class Shim:
                 raise Refused(
                     400, "PGRST100", "Prefer: count=exact with aggregates is outside the subset"
                 )
-            returned, group = _aggregated(q.table, q.aggregated)
+            returned, group = _aggregated(q.table, q.aggregated, q.embeds)
         headers: dict[str, str] = {}
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
             if q.aggregated is not None and not _aggregates_enabled(cur):  # as authenticator
