@@ -152,7 +152,7 @@ def test_a_thread_that_fits_is_sent_as_it_is() -> None:
     last = model.requests[-1]
     thread = agent.thread(result.thread_id).messages[: len(last.messages)]
     assert map_messages(None, last.messages) == map_messages(None, thread)
-    assert HISTORY_TOKENS == 32_000 and [t.name for t in last.tools] == ["page"]
+    assert HISTORY_TOKENS == 32_000 and [t.name for t in last.tools] == ["page", "ask_user"]
 
 
 def test_a_question_too_long_for_the_budget_stops_with_the_setting_named() -> None:
