@@ -35,6 +35,12 @@ ERROR_STYLE = (
 #: What a card says where its buttons cannot work: a saved notebook, a restarted kernel.
 WAITING_HTML = "waiting for approval — run <code>%loom approvals</code> to decide"
 
+#: What an undecided card says in the static form (a saved output cannot know what came after).
+SAVED_HTML = (
+    "undecided when this output was saved. Decided after this output was saved? See "
+    "<code>%loom show</code>. To decide it, run <code>%loom approvals</code>."
+)
+
 #: Widgets whose kernel is gone (Kernel → Restart, a notebook opened later) get ipywidgets'
 #: ``jupyter-widgets-disconnected`` class. Then a card shows how to decide instead of buttons
 #: that reach nobody, the chat hides its input, and the broken-link icon on every widget

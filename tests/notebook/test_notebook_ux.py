@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from typing import Any
@@ -31,6 +32,12 @@ def cell(sh: InteractiveShell, line: str, body: str | None = None) -> Any:
 # ---- the static form beside the widget -------------------------------------------------------
 
 
+def _static(view: Any) -> tuple[str, str]:
+    """The static outputs of ``view``: their HTML joined, and the thread's text."""
+    bundles = view.static_bundles()
+    return "".join(b.get("text/html", "") for b in bundles), bundles[0]["text/plain"]
+
+
 def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     shell: InteractiveShell,
 ) -> None:
@@ -44,11 +51,13 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     view: Any = loom_session(shell).last_view
     bundle = view._repr_mimebundle_()
     assert bundle[WIDGET]["model_id"] == view.model_id
-    html, text = bundle["text/html"], bundle["text/plain"]
+    assert "text/html" not in bundle and bundle["text/plain"] == ""  # the static form is apart
+    html, text = _static(view)
     # The thread readable without widgets: the question, the table, the pending card's rows.
-    assert "Which orders are above 100?" in html and "<td>150.0</td>" in html
-    assert "late orders" in html and "insert_ticket</b> waits for your approval" in html
-    assert "waiting for approval — run <code>%loom approvals</code> to decide" in html
+    assert "Which orders are above 100?" in html and re.search(r"\n1 +2 +150\.0", html)
+    assert "late orders" in html and "insert_ticket</b> asks for your approval" in html
+    assert "undecided when this output was saved. Decided after this output was saved?" in html
+    assert "waiting for approval" not in html
     assert "<button" not in html and "ThreadView(" not in text
     assert "you: Which orders are above 100?" in text
     assert "✋ insert_ticket waits for approval" in text and "%loom approve call_" in text
@@ -62,7 +71,7 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
 
     card.approve()
     view.wait(10)
-    html = view._repr_mimebundle_()["text/html"]
+    html, _ = _static(view)
     assert "insert_ticket</b> approved" in html and "done" in html and "Filed." in html
     assert "waiting for approval" not in html and "loom-undecided" not in card._dom_classes
 
@@ -75,8 +84,7 @@ def test_the_chat_displays_its_thread_as_html_and_enter_sends(
     assert cell(shell, "%%loom analyst", "Hello").success
     assert cell(shell, "%loom analyst").success
     chat = loom_session(shell).last_chat
-    bundle = chat._repr_mimebundle_()
-    assert WIDGET in bundle and "Hello back." in bundle["text/html"]
+    assert WIDGET in chat._repr_mimebundle_() and "Hello back." in _static(chat.view)[0]
     assert "Enter sends, Shift+Enter adds a line" in chat.input.placeholder
     assert "event.shiftKey" in ENTER_SENDS_JS and "button.loom-send" in ENTER_SENDS_JS
 
