@@ -39,6 +39,7 @@ from loom_nb._events import ApprovalRequested, EventHandler, MessageAdded, RunEv
 from loom_nb._lease import ThreadLease
 from loom_nb._messages import (
     CallState,
+    Interrupted,
     Message,
     PendingApproval,
     Resolution,
@@ -132,8 +133,10 @@ class Run:
         A :class:`RunError` is recorded and kept in :attr:`failure`; anything else is recorded
         in the thread and raised. Freeing the lease saves the record (see ``Agent._drive``).
         """
-        self.thread.error = None
+        was_interrupted, self.thread.error = self.thread.error == INTERRUPTED, None
         try:
+            if was_interrupted:  # the last run was: the thread keeps where (the error does not)
+                await self._add(Message("tool", [Interrupted()]))
             if prompt is not None:
                 await self._close_dangling_calls()
                 await self._add(Message.user(prompt))

@@ -23,6 +23,7 @@ from loom_nb import _codec
 from loom_nb._code import CodeContext, call_code, call_words
 from loom_nb._messages import (
     NEWER,
+    Interrupted,
     Message,
     NewerPart,
     PendingApproval,
@@ -284,6 +285,8 @@ def _message_json(
             parts.append(result_json(part, results_url, rows, keep_data=keep_data))
         elif isinstance(part, NewerPart):
             parts.append({"kind": "newer", "part_kind": part.kind, "text": NEWER})
+        elif isinstance(part, Interrupted):
+            parts.append({"kind": "interrupted", "text": part.text})
         else:
             parts.append({"kind": "text", **_text("text", part.text, TEXT_CHARS)})
     entry: dict[str, Any] = {

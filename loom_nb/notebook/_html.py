@@ -282,6 +282,11 @@ def failed_html(tool: str, message: str) -> str:
     return f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> failed: {esc(message)}</div>'
 
 
+def interrupted_html(text: str) -> str:
+    """Where a run of the thread was interrupted (the thread's record of it)."""
+    return f'<div style="color:#8b1a1a">⏹ <i>{esc(text)}</i></div>'
+
+
 def rejected_html(tool: str) -> str:
     """A call the user rejected: nothing was run or written."""
     return f"✘ <b>{esc(tool)}</b> rejected: nothing was run or written."

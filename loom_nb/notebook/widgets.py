@@ -39,6 +39,7 @@ from loom_nb.notebook._html import (
     esc,
     failed_html,
     frame_html,
+    interrupted_html,
     markdown_html,
     preview_note,
     rejected_html,
@@ -49,7 +50,7 @@ from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import StaticOutputs, new_key, thread_html, thread_text
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.history import history_html
-from loom_nb.notebook.session import interruption
+from loom_nb.notebook.session import RunInterrupted, interruption
 
 #: Starts the resume of one decided call: (view, pending, approve or a Resolution) -> future.
 Resumer = Callable[
@@ -209,7 +210,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             if error is not None:
                 stopped = interruption(error)
                 message = stopped or str(error) or type(error).__name__
-                self._error(stopped or f"⚠ {message}")
+                if not isinstance(error, RunInterrupted):  # a cell's: its one line says it
+                    self._error(stopped or f"⚠ {message}")
                 for card in self.cards:
                     if card.decision is not None and card.outcome is None:
                         card.set_outcome(f"the run failed: {message}", error=True)
@@ -273,6 +275,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         else:
             for result in message.tool_results:
                 self._add_result(result)
+            for note in message.interruptions:
+                self._append(_html(interrupted_html(note.text), "loom-interrupted"))
 
     def _assistant(self, message: Message) -> None:
         if self._flush_handle is not None:

@@ -122,13 +122,15 @@ def test_a_redefined_agent_on_the_same_store_continues_the_thread(
     assert "no longer in its store" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("display", ["text", "widgets"])
 def test_ctrl_c_is_one_line_and_an_interrupted_first_run_stays_current(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], display: str
 ) -> None:
     async def slow(request: Any) -> Any:  # Ctrl-C arrives while the model is thinking
         os.kill(os.getpid(), signal.SIGINT)
         await asyncio.sleep(30)
 
+    cell(shell, f"%config LoomMagics.display = {display!r}")
     store = memory_store()
     shell.user_ns["analyst"] = define_agent(name="analyst", model=FunctionModel(slow), store=store)
     r = cell(shell, "%%loom analyst", "A long question")
@@ -143,11 +145,33 @@ def test_ctrl_c_is_one_line_and_an_interrupted_first_run_stays_current(
     )
     assert line in shown and "Traceback" not in shown and "⚠ error:" not in shown
     assert shown.count("interrupted") == 1
+    view: Any = loom_session(shell).last_view
+    if display == "widgets":  # the view does not say it again: the cell's line says it
+        assert not view.errors.children
+        assert "interrupted" not in "".join(b.get("text/html", "") for b in view.static_bundles())
+    assert store.load(tid).error == "The run was interrupted; what completed is saved."
     model = ReplayModel(["Went on."])
     shell.user_ns["analyst"] = define_agent(name="analyst", model=model, store=store)
     assert cell(shell, "%%loom analyst --result res", "Go on").success
     assert shell.user_ns["res"].thread.id == tid
-    assert [m.text for m in model.requests[0].messages] == ["A long question", "Go on"]
+    # the thread keeps where the run was interrupted (a part the model adapters leave out)
+    given = model.requests[0].messages
+    assert [(m.role, m.text) for m in given] == [
+        ("user", "A long question"),
+        ("tool", ""),
+        ("user", "Go on"),
+    ]
+    assert [len(m.interruptions) for m in given] == [0, 1, 0]
+    saved = store.load(tid)
+    assert saved.error is None and [len(m.interruptions) for m in saved.messages] == [0, 1, 0, 0]
+    capsys.readouterr()
+    assert cell(shell, f"%loom show {tid}").success  # and every view of it shows where
+    if display == "widgets":
+        shown_again: Any = loom_session(shell).last_view
+        html = "".join(b.get("text/html", "") for b in shown_again.static_bundles())
+        assert "⏹ <i>The run was interrupted here; what it had completed is saved.</i>" in html
+    else:
+        assert "⏹ The run was interrupted here" in capsys.readouterr().out
 
 
 # ---- interpolation, setup errors ---------------------------------------------------------------
