@@ -41,6 +41,7 @@ from loom_nb._messages import (
     CallState,
     Interrupted,
     Message,
+    Part,
     PendingApproval,
     Resolution,
     Thread,
@@ -135,11 +136,12 @@ class Run:
         """
         was_interrupted, self.thread.error = self.thread.error == INTERRUPTED, None
         try:
-            if was_interrupted:  # the last run was: the thread keeps where (the error does not)
-                await self._add(Message("tool", [Interrupted()]))
+            # the last run was interrupted: the thread keeps where (its error goes now)
             if prompt is not None:
-                await self._close_dangling_calls()
+                await self._close_dangling_calls(was_interrupted)
                 await self._add(Message.user(prompt))
+            elif was_interrupted:
+                await self._add(Message("tool", [Interrupted()]))
             elif not await self._decided(resolutions or {}):
                 return  # a call still waits for the user
             await self._loop()
@@ -282,8 +284,10 @@ class Run:
             return True
         return False
 
-    async def _close_dangling_calls(self) -> None:
-        """Calls left without a result (an interrupted run) get one, so the model can go on.
+    async def _close_dangling_calls(self, interrupted: bool = False) -> None:
+        """Calls left without a result (an interrupted run) get one, so the model can go on;
+        with them (or alone) the :class:`Interrupted` part that marks where the last run
+        was interrupted, when it was.
 
         Only the messages since the last user message are read: each run starts here, so the
         calls before its user message have results, and a turn costs the same on a long thread.
@@ -294,9 +298,12 @@ class Run:
         dangling = [
             c for m in since for c in m.tool_calls if c.id not in answered and c.id not in waiting
         ]
-        if dangling:
-            interrupted = "This call was interrupted before it finished."
-            await self._add(Message("tool", [error_result(c, interrupted) for c in dangling]))
+        said = "This call was interrupted before it finished."
+        parts: list[Part] = [error_result(c, said) for c in dangling]
+        if interrupted:
+            parts.append(Interrupted())
+        if parts:
+            await self._add(Message("tool", parts))
 
     # ---- decided calls ------------------------------------------------------------------------
 
