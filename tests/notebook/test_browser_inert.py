@@ -274,7 +274,7 @@ def test_hostile_replies_run_nothing_and_the_write_waits(
     assert live.locator(".loom-error").count() >= 1  # the failed call, its hostile error
     assert_inert(page, root, live)
     static = cell(page, 3).locator(".loom-thread-static")
-    assert "waiting for approval" in static.inner_text()
+    assert "undecided when this output was saved" in static.inner_text()
     static.locator("a").first.wait_for(timeout=MEDIUM)
     for i in range(static.locator("a").count()):  # the model's links, typeset math included
         static.locator("a").nth(i).click(timeout=MEDIUM, no_wait_after=True)
@@ -310,7 +310,8 @@ def test_hostile_replies_run_nothing_and_the_write_waits(
     reopened.locator(".loom-approval").wait_for(timeout=MEDIUM)
     controls_ran(page)
     assert_inert(page, root, reopened)
-    assert "waiting for approval" in cell(page, 3).locator(".loom-thread-static").inner_text()
+    saved_card = cell(page, 3).locator(".loom-thread-static").inner_text()
+    assert "undecided when this output was saved" in saved_card
 
     # Restarted: the thread comes back from SQLite, drawn whole, its card live again.
     n = len(cells) + 1

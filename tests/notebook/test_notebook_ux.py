@@ -76,6 +76,31 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     assert "waiting for approval" not in html and "loom-undecided" not in card._dom_classes
 
 
+def test_a_card_decided_after_its_output_says_so_once_the_thread_is_shown_again(
+    shell: InteractiveShell,
+) -> None:
+    """Decided outside its view (here the agent's own API, as another kernel would), the
+    earlier card reads as waiting until ``%loom show`` draws the thread: then it, and its
+    static form, say it was decided after that output was saved."""
+    cell(shell, "%config LoomMagics.display = 'widgets'")
+    shell.user_ns["model"].add(
+        Reply("Filing it.", [("insert_ticket", {"subject": "late orders"})]), "Filed."
+    )
+    assert cell(shell, "%%loom analyst", "File a ticket.").success
+    view: Any = loom_session(shell).last_view
+    [card] = view.cards
+    before, _ = _static(view)
+    assert "undecided when this output was saved" in before
+    agent = shell.user_ns["analyst"]
+    agent.resume_sync(view.thread_id, {card.call_id: True})
+    assert shell.user_ns["written"] == ["late orders"]
+    assert cell(shell, f"%loom show {view.thread_id}").success
+    after, _ = _static(view)
+    assert "decided after this output was saved: see %loom show" in after
+    assert "insert_ticket</b> approved" in after and "undecided" not in after
+    assert card.offers() == []  # its buttons are gone too
+
+
 def test_the_chat_displays_its_thread_as_html_and_enter_sends(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
