@@ -121,6 +121,9 @@ _AS_DIV = frozenset({"p", "details", "summary", "h1", "h2", "h3", "h4", "h5", "h
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _VOID = frozenset({"br", "hr", "img"})
 _ATTRIBUTES = frozenset({"class", "style", "title"})
+#: The classes the static form keeps: not the views' own (``loom-approval``, ...), so that a
+#: page finds each thing once, in the widget, where the static form is hidden beside it.
+_CLASSES = frozenset({"loom-thread-static", "loom-table-text", "mathjax_ignore", "tex2jax_ignore"})
 _PNG_SRC = "data:image/png;base64,"
 
 
@@ -187,10 +190,12 @@ class _Portable(HTMLParser):
             self._out.append("<div>———</div>")
             return
         name = tag if tag in PORTABLE_TAGS else "div" if tag in _AS_DIV else "span"  # del
+        if "class" in kept:
+            kept["class"] = " ".join(c for c in kept["class"].split() if c in _CLASSES)
         shown = "".join(
             f' {k}="{esc(v)}"'
             for k, v in kept.items()
-            if k in _ATTRIBUTES or (k, name) == ("href", "a")
+            if (k in _ATTRIBUTES or (k, name) == ("href", "a")) and v
         )
         opener = f"<{name}{shown}>" + ("<b>" if tag in _HEADINGS else "")
         closer = ("</b>" if tag in _HEADINGS else "") + f"</{name}>"
