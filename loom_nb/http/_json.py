@@ -23,7 +23,6 @@ from loom_nb import _codec
 from loom_nb._code import CodeContext, call_code, call_words
 from loom_nb._messages import (
     NEWER,
-    Interrupted,
     Message,
     NewerPart,
     PendingApproval,
@@ -285,9 +284,7 @@ def _message_json(
             parts.append(result_json(part, results_url, rows, keep_data=keep_data))
         elif isinstance(part, NewerPart):
             parts.append({"kind": "newer", "part_kind": part.kind, "text": NEWER})
-        elif isinstance(part, Interrupted):
-            parts.append({"kind": "interrupted", "text": part.text})
-        else:
+        else:  # text, and where a run was interrupted (read as its sentence: schema 1 kinds)
             parts.append({"kind": "text", **_text("text", part.text, TEXT_CHARS)})
     entry: dict[str, Any] = {
         "index": index,

@@ -144,8 +144,9 @@ print("written:", Path("written.txt").exists(), "pwned:", Path("pwned.txt").exis
 #: Records, from now on, anything in loom's views that could act: elements with event
 #: handlers, javascript:/data: URLs (but a chart's PNG), and script-bearing or posing tags in
 #: the HTML loom draws (widget HTML and the static form). The one <style> allowed is the
-#: project's own (PAGE_STYLE's sheets; the stylesheet widget's class comes too late to tell).
-_GUARD = """(sheets) => {
+#: project's own (PAGE_STYLE's sheets, and the rule by which a view hides its static copy;
+#: the stylesheet widget's class comes too late to tell).
+_GUARD = """([sheets, hiding]) => {
     window.__loomBad = window.__loomBad || [];
     const BAD = new Set(['SCRIPT', 'IFRAME', 'FRAME', 'OBJECT', 'EMBED', 'FORM', 'SVG', 'MATH',
         'STYLE', 'INPUT', 'BUTTON', 'TEXTAREA', 'SELECT', 'VIDEO', 'AUDIO', 'META', 'BASE',
@@ -156,7 +157,9 @@ _GUARD = """(sheets) => {
             if (!el.closest('.loom-thread, .loom-chat, .loom-thread-static')) continue;
             if (el.closest('.loom-style')) continue;
             const drawn = el.closest('.widget-html-content, .loom-thread-static');
-            const ours = el.tagName === 'STYLE' && sheets.includes(el.textContent);
+            const key = (el.textContent.match(/loom-static-([0-9a-f]+)/) || [])[1];
+            const ours = el.tagName === 'STYLE' && (sheets.includes(el.textContent)
+                || (key && el.textContent === hiding.replaceAll('KEY', key)));
             if (drawn && drawn !== el && BAD.has(el.tagName.toUpperCase()) && !ours) {
                 window.__loomBad.push('<' + el.tagName + '> ' + el.outerHTML.slice(0, 80));
             }
@@ -192,9 +195,11 @@ RUN_UNSAFE = ["img-onerror", "details-ontoggle", "script"]
 
 def guard(page: Any) -> None:
     from loom_nb.notebook._html import PAGE_STYLE
+    from loom_nb.notebook._static import hiding_style
 
     sheets = re.findall(r"<style>(.*?)</style>", PAGE_STYLE, flags=re.S)
-    page.evaluate(_GUARD, sheets)
+    [hiding] = re.findall(r"<style>(.*?)</style>", hiding_style("KEY"), flags=re.S)  # a view's
+    page.evaluate(_GUARD, [sheets, hiding])
 
 
 def controls_ran(page: Any) -> None:
