@@ -151,6 +151,16 @@ class ToolResult:
 
 
 @dataclass
+class Interrupted:
+    """A run of the thread was interrupted (Ctrl-C) here: what it completed is before this
+    part, what the next run did after. Kept for people reading the thread, never sent to the
+    model (the calls it left unanswered get error results of their own)."""
+
+    text: str = "The run was interrupted here; what it had completed is saved."
+    kind: Literal["interrupted"] = "interrupted"
+
+
+@dataclass
 class NewerPart:
     """A part of a kind a newer loom_nb wrote: kept exactly as stored (``data``), shown as
     :data:`NEWER`, never sent to the model."""
@@ -165,7 +175,7 @@ class NewerPart:
 #: How a part or a call state of a newer loom_nb is shown.
 NEWER = "from a newer loom_nb: upgrade to see this (pip install -U loom-nb)"
 
-Part = TextPart | ToolCall | ToolResult | NewerPart
+Part = TextPart | ToolCall | ToolResult | Interrupted | NewerPart
 
 
 @dataclass
@@ -256,6 +266,11 @@ class Message:
         return [p for p in self.parts if isinstance(p, ToolResult)]
 
     @property
+    def interruptions(self) -> list[Interrupted]:
+        """Where a run of the thread was interrupted (a part of a "tool" message)."""
+        return [p for p in self.parts if isinstance(p, Interrupted)]
+
+    @property
     def newer_parts(self) -> list[NewerPart]:
         """Parts a newer loom_nb wrote, which this version keeps but cannot show."""
         return [p for p in self.parts if isinstance(p, NewerPart)]
@@ -324,8 +339,8 @@ class Message:
 def _part_to_dict(part: Part) -> dict[str, Any]:
     if isinstance(part, NewerPart):
         return part.data  # as it was written
-    if isinstance(part, TextPart):
-        return {"kind": "text", "text": part.text}
+    if isinstance(part, TextPart | Interrupted):
+        return {"kind": part.kind, "text": part.text}
     if isinstance(part, ToolCall):
         out: dict[str, Any] = {
             "kind": "tool_call",
@@ -358,6 +373,8 @@ def _part_from_dict(data: dict[str, Any]) -> Part:
     kind = data["kind"]
     if kind == "text":
         return TextPart(data["text"])
+    if kind == "interrupted":
+        return Interrupted(data["text"])
     if kind == "tool_call":
         return ToolCall(data["id"], data["name"], data["arguments"], data.get("raw_arguments"))
     if kind == "tool_result":

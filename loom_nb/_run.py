@@ -42,7 +42,9 @@ from loom_nb._history import HISTORY_TOKENS, RECALL, HistoryView, View, recall_t
 from loom_nb._lease import ThreadLease
 from loom_nb._messages import (
     CallState,
+    Interrupted,
     Message,
+    Part,
     PendingApproval,
     Resolution,
     Thread,
@@ -158,13 +160,16 @@ class Run:
         in the thread and raised. Freeing the lease saves the record (see ``Agent._drive``).
         ``budget`` is this run's own, saved with its prompt.
         """
-        self.thread.error = None
+        was_interrupted, self.thread.error = self.thread.error == INTERRUPTED, None
         try:
+            # the last run was interrupted: the thread keeps where (its error goes now)
             if prompt is not None:
-                await self._close_dangling_calls()
+                await self._close_dangling_calls(was_interrupted)
                 asked = Message.user(prompt)
                 asked.budget = budget.to_dict() if budget is not None else None
                 await self._add(asked)
+            elif was_interrupted:
+                await self._add(Message("tool", [Interrupted()]))
             elif not await self._decided(resolutions or {}):
                 return  # a call still waits for the user
             await self._loop()
@@ -395,8 +400,10 @@ class Run:
             return []
         return store.load_rules(self.deps.agent_name, user_id=self.thread.user_id)
 
-    async def _close_dangling_calls(self) -> None:
-        """Calls left without a result (an interrupted run) get one, so the model can go on.
+    async def _close_dangling_calls(self, interrupted: bool = False) -> None:
+        """Calls left without a result (an interrupted run) get one, so the model can go on;
+        with them (or alone) the :class:`Interrupted` part that marks where the last run
+        was interrupted, when it was.
 
         Only the messages since the last user message are read: each run starts here, so the
         calls before its user message have results, and a turn costs the same on a long thread.
@@ -407,9 +414,12 @@ class Run:
         dangling = [
             c for m in since for c in m.tool_calls if c.id not in answered and c.id not in waiting
         ]
-        if dangling:
-            interrupted = "This call was interrupted before it finished."
-            await self._add(Message("tool", [error_result(c, interrupted) for c in dangling]))
+        said = "This call was interrupted before it finished."
+        parts: list[Part] = [error_result(c, said) for c in dangling]
+        if interrupted:
+            parts.append(Interrupted())
+        if parts:
+            await self._add(Message("tool", parts))
 
     # ---- decided calls ------------------------------------------------------------------------
 

@@ -95,6 +95,8 @@ def transcript(nb: Any) -> str:
                 out.append(f"{o.ename}: {o.evalue}")
             elif WIDGET in o.get("data", {}):
                 out.append("[the thread, as widgets: printed as text at the end]")
+            elif 'class="loom-static' in o.get("data", {}).get("text/html", ""):
+                continue  # the static copy beside the widget (for saved copies): the same thread
             elif "text/plain" in o.get("data", {}):
                 out.append(o.data["text/plain"])
         if stream:

@@ -85,3 +85,26 @@ def test_dataframes_in_tool_results_round_trip_and_are_listed_as_frames():
     again = Thread.from_dict(json.loads(json.dumps(thread.to_dict())))
     assert len(again.frames) == 1
     pd.testing.assert_frame_equal(again.frames[0], df)
+
+
+def test_where_a_run_was_interrupted_is_kept_through_a_store(tmp_path) -> None:
+    """The Interrupted part (written by the run after an interrupted one) is saved and read
+    back by SQLite as it was, and the models are never given it."""
+    from loom_nb._messages import Interrupted
+    from loom_nb.models.anthropic import map_messages as anthropic_messages
+    from loom_nb.models.openai import map_messages as openai_messages
+    from loom_nb.sqlite import sqlite_store
+
+    store = sqlite_store(tmp_path / "t.db")
+    thread = Thread(id="t1", agent="a")
+    store.save_thread(thread)
+    store.append(thread, Message.user("go"))
+    store.append(thread, Message("tool", [Interrupted()]))
+    saved = store.load("t1").messages
+    assert saved[1].role == "tool" and saved[1].interruptions == [Interrupted()]
+    assert saved[1].to_dict()["parts"] == [{"kind": "interrupted", "text": Interrupted().text}]
+    assert openai_messages(None, saved) == [{"role": "user", "content": "go"}]
+    assert anthropic_messages(saved) == [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]}
+    ]
+    store.close()

@@ -320,7 +320,7 @@ def _message_json(
             parts.append(result_json(part, results_url, rows, keep_data=keep_data))
         elif isinstance(part, NewerPart):
             parts.append({"kind": "newer", "part_kind": part.kind, "text": NEWER})
-        else:
+        else:  # text, and where a run was interrupted (read as its sentence: schema 1 kinds)
             parts.append({"kind": "text", **_text("text", part.text, TEXT_CHARS)})
     entry: dict[str, Any] = {
         "index": index,

@@ -35,6 +35,12 @@ ERROR_STYLE = (
 #: What a card says where its buttons cannot work: a saved notebook, a restarted kernel.
 WAITING_HTML = "waiting for approval — run <code>%loom approvals</code> to decide"
 
+#: What an undecided card says in the static form (a saved output cannot know what came after).
+SAVED_HTML = (
+    "undecided when this output was saved. Decided after this output was saved? See "
+    "<code>%loom show</code>. To decide it, run <code>%loom approvals</code>."
+)
+
 #: Widgets whose kernel is gone (Kernel → Restart, a notebook opened later) get ipywidgets'
 #: ``jupyter-widgets-disconnected`` class. Then a card shows how to decide instead of buttons
 #: that reach nobody, the chat hides its input, and the broken-link icon on every widget
@@ -274,6 +280,11 @@ def user_html(text: str) -> str:
 def failed_html(tool: str, message: str) -> str:
     """A tool call that failed, with the error the model was given."""
     return f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> failed: {esc(message)}</div>'
+
+
+def interrupted_html(text: str) -> str:
+    """Where a run of the thread was interrupted (the thread's record of it)."""
+    return f'<div style="color:#8b1a1a">⏹ <i>{esc(text)}</i></div>'
 
 
 def rejected_html(tool: str) -> str:

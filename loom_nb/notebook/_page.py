@@ -15,6 +15,7 @@ import ipywidgets as widgets
 import traitlets
 
 from loom_nb.notebook._html import PAGE_STYLE, safe_html
+from loom_nb.notebook._static import hiding_style
 
 
 class SafeHTML(widgets.HTML):  # type: ignore[misc]
@@ -30,7 +31,9 @@ def html(value: str, *classes: str) -> SafeHTML:
     return SafeHTML(value, _dom_classes=classes)  # the classes come with the widget's state
 
 
-def style() -> widgets.HTML:
+def style(key: str) -> widgets.HTML:
     """The project's stylesheet (:data:`PAGE_STYLE`, a constant with no text of the model or
-    the data): the one HTML widget that does not sanitize, since its ``<style>`` would go."""
-    return widgets.HTML(PAGE_STYLE, _dom_classes=("loom-style",))
+    the data) and the rule that hides the static outputs of view ``key`` where the widget is
+    drawn (``_static.hiding_style``): the one HTML widget that does not sanitize, since its
+    ``<style>`` would go."""
+    return widgets.HTML(PAGE_STYLE + hiding_style(key), _dom_classes=("loom-style",))

@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb._messages import NEWER, PendingApproval, Resolution, is_pause_call
-from loom_nb.notebook._html import WAITING_HTML, esc, preview_html
+from loom_nb.notebook._html import SAVED_HTML, WAITING_HTML, esc, preview_html
 from loom_nb.notebook._page import html
 
 #: Called with (card, True / False, or a Resolution); starts the resume, returns its future.
@@ -195,8 +195,8 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             state = {
                 "unknown": "may have run: its outcome is unknown",
                 "running": "is running in another kernel",
-            }.get(self.pending.state, "waits for your approval")
-            last = f"<div>{WAITING_HTML}</div>"
+            }.get(self.pending.state, "asks for your approval")
+            last = f"<div>{SAVED_HTML}</div>"
         elif isinstance(self.decision, bool):
             state = "approved" if self.decision else "rejected"
             last = self.decision_label.value

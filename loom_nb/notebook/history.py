@@ -17,6 +17,7 @@ from loom_nb.notebook._html import (
     esc,
     failed_html,
     head_html,
+    interrupted_html,
     markdown_html,
     rejected_html,
     user_html,
@@ -59,6 +60,9 @@ def history_html(
                     parts.append(_block(rejected_html(result.name), "loom-rejected"))
                 elif result.is_error:
                     parts.append(_block(failed_html(result.name, result.error or ""), "loom-error"))
+            parts.extend(
+                _block(interrupted_html(n.text), "loom-interrupted") for n in message.interruptions
+            )
     return "".join(parts)
 
 

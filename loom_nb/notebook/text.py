@@ -213,6 +213,8 @@ class TextView:
         else:
             for r in m.tool_results:
                 self._result(r)
+            for note in m.interruptions:
+                self._write(f"  ⏹ {note.text}\n")
 
     def _result(self, r: ToolResult) -> None:
         badge = f" [{r.approval}{f' {r.rule}' if r.rule else ''}]" if r.approval else ""

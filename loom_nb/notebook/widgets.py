@@ -40,6 +40,7 @@ from loom_nb.notebook._html import (
     esc,
     failed_html,
     frame_html,
+    interrupted_html,
     markdown_html,
     preview_note,
     rejected_html,
@@ -47,11 +48,11 @@ from loom_nb.notebook._html import (
 )
 from loom_nb.notebook._page import SafeHTML, style
 from loom_nb.notebook._page import html as _html
-from loom_nb.notebook._static import thread_html, thread_text
+from loom_nb.notebook._static import StaticOutputs, new_key, thread_html, thread_text
 from loom_nb.notebook.cards import CHOICES, ApprovalCard
 from loom_nb.notebook.history import history_html
 from loom_nb.notebook.questions import QuestionCard
-from loom_nb.notebook.session import interruption
+from loom_nb.notebook.session import RunInterrupted, interruption
 
 #: Starts the resume of one decided call: (view, pending, approve or a Resolution) -> future.
 Resumer = Callable[
@@ -100,15 +101,17 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._errors: list[str] = []
         self._unfinished = ""
         self._title: str | None = None
-        #: The display this view is in (its own, or a chat's), to send its static form again.
-        self._display: tuple[Any, Any] | None = None
+        #: The static form's outputs (shown with the view), sent again as the thread changes.
+        self.static = StaticOutputs(new_key())
         self.header = _html(self._header_html(), "loom-thread-header")
         self.body = widgets.VBox()
         self.running = _html("<i>the agent is working…</i>", "loom-running")
         self.running.layout.display = "none"
         self.errors = widgets.VBox()
         self.usage = _html("", "loom-usage")
-        super().__init__([style(), self.header, self.body, self.running, self.errors, self.usage])
+        super().__init__(
+            [style(self.static.key), self.header, self.body, self.running, self.errors, self.usage]
+        )
         self.add_class("loom-thread")
 
     # ---- a saved thread ------------------------------------------------------------------
@@ -130,11 +133,15 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     # ---- the static form beside the widget -------------------------------------------------
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
-        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
-        if bundle is not None:
-            bundle["text/html"] = self.static_html()
-            bundle["text/plain"] = self.static_text()
-        return bundle
+        return _widget_only(super()._repr_mimebundle_(**kwargs))
+
+    def static_bundles(self) -> list[dict[str, Any]]:
+        """The static form's outputs as they would be displayed now (see ``_static``)."""
+        return self.static.bundles(self.static_html(), self.static_text())
+
+    def show_static(self) -> None:
+        """Display the static form (after the widget, or the chat holding this view)."""
+        self.static.show(self.static_html(), self.static_text())
 
     def static_html(self) -> str:
         """The thread as HTML without buttons, for where the widget is not drawn."""
@@ -164,16 +171,10 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 self.calls.tools,
             )
 
-    def displayed_as(self, shown: Any, handle: Any) -> None:
-        """This view is drawn inside ``shown`` (a chat), in the display ``handle``."""
-        self._display = (shown, handle)
-
     def refresh_static(self) -> None:
         """Send the static form again (a run ended, a card was decided), so the output saved
         with the notebook holds the thread as it is now."""
-        if self._display is not None:
-            shown, handle = self._display
-            handle.update(shown)
+        self.static.refresh(self.static_html(), self.static_text())
 
     # ---- a live run ----------------------------------------------------------------------
 
@@ -181,7 +182,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         """Display the view in the cell's output (the widget and its static form)."""
         from IPython.display import display
 
-        self._display = (self, display(self, display_id=True))  # type: ignore[no-untyped-call]
+        display(self)  # type: ignore[no-untyped-call]
+        self.show_static()
 
     def begin(self) -> None:
         """Show "the agent is working…"."""
@@ -214,7 +216,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             if error is not None:
                 stopped = interruption(error)
                 message = stopped or str(error) or type(error).__name__
-                self._error(stopped or f"⚠ {message}")
+                if not isinstance(error, RunInterrupted):  # a cell's: its one line says it
+                    self._error(stopped or f"⚠ {message}")
                 for card in self.cards:
                     if card.decision is not None and card.outcome is None:
                         card.set_outcome(f"the run failed: {message}", error=True)
@@ -282,6 +285,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         else:
             for result in message.tool_results:
                 self._add_result(result)
+            for note in message.interruptions:
+                self._append(_html(interrupted_html(note.text), "loom-interrupted"))
 
     def _assistant(self, message: Message) -> None:
         if self._flush_handle is not None:
@@ -454,18 +459,14 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
         self.add_class("loom-chat")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
-        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
-        if bundle is not None:
-            bundle["text/html"] = self.view.static_html()
-            bundle["text/plain"] = self.view.static_text()
-        return bundle
+        return _widget_only(super()._repr_mimebundle_(**kwargs))
 
     def show(self) -> None:
         """Display the chat (the widget and its thread's static form), with Enter to send."""
         from IPython.display import display
 
-        handle = display(self, display_id=True)  # type: ignore[no-untyped-call]
-        self.view.displayed_as(self, handle)
+        display(self)  # type: ignore[no-untyped-call]
+        self.view.show_static()
         display(_ENTER_SENDS)  # type: ignore[no-untyped-call]
 
     def ask(self, text: str | None = None) -> concurrent.futures.Future[Any] | None:
@@ -487,6 +488,14 @@ class ChatWidget(widgets.VBox):  # type: ignore[misc]
         if self.view.future is not None:
             result = self.view.future.result(timeout)
         return result
+
+
+def _widget_only(bundle: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A widget's output: its view, and no text (the static form is an output of its own, which
+    nbconvert draws; one beside the widget's mime type it would not)."""
+    if bundle is not None:
+        bundle["text/plain"] = ""
+    return bundle
 
 
 class _EnterSends:

@@ -144,8 +144,9 @@ print("written:", Path("written.txt").exists(), "pwned:", Path("pwned.txt").exis
 #: Records, from now on, anything in loom's views that could act: elements with event
 #: handlers, javascript:/data: URLs (but a chart's PNG), and script-bearing or posing tags in
 #: the HTML loom draws (widget HTML and the static form). The one <style> allowed is the
-#: project's own (PAGE_STYLE's sheets; the stylesheet widget's class comes too late to tell).
-_GUARD = """(sheets) => {
+#: project's own (PAGE_STYLE's sheets, and the rule by which a view hides its static copy;
+#: the stylesheet widget's class comes too late to tell).
+_GUARD = """([sheets, hiding]) => {
     window.__loomBad = window.__loomBad || [];
     const BAD = new Set(['SCRIPT', 'IFRAME', 'FRAME', 'OBJECT', 'EMBED', 'FORM', 'SVG', 'MATH',
         'STYLE', 'INPUT', 'BUTTON', 'TEXTAREA', 'SELECT', 'VIDEO', 'AUDIO', 'META', 'BASE',
@@ -156,7 +157,9 @@ _GUARD = """(sheets) => {
             if (!el.closest('.loom-thread, .loom-chat, .loom-thread-static')) continue;
             if (el.closest('.loom-style')) continue;
             const drawn = el.closest('.widget-html-content, .loom-thread-static');
-            const ours = el.tagName === 'STYLE' && sheets.includes(el.textContent);
+            const key = (el.textContent.match(/loom-static-([0-9a-f]+)/) || [])[1];
+            const ours = el.tagName === 'STYLE' && (sheets.includes(el.textContent)
+                || (key && el.textContent === hiding.replaceAll('KEY', key)));
             if (drawn && drawn !== el && BAD.has(el.tagName.toUpperCase()) && !ours) {
                 window.__loomBad.push('<' + el.tagName + '> ' + el.outerHTML.slice(0, 80));
             }
@@ -192,9 +195,11 @@ RUN_UNSAFE = ["img-onerror", "details-ontoggle", "script"]
 
 def guard(page: Any) -> None:
     from loom_nb.notebook._html import PAGE_STYLE
+    from loom_nb.notebook._static import hiding_style
 
     sheets = re.findall(r"<style>(.*?)</style>", PAGE_STYLE, flags=re.S)
-    page.evaluate(_GUARD, sheets)
+    [hiding] = re.findall(r"<style>(.*?)</style>", hiding_style("KEY"), flags=re.S)  # a view's
+    page.evaluate(_GUARD, [sheets, hiding])
 
 
 def controls_ran(page: Any) -> None:
@@ -274,7 +279,7 @@ def test_hostile_replies_run_nothing_and_the_write_waits(
     assert live.locator(".loom-error").count() >= 1  # the failed call, its hostile error
     assert_inert(page, root, live)
     static = cell(page, 3).locator(".loom-thread-static")
-    assert "waiting for approval" in static.inner_text()
+    assert "undecided when this output was saved" in static.inner_text()
     static.locator("a").first.wait_for(timeout=MEDIUM)
     for i in range(static.locator("a").count()):  # the model's links, typeset math included
         static.locator("a").nth(i).click(timeout=MEDIUM, no_wait_after=True)
@@ -310,7 +315,8 @@ def test_hostile_replies_run_nothing_and_the_write_waits(
     reopened.locator(".loom-approval").wait_for(timeout=MEDIUM)
     controls_ran(page)
     assert_inert(page, root, reopened)
-    assert "waiting for approval" in cell(page, 3).locator(".loom-thread-static").inner_text()
+    saved_card = cell(page, 3).locator(".loom-thread-static").inner_text()
+    assert "undecided when this output was saved" in saved_card
 
     # Restarted: the thread comes back from SQLite, drawn whole, its card live again.
     n = len(cells) + 1

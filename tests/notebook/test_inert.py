@@ -19,12 +19,12 @@ from loom_nb import Message, ReplayModel, Reply, TextDelta, Thread, ToolCall, de
 from loom_nb.notebook import session as loom_session
 from loom_nb.notebook._html import (
     PAGE_STYLE,
-    TABLE_STYLE,
     chart_html,
     markdown_html,
     safe_html,
 )
 from loom_nb.notebook._page import SafeHTML
+from loom_nb.notebook._static import hiding_style
 from loom_nb.notebook.widgets import ThreadView
 from tests.notebook.hostile import (
     ATTACK,
@@ -171,7 +171,8 @@ def assert_inert_widgets(root: Any) -> int:
             assert not kinds & {"text/markdown", "text/html"}, kinds
         if isinstance(w, widgets.HTML):
             if "loom-style" in w._dom_classes:
-                assert w.value == PAGE_STYLE
+                [key] = set(re.findall(r"loom-static-(\w+)", w.value))  # the view's own key
+                assert w.value == PAGE_STYLE + hiding_style(key)
                 continue
             assert isinstance(w, SafeHTML), w
             assert problems(w.value) == [], w.value
@@ -189,9 +190,10 @@ def assert_inert_outputs(outputs: list[Any]) -> None:
         assert "text/markdown" not in out.data
         if "text/html" in out.data:
             body = out.data["text/html"]
-            assert body.startswith(TABLE_STYLE)  # the stylesheet constant, then the thread
-            assert "mathjax_ignore" in body  # an HTML output's math is typeset otherwise
-            assert problems(body.removeprefix(TABLE_STYLE)) == [], body[:500]
+            assert "<style" not in body  # a sanitizer would show it as text
+            if "loom-chart-caption" not in body:
+                assert "mathjax_ignore" in body  # an HTML output's math is typeset otherwise
+            assert problems(body) == [], body[:500]
 
 
 @pytest.fixture
@@ -248,8 +250,10 @@ def test_every_view_of_a_hostile_thread_is_inert(hostile_shell: InteractiveShell
     assert_inert_outputs(live.outputs)
     card = view.cards[0]
     assert problems(card.static_html()) == []
-    bundle = view._repr_mimebundle_()
-    assert "text/markdown" not in bundle and "onerror" in visible_text(bundle["text/html"])
+    assert "text/html" not in view._repr_mimebundle_()  # the static form is its own output
+    static = view.static_bundles()
+    assert not [b for b in static if "text/markdown" in b]
+    assert "onerror" in visible_text("".join(b.get("text/html", "") for b in static))
     thread_id = view.thread_id
 
     # %loom show and %loom resume: the saved thread as one block of HTML, the card again
@@ -275,7 +279,7 @@ def test_every_view_of_a_hostile_thread_is_inert(hostile_shell: InteractiveShell
     assert written == []
     assert assert_inert_widgets(chat) > 3
     assert_inert_outputs(chatted.outputs)
-    assert_inert_outputs([_Bundle(chat._repr_mimebundle_())])
+    assert_inert_outputs([_Bundle(b) for b in chat.view.static_bundles()])
 
 
 def test_streamed_text_is_inert_at_every_flush() -> None:
@@ -294,7 +298,7 @@ def test_streamed_text_is_inert_at_every_flush() -> None:
     assert_inert_widgets(view)
     static = view.static_html()
     assert "(cut short)" in static
-    assert_inert_outputs([_Bundle(view._repr_mimebundle_())])
+    assert_inert_outputs([_Bundle(b) for b in view.static_bundles()])
     view.on_event(TextDelta("next "))
     view.on_event(_added(Message("assistant", [ToolCall("c1", HOSTILE_LINE[:80], {"a": 1})])))
     assert_inert_widgets(view)
@@ -329,4 +333,4 @@ def test_a_hostile_title_and_agent_name_stay_text(shell: InteractiveShell) -> No
     assert_inert_outputs(shown.outputs)
     named = ThreadView(agent_name=HOSTILE_LINE)
     assert_inert_widgets(named)
-    assert_inert_outputs([_Bundle(named._repr_mimebundle_())])
+    assert_inert_outputs([_Bundle(b) for b in named.static_bundles()])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from typing import Any
@@ -31,6 +32,12 @@ def cell(sh: InteractiveShell, line: str, body: str | None = None) -> Any:
 # ---- the static form beside the widget -------------------------------------------------------
 
 
+def _static(view: Any) -> tuple[str, str]:
+    """The static outputs of ``view``: their HTML joined, and the thread's text."""
+    bundles = view.static_bundles()
+    return "".join(b.get("text/html", "") for b in bundles), bundles[0]["text/plain"]
+
+
 def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     shell: InteractiveShell,
 ) -> None:
@@ -44,11 +51,13 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     view: Any = loom_session(shell).last_view
     bundle = view._repr_mimebundle_()
     assert bundle[WIDGET]["model_id"] == view.model_id
-    html, text = bundle["text/html"], bundle["text/plain"]
+    assert "text/html" not in bundle and bundle["text/plain"] == ""  # the static form is apart
+    html, text = _static(view)
     # The thread readable without widgets: the question, the table, the pending card's rows.
-    assert "Which orders are above 100?" in html and "<td>150.0</td>" in html
-    assert "late orders" in html and "insert_ticket</b> waits for your approval" in html
-    assert "waiting for approval — run <code>%loom approvals</code> to decide" in html
+    assert "Which orders are above 100?" in html and re.search(r"\n1 +2 +150\.0", html)
+    assert "late orders" in html and "insert_ticket</b> asks for your approval" in html
+    assert "undecided when this output was saved. Decided after this output was saved?" in html
+    assert "waiting for approval" not in html
     assert "<button" not in html and "ThreadView(" not in text
     assert "you: Which orders are above 100?" in text
     assert "✋ insert_ticket waits for approval" in text and "%loom approve call_" in text
@@ -62,9 +71,34 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
 
     card.approve()
     view.wait(10)
-    html = view._repr_mimebundle_()["text/html"]
+    html, _ = _static(view)
     assert "insert_ticket</b> approved" in html and "done" in html and "Filed." in html
     assert "waiting for approval" not in html and "loom-undecided" not in card._dom_classes
+
+
+def test_a_card_decided_after_its_output_says_so_once_the_thread_is_shown_again(
+    shell: InteractiveShell,
+) -> None:
+    """Decided outside its view (here the agent's own API, as another kernel would), the
+    earlier card reads as waiting until ``%loom show`` draws the thread: then it, and its
+    static form, say it was decided after that output was saved."""
+    cell(shell, "%config LoomMagics.display = 'widgets'")
+    shell.user_ns["model"].add(
+        Reply("Filing it.", [("insert_ticket", {"subject": "late orders"})]), "Filed."
+    )
+    assert cell(shell, "%%loom analyst", "File a ticket.").success
+    view: Any = loom_session(shell).last_view
+    [card] = view.cards
+    before, _ = _static(view)
+    assert "undecided when this output was saved" in before
+    agent = shell.user_ns["analyst"]
+    agent.resume_sync(view.thread_id, {card.call_id: True})
+    assert shell.user_ns["written"] == ["late orders"]
+    assert cell(shell, f"%loom show {view.thread_id}").success
+    after, _ = _static(view)
+    assert "decided after this output was saved: see %loom show" in after
+    assert "insert_ticket</b> approved" in after and "undecided" not in after
+    assert card.offers() == []  # its buttons are gone too
 
 
 def test_the_chat_displays_its_thread_as_html_and_enter_sends(
@@ -75,8 +109,7 @@ def test_the_chat_displays_its_thread_as_html_and_enter_sends(
     assert cell(shell, "%%loom analyst", "Hello").success
     assert cell(shell, "%loom analyst").success
     chat = loom_session(shell).last_chat
-    bundle = chat._repr_mimebundle_()
-    assert WIDGET in bundle and "Hello back." in bundle["text/html"]
+    assert WIDGET in chat._repr_mimebundle_() and "Hello back." in _static(chat.view)[0]
     assert "Enter sends, Shift+Enter adds a line" in chat.input.placeholder
     assert "event.shiftKey" in ENTER_SENDS_JS and "button.loom-send" in ENTER_SENDS_JS
 
@@ -114,13 +147,15 @@ def test_a_redefined_agent_on_the_same_store_continues_the_thread(
     assert "no longer in its store" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("display", ["text", "widgets"])
 def test_ctrl_c_is_one_line_and_an_interrupted_first_run_stays_current(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], display: str
 ) -> None:
     async def slow(request: Any) -> Any:  # Ctrl-C arrives while the model is thinking
         os.kill(os.getpid(), signal.SIGINT)
         await asyncio.sleep(30)
 
+    cell(shell, f"%config LoomMagics.display = {display!r}")
     store = memory_store()
     shell.user_ns["analyst"] = define_agent(name="analyst", model=FunctionModel(slow), store=store)
     r = cell(shell, "%%loom analyst", "A long question")
@@ -135,11 +170,33 @@ def test_ctrl_c_is_one_line_and_an_interrupted_first_run_stays_current(
     )
     assert line in shown and "Traceback" not in shown and "⚠ error:" not in shown
     assert shown.count("interrupted") == 1
+    view: Any = loom_session(shell).last_view
+    if display == "widgets":  # the view does not say it again: the cell's line says it
+        assert not view.errors.children
+        assert "interrupted" not in "".join(b.get("text/html", "") for b in view.static_bundles())
+    assert store.load(tid).error == "The run was interrupted; what completed is saved."
     model = ReplayModel(["Went on."])
     shell.user_ns["analyst"] = define_agent(name="analyst", model=model, store=store)
     assert cell(shell, "%%loom analyst --result res", "Go on").success
     assert shell.user_ns["res"].thread.id == tid
-    assert [m.text for m in model.requests[0].messages] == ["A long question", "Go on"]
+    # the thread keeps where the run was interrupted (a part the model adapters leave out)
+    given = model.requests[0].messages
+    assert [(m.role, m.text) for m in given] == [
+        ("user", "A long question"),
+        ("tool", ""),
+        ("user", "Go on"),
+    ]
+    assert [len(m.interruptions) for m in given] == [0, 1, 0]
+    saved = store.load(tid)
+    assert saved.error is None and [len(m.interruptions) for m in saved.messages] == [0, 1, 0, 0]
+    capsys.readouterr()
+    assert cell(shell, f"%loom show {tid}").success  # and every view of it shows where
+    if display == "widgets":
+        shown_again: Any = loom_session(shell).last_view
+        html = "".join(b.get("text/html", "") for b in shown_again.static_bundles())
+        assert "⏹ <i>The run was interrupted here; what it had completed is saved.</i>" in html
+    else:
+        assert "⏹ The run was interrupted here" in capsys.readouterr().out
 
 
 # ---- interpolation, setup errors ---------------------------------------------------------------

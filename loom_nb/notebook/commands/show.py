@@ -7,15 +7,44 @@ from IPython.core.error import UsageError
 from loom_nb._agent import Agent
 from loom_nb._messages import Thread
 from loom_nb.notebook import _runs
+from loom_nb.notebook._view import View
 from loom_nb.notebook.session import Session, usage_errors
 
 
 def run(session: Session, thread_id: str | None) -> None:
-    """Show ``thread_id``, or the current thread of the agent used last."""
+    """Show ``thread_id``, or the current thread of the agent used last; the earlier views
+    of it in this kernel catch up on the calls decided since (see :func:`catch_up`)."""
     agent, thread = thread_or_current(session, thread_id, "show")
     view = _runs.open_view(session, agent)
     view.show()
     view.render(thread)
+    catch_up(session, thread, view)
+
+
+#: What an earlier view's card says of a call decided since it was drawn.
+DECIDED_LATER = "decided after this output was saved: see %loom show"
+
+
+def catch_up(session: Session, thread: Thread, shown: View) -> None:
+    """Each earlier view of ``thread`` still on screen marks the cards the store says were
+    decided since (another cell, a click, another kernel): their static forms are sent
+    again, so a saved copy no longer reads as waiting where the update reaches it."""
+    results = {r.call_id: r for r in thread.tool_results()}
+    pending = {p.call_id: p for p in thread.pending}
+    for view in list(session.views):
+        if view is shown or view.thread_id != thread.id:
+            continue
+        for card in getattr(view, "cards", ()):  # widget views; printed cards stay as printed
+            if card.decision is not None:
+                continue
+            result, waiting = results.get(card.call_id), pending.get(card.call_id)
+            if result is not None and result.approval is not None:
+                decided = result.approval == "approved"
+            elif waiting is not None and waiting.decision is not None:
+                decided = waiting.decision
+            else:
+                continue
+            view.mark_decided([card.call_id], decided, DECIDED_LATER)
 
 
 def thread_or_current(
