@@ -179,14 +179,10 @@ def test_ctrl_c_is_one_line_and_an_interrupted_first_run_stays_current(
     shell.user_ns["analyst"] = define_agent(name="analyst", model=model, store=store)
     assert cell(shell, "%%loom analyst --result res", "Go on").success
     assert shell.user_ns["res"].thread.id == tid
-    # the thread keeps where the run was interrupted (a part the model adapters leave out)
+    # the thread keeps where the run was interrupted, a part of loom_nb's own that the model's
+    # view of the thread leaves out
     given = model.requests[0].messages
-    assert [(m.role, m.text) for m in given] == [
-        ("user", "A long question"),
-        ("tool", ""),
-        ("user", "Go on"),
-    ]
-    assert [len(m.interruptions) for m in given] == [0, 1, 0]
+    assert [(m.role, m.text) for m in given] == [("user", "A long question"), ("user", "Go on")]
     saved = store.load(tid)
     assert saved.error is None and [len(m.interruptions) for m in saved.messages] == [0, 1, 0, 0]
     capsys.readouterr()
