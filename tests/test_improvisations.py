@@ -45,9 +45,9 @@ def _complaints(nb: Any) -> list[str]:
         for o in c.get("outputs", []) if c.cell_type == "code" else []:
             if o.output_type == "error":
                 found.append(f"{c.source[:40]!r}: {o.ename}: {o.evalue}")
-            elif o.output_type == "stream" and o.name == "stderr":
-                found.append(f"{c.source[:40]!r}: {o.text}")
-            elif "already loaded" in o.get("text", ""):
+            elif (o.output_type == "stream" and o.name == "stderr") or "already loaded" in o.get(
+                "text", ""
+            ):
                 found.append(f"{c.source[:40]!r}: {o.text}")
     return found
 
