@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
-from loom_nb import _codec, _loop_thread
+from loom_nb import _codec, _loop_thread, _user_errors
 from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
@@ -74,9 +74,12 @@ class Tool:
         rule = self.needs_approval
         return bool(rule(arguments)) if callable(rule) else bool(rule)
 
-    async def make_preview(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
+    async def make_preview(
+        self, arguments: dict[str, Any], ctx: RunContext, call_id: str = ""
+    ) -> Any:
         """What the approval card shows (None without a preview). A preview that fails gives
-        ``{"error": ...}``, so the call is still shown to the user."""
+        ``{"error": ...}``, so the call is still shown to the user (and the card shows where
+        the preview raised, for ``call_id``)."""
         if self.preview is None:
             return None
         try:
@@ -90,6 +93,7 @@ class Tool:
             if inspect.isawaitable(value):
                 value = await value
         except Exception as exc:  # a broken preview must not hide the call from the user
+            _user_errors.keep(_user_errors.preview_key(call_id), exc)
             return {"error": f"no preview: {exc}"}
         return value
 

@@ -154,8 +154,10 @@ print(exported.cells[0].source)
 exported.cells.insert(1, nbformat.v4.new_code_cell(
     'import pandas as pd\norders = pd.read_pickle("orders.pkl")'))
 exported.cells.append(nbformat.v4.new_code_cell('result_1.to_pickle("result_1.pkl")'))
-NotebookClient(exported, kernel_name="python3",
-               resources={"metadata": {"path": "exported"}}).execute()
+NotebookClient(exported, kernel_name="python3", resources={"metadata": {"path": "exported"}},
+               # the kernel's log: errors only (ipykernel 7 warns on every start that its
+               # local TCP sockets are not encrypted)
+               extra_arguments=["--IPKernelApp.log_level=ERROR"]).execute()
 print(f"ran {len(exported.cells)} cells in a fresh kernel")
 
 # %% [markdown]

@@ -6,6 +6,7 @@ from IPython.core.error import UsageError
 
 from loom_nb._agent import Agent, RunResult
 from loom_nb._errors import RunError, ThreadNotFound, ThreadWaiting
+from loom_nb._user_errors import origin
 from loom_nb.notebook import _runs
 from loom_nb.notebook.session import Binding, RunFailed, Session, usage_errors
 
@@ -52,7 +53,10 @@ def run(
     except RunError as exc:
         failed: RunResult | None = exc.result
         _runs.finish(session, agent, view, failed, exc, followed.thread_id)
-        raise RunFailed(f"{agent.name}: {exc}", result=failed) from None
+        stop = RunFailed(f"{agent.name}: {exc}", result=failed)
+        cause = origin(exc)
+        stop.user_error = None if cause is exc else cause  # the user's code raised it
+        raise stop from None
     except KeyboardInterrupt:
         stop = _runs.interrupted(session, agent, followed)
         _runs.finish(session, agent, view, None, stop, followed.thread_id)
