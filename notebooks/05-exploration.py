@@ -230,6 +230,9 @@ def stand_in_2(request):
     """OFFLINE STAND-IN MODEL: a script, not an LLM."""
     asked = next(m.text for m in reversed(request.messages) if m.role == "user")
     last = request.messages[-1]
+    if last.role == "user" and asked not in QUESTIONS:  # a question of your own
+        return ("(stand-in model) I only know this notebook's three questions. Use a real "
+                "model to ask anything: see 04-real-models.ipynb.")
     if last.role == "user":
         return Reply("Let me compute that over every order.", QUESTIONS[asked])
     result = last.tool_results[-1]

@@ -37,7 +37,7 @@ def run(
                 tid = None
             except ThreadWaiting as exc:
                 if _asked_last(agent, tid, prompt, session):  # this cell, run again
-                    _show_waiting(session, agent, tid)
+                    _show_waiting(session, agent, tid, binding)
                     return None
                 raise UsageError(_waiting(exc)) from None
     session.last_agent = agent.name
@@ -77,7 +77,7 @@ def _asked_last(agent: Agent, tid: str, prompt: str, session: Session) -> bool:
     return bool(asked) and asked[-1].strip() == prompt.strip()
 
 
-def _show_waiting(session: Session, agent: Agent, tid: str) -> None:
+def _show_waiting(session: Session, agent: Agent, tid: str, binding: Binding) -> None:
     """The thread drawn again, its cards live, with a line saying nothing was sent."""
     print(
         "This message waits for your decision on the card below; it was not sent again "
@@ -85,7 +85,7 @@ def _show_waiting(session: Session, agent: Agent, tid: str) -> None:
     )
     with usage_errors():
         thread = agent.thread(tid, context=session.context())
-    view = _runs.open_view(session, agent)
+    view = _runs.open_view(session, agent, binding)  # its card's run binds the cell's names
     view.show()
     view.render(thread)
 
