@@ -52,6 +52,8 @@ FORMATS: dict[str, str | None] = {".ipynb": None, ".py": "py:percent", ".md": "m
 class Cell:
     kind: str  # "markdown" or "code"
     source: str
+    #: Shown folded (its input hidden until clicked): the helpers' code, before the story.
+    folded: bool = False
 
 
 @dataclass
@@ -87,7 +89,11 @@ def thread_cells(thread: Thread, tools: Mapping[str, Tool]) -> Exported:
         body = _Body(thread, tools, frozenset(body.expected))
     body.exported.cells = [
         Cell("markdown", _title(thread, body.expected)),
-        Cell("code", _setup(body.expected, body.setups)),
+        Cell(
+            "code",
+            _setup(body.expected, body.setups),
+            folded=any(not _is_import(s) for s in body.setups),
+        ),
         *body.cells,
     ]
     return body.exported
@@ -148,8 +154,10 @@ def _call_cell(
     ctx: CodeContext,
 ) -> tuple[Cell, bool]:
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
-    words = comment_text(call_words(call, tool))  # one line
-    head = f"# Call {number} · {words}"
+    words = call_words(call, tool)
+    for call_id, variable in ctx.results.items():  # "bar of result_1", as the code reads
+        words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
+    head = f"# Call {number} · {comment_text(words)}"  # one line
     code = call_code(call, tool, ctx)
     if code is None:
         if tool is None:
@@ -266,12 +274,14 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     nb.cells = [
         nbformat.v4.new_markdown_cell(c.source)
         if c.kind == "markdown"
-        else nbformat.v4.new_code_cell(c.source)
+        else nbformat.v4.new_code_cell(
+            c.source, metadata={"jupyter": {"source_hidden": True}} if c.folded else {}
+        )
         for c in exported.cells
     ]
-    nb.metadata["kernelspec"] = {
+    nb.metadata["kernelspec"] = {  # as ipykernel's own, which JupyterLab would write back
         "name": "python3",
-        "display_name": "Python 3",
+        "display_name": "Python 3 (ipykernel)",
         "language": "python",
     }
     nb.metadata["language_info"] = {"name": "python"}
