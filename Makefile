@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Runs notebooks/01-quickstart.ipynb in a fresh kernel, offline; prints the session as text and
-# saves the executed notebook under .loom/demo/.
+# saves the executed notebook under build/demo/.
 demo: $(VENV)/.installed
 	$(BIN)/python notebooks/run.py
 
@@ -36,7 +36,7 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 test: lint $(FLOOR_VENV)/.installed
 	$(BIN)/python -m pytest
 
-# JupyterLab opening NB, with its folder as the root (make lab NB=.loom/demo/01-quickstart.ipynb
+# JupyterLab opening NB, with its folder as the root (make lab NB=build/demo/01-quickstart.ipynb
 # after make demo). As root (containers), --allow-root is added.
 NB ?= notebooks/01-quickstart.ipynb
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -54,6 +54,8 @@ FORMATS: dict[str, str | None] = {".ipynb": None, ".py": "py:percent", ".md": "m
 class Cell:
     kind: str  # "markdown" or "code"
     source: str
+    #: Shown folded (its input hidden until clicked): the helpers' code, before the story.
+    folded: bool = False
 
 
 @dataclass
@@ -90,7 +92,11 @@ def thread_cells(thread: Thread, tools: Mapping[str, Tool]) -> Exported:
         body = _Body(thread, tools, frozenset(body.expected))
     body.exported.cells = [
         Cell("markdown", _title(thread, body.expected)),
-        Cell("code", _setup(body.expected, body.setups)),
+        Cell(
+            "code",
+            _setup(body.expected, body.setups),
+            folded=any(not _is_import(s) for s in body.setups),
+        ),
         *body.cells,
     ]
     return body.exported
@@ -167,9 +173,11 @@ def _call_cell(
     ctx: CodeContext,
 ) -> tuple[Cell, bool]:
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
+    words = call_words(call, tool)
+    for call_id, variable in ctx.results.items():  # "bar of result_1", as the code reads
+        words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
     # one line, with what came back as the call header says it: 3 rows (limit 50), 53 groups
-    words = comment_text(words_with_counts(call_words(call, tool), _counts_of(result)))
-    head = f"# Call {number} · {words}"
+    head = f"# Call {number} · {comment_text(words_with_counts(words, _counts_of(result)))}"
     code = call_code(call, tool, ctx)
     if code is None:
         if tool is None:
@@ -289,12 +297,14 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     nb.cells = [
         nbformat.v4.new_markdown_cell(c.source)
         if c.kind == "markdown"
-        else nbformat.v4.new_code_cell(c.source)
+        else nbformat.v4.new_code_cell(
+            c.source, metadata={"jupyter": {"source_hidden": True}} if c.folded else {}
+        )
         for c in exported.cells
     ]
-    nb.metadata["kernelspec"] = {
+    nb.metadata["kernelspec"] = {  # as ipykernel's own, which JupyterLab would write back
         "name": "python3",
-        "display_name": "Python 3",
+        "display_name": "Python 3 (ipykernel)",
         "language": "python",
     }
     nb.metadata["language_info"] = {"name": "python"}

@@ -41,6 +41,8 @@ class Issue(NamedTuple):
     keyword: str
     #: For a failed anyOf/oneOf: the issues of each alternative (paths from the root too).
     context: tuple[Issue, ...] = ()
+    #: The (sub)schema whose keyword failed, for a "type" issue: the shape that was expected.
+    schema: Any = None
 
 
 Errors = Iterator[Issue]
@@ -92,9 +94,8 @@ class Validator:
             elif key == "type":
                 types = [arg] if isinstance(arg, str) else arg
                 if not any(_TYPES[t](v) for t in types):
-                    yield Issue(
-                        path, f"{v!r} is not of type {', '.join(repr(t) for t in types)}", key
-                    )
+                    message = f"{v!r} is not of type {', '.join(repr(t) for t in types)}"
+                    yield Issue(path, message, key, (), s)
             elif key == "enum":
                 if all(not _equal(each, v) for each in arg):
                     yield Issue(path, f"{v!r} is not one of {arg!r}", key)

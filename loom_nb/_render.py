@@ -104,11 +104,10 @@ def data_block(body: str, *, attrs: str = "", before: str = _NOTICE) -> str:
 def _csv(df: Any, limit: int) -> tuple[str, bool]:
     """The frame as CSV text: a header row, then one line per row.
 
-    Times are written without their zone (the column's dtype in the header names it),
-    without seconds or fractions when no value of the column has any, and with the date in
-    ISO 8601's basic form (``20240105 10:00``: three tokens fewer than ``2024-01-05``): a
-    timestamp is the costliest cell in tokens. Text cells longer than ``limit`` are cut,
-    ending in "…".
+    Times are written in ISO 8601's extended form with their zone when they have one
+    (``2024-01-05T10:00:00+00:00``), as a model would write them back; fractions only when a
+    value of the column has one, and a column of dates without times as dates
+    (``2024-01-05``). Text cells longer than ``limit`` are cut, ending in "…".
     """
     columns = [_column_text(df[name], limit) for name in df.columns]
     cut = any(c[1] for c in columns)
@@ -150,14 +149,14 @@ def _cell(value: Any) -> str:
 
 
 def _times_text(col: Any, mask: Any) -> list[str]:
-    values = col.dt.tz_localize(None) if getattr(col.dt, "tz", None) is not None else col
-    present = values[~mask]
-    if len(present) and (present.dt.microsecond != 0).any():
-        fmt = "%Y%m%d %H:%M:%S.%f"
-    elif len(present) and (present.dt.second != 0).any():
-        fmt = "%Y%m%d %H:%M:%S"
-    elif len(present) and ((present.dt.hour != 0) | (present.dt.minute != 0)).any():
-        fmt = "%Y%m%d %H:%M"
-    else:
-        fmt = "%Y%m%d"
-    return ["" if m else v.strftime(fmt) for v, m in zip(values.tolist(), mask, strict=True)]
+    present = col[~mask]
+    aware = getattr(col.dt, "tz", None) is not None
+    if not aware and not (present != present.dt.normalize()).any():
+        return [
+            "" if m else v.strftime("%Y-%m-%d") for v, m in zip(col.tolist(), mask, strict=True)
+        ]
+    fraction = len(present) and (present.dt.microsecond != 0).any()
+    spec = "microseconds" if fraction else "seconds"
+    return [
+        "" if m else v.isoformat(timespec=spec) for v, m in zip(col.tolist(), mask, strict=True)
+    ]

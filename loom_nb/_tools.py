@@ -11,11 +11,12 @@ import dataclasses
 import functools
 import inspect
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
-from loom_nb import _codec, _loop_thread
+from loom_nb import _codec, _loop_thread, _user_errors
 from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
@@ -88,9 +89,12 @@ class Tool:
                 pass
         return Effect(name)
 
-    async def make_preview(self, arguments: dict[str, Any], ctx: RunContext) -> Any:
+    async def make_preview(
+        self, arguments: dict[str, Any], ctx: RunContext, call_id: str = ""
+    ) -> Any:
         """What the approval card shows (None without a preview). A preview that fails gives
-        ``{"error": ...}``, so the call is still shown to the user."""
+        ``{"error": ...}``, so the call is still shown to the user (and the card shows where
+        the preview raised, for ``call_id``)."""
         if self.preview is None:
             return None
         try:
@@ -104,6 +108,7 @@ class Tool:
             if inspect.isawaitable(value):
                 value = await value
         except Exception as exc:  # a broken preview must not hide the call from the user
+            _user_errors.keep(_user_errors.preview_key(call_id), exc)
             return {"error": f"no preview: {exc}"}
         return value
 
@@ -341,21 +346,91 @@ def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[
     def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
-            raise ToolInputError("; ".join(_schema_messages(errors)))
+            raise ToolInputError("; ".join(_schema_messages(errors, arguments, shapes=True)))
         return [arguments], {}
 
     return schema, bind
 
 
-def _schema_messages(errors: list[Issue]) -> list[str]:
-    """``path: message`` per error. An anyOf error alone says "not valid under any of the given
-    schemas"; the errors of the alternatives that take this kind of value say why instead."""
+def _schema_messages(errors: list[Issue], arguments: Any = None, shapes: bool = False) -> list[str]:
+    """``path: message`` per error, as jsonschema says it. An anyOf error alone says "not valid
+    under any of the given schemas"; the errors of the alternatives that take this kind of value
+    say why instead. With ``shapes``, a list or an object given as something else also gets an
+    example of the shape expected (what the model reads)."""
     out = []
     for e in errors:
         why = [c for c in e.context if c.keyword != "type" or len(c.path) > len(e.path)]
         for err in why or [e]:
-            out.append(f"{'/'.join(map(str, err.path)) or 'input'}: {err.message}")
+            where = "/".join(map(str, err.path)) or "input"
+            shape = _expected_shape(err, where, _at(arguments, err.path)) if shapes else ""
+            out.append(f"{where}: {err.message}{shape}")
     return out
+
+
+_KINDS = {"array": "a list", "object": "an object"}
+
+
+def _at(value: Any, path: tuple[str | int, ...]) -> Any:
+    """The part of ``value`` at ``path`` (None when it is not there)."""
+    for step in path:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value
+
+
+def _expected_shape(issue: Issue, where: str, given: Any) -> str:
+    """For a list or an object given as something else: an example of the shape expected,
+    from the schema (the given value put where it fits), so that the model can fix its call."""
+    schema = issue.schema
+    if issue.keyword != "type" or not isinstance(schema, dict):
+        return ""
+    kind = _KINDS.get(str(schema.get("type")))
+    if kind is None:
+        return ""
+    example = json.dumps(_example(schema, given), ensure_ascii=False)
+    said = schema.get("description")
+    note = f" ({said})" if isinstance(said, str) and said else ""
+    return f"; {where} must be {kind} like {example}{note}"
+
+
+def _example(schema: Any, given: Any) -> Any:
+    """A value that fits ``schema``, with ``given`` (a scalar) where a string may hold it."""
+    if not isinstance(schema, dict):
+        return "…"
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return schema["examples"][0]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return given if given in schema["enum"] else schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind == "array":
+        return [_example(schema.get("items"), given)]
+    if kind == "object" and isinstance(given, dict):  # one where a list of them goes
+        return given
+    if kind == "object":
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return {}
+        required = [k for k in schema.get("required", []) if k in properties]
+        keys = required + [k for k in properties if k not in required][: max(0, 3 - len(required))]
+        out: dict[str, Any] = {}
+        for key in keys:
+            out[key] = _example(properties[key], given)
+            if isinstance(out[key], str) and out[key] == given:
+                given = None  # once
+        return out
+    if kind == "string":
+        pattern = schema.get("pattern")
+        fits = isinstance(given, str) and (pattern is None or re.search(pattern, given))
+        return given if fits else "name"
+    if kind == "boolean":
+        return True
+    if kind in ("integer", "number"):
+        return given if isinstance(given, int | float) and not isinstance(given, bool) else 1
+    return "…"
 
 
 def _schema_from_hints(

@@ -12,6 +12,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from loom_nb import _user_errors
 from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
 from loom_nb._context import RunContext
 from loom_nb._errors import LoomError, ModelError
@@ -97,7 +98,7 @@ def check_call(call: ToolCall, tools: Mapping[str, Tool]) -> Tool | ToolResult:
 async def pending_of(call: ToolCall, tool: Tool, ctx: RunContext) -> PendingApproval | ToolResult:
     """The call as it waits for approval, its preview computed; or the error result the model
     gets when the preview found the call cannot work."""
-    preview = await tool.make_preview(call.arguments or {}, ctx)
+    preview = await tool.make_preview(call.arguments or {}, ctx, call.id)
     if isinstance(preview, ToolOutput) and preview.is_error:
         return result_of(call, preview)
     return PendingApproval(call.id, call.name, call.arguments or {}, preview)
@@ -114,6 +115,7 @@ async def invoke(
     except ToolInputError as exc:
         return error_result(call, f"Invalid arguments for {call.name!r}: {exc}")
     except Exception as exc:
+        _user_errors.keep(call.id, exc)  # the views show where the tool raised it
         return error_result(call, f"{type(exc).__name__}: {exc}")
     return result_of(call, output, approval)
 

@@ -208,7 +208,11 @@ orders = pd.DataFrame({  # your data comes back from where it lives; here, the s
 })
 
 def stand_in(request):  # OFFLINE STAND-IN MODEL: describes the tool result it is given
-    result = request.messages[-1].tool_results[-1]
+    last = request.messages[-1]
+    if last.role == "user":  # a new message: only a real model can answer it
+        return ("(stand-in model) After the restart I only describe tool results. Use a real "
+                "model to ask anything: see 04-real-models.ipynb.")
+    result = last.tool_results[-1]
     if result.approval == "rejected":
         return "Understood: you rejected it, so nothing was changed."
     return f"Done. {result.content.splitlines()[0]}"
@@ -236,12 +240,20 @@ print(waiting.title, "|", waiting.pending_count, "pending")
 # %loom resume {waiting.id}
 
 # %% [markdown]
-# Approve from a line magic (what you would type in terminal IPython); the card above would
-# do the same. The agent goes on from where it stopped:
+# Approve from a line magic (what you would type in terminal IPython); the card above does
+# the same, and if you clicked it already, this cell waits for that run instead. The agent
+# goes on from where it stopped:
 
 # %%
-call_id = analyst.thread(waiting.id).pending[0].call_id
-# %loom approve {call_id}
+from loom_nb.notebook import session
+
+session().wait(timeout=30)   # if you clicked the card, its run ends first
+pending = analyst.thread(waiting.id).pending
+if pending:                  # not decided yet
+    call_id = pending[0].call_id
+    # %loom approve {call_id}
+else:
+    print("Decided on the card above.")
 
 # %%
 orders.loc[orders.id == 7, ["id", "customer", "status"]]

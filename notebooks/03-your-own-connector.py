@@ -308,7 +308,8 @@ def other_stand_in(request):
     """OFFLINE STAND-IN MODEL: a script, not an LLM."""
     last = request.messages[-1]
     if last.role == "tool":
-        return last.tool_results[-1].content.split("\n")[2]  # the line inside the data block
+        lines = last.tool_results[-1].content.split("\n")
+        return lines[2] if len(lines) > 2 else lines[0]  # the line inside the data block
     if "refund" in last.text:
         return Reply("", [("remote_refund", {"invoice_id": "INV-1", "amount": 100})])
     asked = next(r for m in reversed(request.messages) for r in m.tool_results

@@ -37,7 +37,7 @@
 
 # %%
 import os
-from loom_nb import ReplayModel, Reply
+from loom_nb import FunctionModel, Reply
 
 if os.environ.get("OPENAI_API_KEY"):
     MODEL = "openai:" + os.environ.get("LOOM_OPENAI_MODEL", "gpt-4.1-mini")
@@ -47,14 +47,17 @@ elif os.environ.get("LOOM_OLLAMA_MODEL"):
     MODEL = "ollama:" + os.environ["LOOM_OLLAMA_MODEL"]
 else:
     # OFFLINE REPLAY MODEL: these scripted replies stand in for an LLM (no network, no key).
-    MODEL = ReplayModel([
-        Reply("I'll total the sales by region.", [("frames_aggregate", {
+    def replay(request):
+        if request.messages[-1].role == "tool":  # the aggregate came back: describe it
+            return ("North leads with **1,150.00** over 3 sales, then South with 610.00 "
+                    "(2 sales) and West with 95.00 (1 sale).")
+        if "region" not in request.messages[-1].text.lower():
+            return "(replay model) I only know this notebook's question; set a key above."
+        return Reply("I'll total the sales by region.", [("frames_aggregate", {
             "table": "sales", "group_by": ["region"],
             "aggregates": [{"fn": "sum", "column": "amount"}, {"fn": "count"}],
-            "order": [{"column": "sum_amount", "desc": True}]})]),
-        "North leads with **1,150.00** over 3 sales, then South with 610.00 (2 sales) "
-        "and West with 95.00 (1 sale).",
-    ], name="replay")
+            "order": [{"column": "sum_amount", "desc": True}]})])
+    MODEL = FunctionModel(replay, name="test:replay")
 if isinstance(MODEL, str):
     from loom_nb.models import resolve_model
 

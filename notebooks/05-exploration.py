@@ -154,8 +154,10 @@ print(exported.cells[0].source)
 exported.cells.insert(1, nbformat.v4.new_code_cell(
     'import pandas as pd\norders = pd.read_pickle("orders.pkl")'))
 exported.cells.append(nbformat.v4.new_code_cell('result_1.to_pickle("result_1.pkl")'))
-NotebookClient(exported, kernel_name="python3",
-               resources={"metadata": {"path": "exported"}}).execute()
+NotebookClient(exported, kernel_name="python3", resources={"metadata": {"path": "exported"}},
+               # the kernel's log: errors only (ipykernel 7 warns on every start that its
+               # local TCP sockets are not encrypted)
+               extra_arguments=["--IPKernelApp.log_level=ERROR"]).execute()
 print(f"ran {len(exported.cells)} cells in a fresh kernel")
 
 # %% [markdown]
@@ -228,6 +230,9 @@ def stand_in_2(request):
     """OFFLINE STAND-IN MODEL: a script, not an LLM."""
     asked = next(m.text for m in reversed(request.messages) if m.role == "user")
     last = request.messages[-1]
+    if last.role == "user" and asked not in QUESTIONS:  # a question of your own
+        return ("(stand-in model) I only know this notebook's three questions. Use a real "
+                "model to ask anything: see 04-real-models.ipynb.")
     if last.role == "user":
         return Reply("Let me compute that over every order.", QUESTIONS[asked])
     result = last.tool_results[-1]

@@ -1,10 +1,10 @@
 """Run a walkthrough notebook in a real kernel, headless, and print what a person would see.
 
     python notebooks/run.py                        # 01-quickstart.ipynb (what `make demo` runs)
-    python notebooks/run.py notebooks/03-your-own-connector.ipynb --out .loom/demo
+    python notebooks/run.py notebooks/03-your-own-connector.ipynb --out build/demo
 
 The notebook runs top to bottom in a fresh ipykernel (nbclient), in the folder ``--out``
-(default ``.loom/demo``), so its SQLite store is ``.loom/demo/.loom/loom.db``. At a cell
+(default ``build/demo``), so its SQLite store is ``build/demo/.loom/loom.db``. At a cell
 tagged ``restart-kernel`` the kernel is restarted, as you would with Kernel > Restart.
 The executed notebook, with its outputs and widget state, is saved in ``--out``.
 """
@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,15 @@ def execute(
     timeout: int = 120,
     kernel_name: str = "python3",
     env: dict[str, str] | None = None,
+    then: Callable[[], list[str]] | None = None,
+    shown: list[Any] | None = None,
 ) -> Any:
     """Run All in a new kernel, restarting where a cell is tagged; returns the executed notebook.
 
     ``notebook`` is a path or a notebook node (changed in place). ``env`` is the kernel's
     environment (default: this process's). Raises ``nbclient.exceptions.CellExecutionError``
-    at the first cell that fails.
+    at the first cell that fails. ``then()`` gives cells to run after the notebook in the same
+    kernel (not saved in it); each, executed, is appended to ``shown``.
     """
     nb = nbformat.read(notebook, as_version=4) if isinstance(notebook, (str, Path)) else notebook
     workdir.mkdir(parents=True, exist_ok=True)
@@ -66,6 +70,13 @@ def execute(
                     cell, index, execution_count=client.code_cells_executed + 1
                 )
             client.set_widgets_metadata()
+            for source in then() if then is not None else []:
+                extra = nbformat.v4.new_code_cell(source)
+                nb.cells.append(extra)  # nbclient keeps what it runs in the notebook
+                await client.async_execute_cell(extra, len(nb.cells) - 1)
+                nb.cells.pop()
+                if shown is not None:
+                    shown.append(extra)
 
     asyncio.run(run_all())
     return nb
@@ -105,6 +116,26 @@ def transcript(nb: Any) -> str:
     return "\n".join(out)
 
 
+def thread_ids(db: Path) -> list[str]:
+    """The threads saved in ``db``, oldest first."""
+    from loom_nb.sqlite import sqlite_store
+
+    if not db.exists():
+        return []
+    store = sqlite_store(db)
+    try:
+        return [info.id for info in reversed(store.list(limit=1000))]
+    finally:
+        store.close()
+
+
+def show_in_kernel(db: Path) -> list[str]:
+    """Cells that print each thread of ``db`` as text in the kernel that ran the notebook, where
+    its agent (with its tools) says each call in words and as code."""
+    ids = thread_ids(db)
+    return ["%config LoomMagics.display = 'text'"] + [f"%loom show {i}" for i in ids] if ids else []
+
+
 def threads_text(db: Path) -> str:
     """Every thread saved in ``db``, oldest first, as terminal IPython would print it."""
     import io
@@ -123,18 +154,28 @@ def threads_text(db: Path) -> str:
         store.close()
 
 
+def _text(cell: Any) -> str:
+    """What a cell printed; empty if it failed."""
+    outputs = cell.get("outputs", [])
+    if any(o.output_type == "error" for o in outputs):
+        return ""
+    return "".join(o.text for o in outputs if o.output_type == "stream" and o.name == "stdout")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebook", nargs="?", default=str(HERE / "01-quickstart.ipynb"))
-    parser.add_argument("--out", default=".loom/demo", help="working folder (default .loom/demo)")
+    parser.add_argument("--out", default="build/demo", help="working folder (default build/demo)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     args = parser.parse_args(argv)
     source, workdir = Path(args.notebook), Path(args.out)
     shutil.rmtree(workdir / ".loom", ignore_errors=True)  # a fresh thread store each run
     print(f"Running {source} in a fresh kernel...", flush=True)
     started = time.monotonic()
+    db = workdir / ".loom" / "loom.db"
+    shown: list[Any] = []
     try:
-        nb = execute(source, workdir)
+        nb = execute(source, workdir, then=lambda: show_in_kernel(db), shown=shown)
     except Exception as exc:
         print(f"\nThe notebook failed: {exc}", file=sys.stderr)
         return 1
@@ -148,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     NotebookNotary().sign(nb)
     if not args.quiet:
         print("\n" + transcript(nb))
-        db = workdir / ".loom" / "loom.db"
-        if db.exists():
-            print("The threads, as saved in", db, threads_text(db))
+        said = [_text(c) for c in shown[1:]]
+        if said and all(said):
+            print(f"The threads, as saved in {db}:\n")
+            print("\n".join(said))
+        elif db.exists():  # an agent the notebook no longer defines: without its tools
+            print(f"The threads, as saved in {db}:\n{threads_text(db)}")
     print(f"\nDone in {elapsed:.1f} s. The executed notebook is {saved}.")
     print(f"Open it in JupyterLab:  make lab NB={saved}   (a record: its buttons are not live)")
     print(f"Or run the walkthroughs yourself:  make lab   (then {HERE.name}/01-quickstart.ipynb)")

@@ -37,7 +37,7 @@ def test_demo_script_prints_the_session_and_saves_the_notebook(tmp_path: Path) -
     # The conversation as the person saw it, in order, with the kernel restart between.
     expected = [
         "you: Which orders above 100 are still open?",
-        "  → frames_select(",
+        "  → frames_select · orders · status = 'open' AND total > 100",  # words, not JSON
         "assistant: **3** orders are open and above 100: #3 Cleo (310.00), #7 Eve (180.25), "
         "#1 Ada (120.50).",
         "you: Flag them as priority.",
@@ -49,6 +49,7 @@ def test_demo_script_prints_the_session_and_saves_the_notebook(tmp_path: Path) -
     positions = [next(i for i, line in enumerate(lines) if line.startswith(e)) for e in expected]
     assert positions == sorted(positions)
     assert "======== kernel restarted ========" in text
+    assert f"The threads, as saved in {out / '.loom' / 'loom.db'}:\n" in text  # no nested .loom
     assert "make lab NB=" in text
     saved = out / "01-quickstart.ipynb"
     nb = nbformat.read(saved, as_version=4)

@@ -366,6 +366,14 @@ def test_exploration(tmp_path: Path) -> None:
     )
     exported = nbformat.read(tmp_path / "work" / "exported" / "weekly-open-orders.ipynb", 4)
     assert any('result_2 = draw_chart(result_1, "bar"' in c.source for c in exported.cells)
+    # it opens on the story: the helpers' cell folded, the chart's comment in result_N terms
+    assert exported.cells[1].metadata["jupyter"] == {"source_hidden": True}
+    assert any(c.source.startswith("# Call 2 · chart · bar of result_1") for c in exported.cells)
+    assert exported.metadata["kernelspec"]["display_name"] == "Python 3 (ipykernel)"
+    nbformat.validate(exported)
+    # the export cell's kernel logs no warning in red
+    ran_cell = next(c for c in nb.cells if "NotebookClient(exported" in c.source)
+    assert not [o for o in ran_cell.outputs if o.get("name") == "stderr"]
     # Every row, and two tables: a join with a p90, a histogram of every row, 53 weeks.
     tiers = output(nb, "tiers")
     assert "customers.tier" in tiers and "p90_total" in tiers

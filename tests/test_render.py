@@ -87,7 +87,7 @@ def test_long_cells_are_cut_and_flagged_and_csv_stays_parseable():
     assert rows == [["note"], ["x" * 49 + "…"], ['a "quoted", comma\nnewline'], [""]]
 
 
-def test_times_drop_zone_and_empty_precision_the_header_keeps_the_zone():
+def test_times_are_extended_iso_8601_with_their_zone():
     df = pd.DataFrame(
         {
             "minute": pd.to_datetime(["2024-01-05T10:00:00+00:00", None], utc=True),
@@ -97,9 +97,11 @@ def test_times_drop_zone_and_empty_precision_the_header_keeps_the_zone():
     )
     text = frame_for_model(df)
     assert "minute:datetime64[us, UTC]" in text or "minute:datetime64[ns, UTC]" in text
-    # dates in ISO 8601's basic form: fewer tokens
-    assert lines(text)[-3] == "20240105 10:00,20240105 10:00:07,20240105"
-    assert lines(text)[-2] == ",20240106 00:00:00,20240201"
+    # the form a model writes back (a filter value, a sentence), each with its zone if any
+    assert lines(text)[-3] == "2024-01-05T10:00:00+00:00,2024-01-05T10:00:07,2024-01-05"
+    assert lines(text)[-2] == ",2024-01-06T00:00:00,2024-02-01"
+    paris = pd.DataFrame({"at": pd.to_datetime(["2026-01-05 09:30:00.25"]).tz_localize("CET")})
+    assert lines(frame_for_model(paris))[-2] == "2026-01-05T09:30:00.250000+01:00"
 
 
 def test_json_cells_are_written_as_json():

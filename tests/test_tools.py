@@ -219,3 +219,39 @@ def test_needs_approval_can_depend_on_the_arguments():
 
     assert refund.requires_approval({"amount": 500})
     assert not refund.requires_approval({"amount": 5})
+
+
+def test_a_list_given_as_something_else_gets_the_shape_expected() -> None:
+    """The model's ``"order": "total"`` or ``"columns": "*"`` comes back as an error result that
+    shows the expected shape, with its value put where it fits, not only the type."""
+    import pandas as pd
+
+    from loom_nb import FunctionModel, Reply, define_agent
+    from loom_nb.frames import frame_tools
+
+    args = {"table": "orders", "order": "total", "columns": "*"}
+
+    def script(request: object) -> object:
+        if request.messages[-1].role == "user":
+            return Reply("", [("frames_select", args)])
+        return "done"
+
+    orders = pd.DataFrame({"id": [1, 2], "total": [5.0, 7.0]})
+    agent = define_agent(
+        name="a", model=FunctionModel(script), connectors=[frame_tools({"orders": orders})]
+    )
+    result = agent.run_sync("go")
+    [answer] = [r for m in result.thread.messages for r in m.tool_results]
+    assert answer.is_error
+    said = answer.error or ""
+    assert (
+        "order: 'total' is not of type 'array'; order must be a list like [{\"column\": "
+        '"total", "desc": true}]'
+    ) in said
+    assert (
+        "columns: '*' is not of type 'array'; columns must be a list like [\"name\"] (Columns "
+        "to return; omit for all allowed columns.)"
+    ) in said
+    one = {"column": "id", "op": "eq", "value": 1}
+    with pytest.raises(ToolInputError, match=r'filters must be a list like \[\{"column": "id", '):
+        agent.tools["frames_select"].validate({"table": "orders", "filters": one})

@@ -6,6 +6,7 @@ are checked alike by every table connector. A mistake raises :class:`UserError` 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -119,8 +120,10 @@ def parse_tables(
     tables: Mapping[str, Any],
     *,
     allowed_options: Sequence[str] = ("description", "columns", "write"),
+    argument: str = "tables",
 ) -> dict[str, TableSpec]:
-    """Check the user's ``tables={...}`` at definition time."""
+    """Check the user's ``tables={...}`` at definition time; errors name the option as the
+    user wrote it, under ``argument`` (``frames`` for ``frame_tools``)."""
     if not isinstance(tables, Mapping) or not tables:
         raise UserError('tables must be a non-empty dict like {"orders": {"columns": ["id"]}}')
     specs: dict[str, TableSpec] = {}
@@ -129,29 +132,33 @@ def parse_tables(
         options = {} if options is None else options
         if not isinstance(options, Mapping):
             raise UserError(
-                f"tables[{name!r}] must be a dict of options, got {type(options).__name__}"
+                f"{argument}[{name!r}] must be a dict of options, got {type(options).__name__}"
             )
-        unknown = set(options) - set(allowed_options)
+        unknown = [key for key in options if key not in allowed_options]
         if unknown:
+            close = difflib.get_close_matches(str(unknown[0]), allowed_options, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             raise UserError(
-                f"tables[{name!r}] has unknown option(s) {sorted(unknown)}; "
-                f"known options: {list(allowed_options)}"
+                f"{argument}[{name!r}] has no option {unknown[0]!r}: {hint}the options are "
+                f"{', '.join(allowed_options)}"
             )
         columns = options.get("columns")
         if columns is not None:
             if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
-                raise UserError(f"tables[{name!r}]['columns'] must be a non-empty list of names")
+                raise UserError(
+                    f"{argument}[{name!r}]['columns'] must be a non-empty list of names"
+                )
             for c in columns:
                 check_identifier(c, f"column of {name!r}")
             if len(set(columns)) != len(columns):
-                raise UserError(f"tables[{name!r}]['columns'] lists a column twice")
+                raise UserError(f"{argument}[{name!r}]['columns'] lists a column twice")
             columns = tuple(columns)
         description = options.get("description", "")
         if not isinstance(description, str):
-            raise UserError(f"tables[{name!r}]['description'] must be a string")
+            raise UserError(f"{argument}[{name!r}]['description'] must be a string")
         write = options.get("write", False)
         if not isinstance(write, bool):
-            raise UserError(f"tables[{name!r}]['write'] must be True or False")
+            raise UserError(f"{argument}[{name!r}]['write'] must be True or False")
         specs[name] = TableSpec(name, description, columns, write)
     return specs
 

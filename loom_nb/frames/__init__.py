@@ -210,7 +210,7 @@ def frame_tools(
                 f"got {type(value).__name__}"
             )
     # Names, unknown options, column lists, description and write flags: the shared rules.
-    specs = parse_tables(options, allowed_options=_OPTIONS) if options else {}
+    specs = parse_tables(options, allowed_options=_OPTIONS, argument="frames") if options else {}
     data: dict[str, pd.DataFrame] = {}
     for table, spec in specs.items():
         frame = options[table].get("frame")

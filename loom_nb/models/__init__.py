@@ -40,7 +40,9 @@ class ModelSettings(TypedDict, total=False):
     to start, then between two stream events; ``turn_timeout`` (default 300, or longer when
     the two waits above add up to more) for the whole turn, retries included. ``timeout`` is
     one value for each network wait, as the SDKs read it: it sets ``connect_timeout`` and
-    ``idle_timeout`` at once, and those keys win over it.
+    ``idle_timeout`` at once, and those keys win over it. ``max_retries`` (default 2, or the
+    adapter's ``max_retries=`` argument) is how many times a failed request is tried again
+    (rate limits, overload, 5xx, network errors; before the answer starts only).
 
     ``history_tokens`` (default 32,000) is loom_nb's own: the budget of what the model is sent
     of a thread; older tool results go by reference beyond it (``loom_nb._history``).
@@ -54,6 +56,7 @@ class ModelSettings(TypedDict, total=False):
     idle_timeout: float
     turn_timeout: float
     history_tokens: int
+    max_retries: int
 
 
 def check_model_settings(settings: object) -> ModelSettings:
@@ -84,6 +87,8 @@ def check_model_settings(settings: object) -> ModelSettings:
         if not number or not math.isfinite(value):
             what = "a whole number" if kind is int else "a number"
             raise UserError(f"model_settings[{key!r}] must be {what}, got {value!r}")
+        if key == "max_retries" and value < 0:
+            raise UserError(f"model_settings['max_retries'] must be 0 or more, got {value!r}")
         if key in ("max_tokens", "history_tokens") and value < 1:
             raise UserError(f"model_settings[{key!r}] must be 1 or more, got {value!r}")
         if key in ("temperature", "top_p") and value < 0:

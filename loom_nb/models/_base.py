@@ -10,6 +10,7 @@ sent). An adapter module subclasses it with its SDK's request building and event
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 from abc import abstractmethod
@@ -205,6 +206,9 @@ class StreamingAdapter(Model, Generic[Client, Prepared, RawEvent]):
         client = self._client if self._client is not None else self._clients.get()
         prepared = self._prepare(request)
         clock = _TurnClock(deadlines.turn)
+        retry = self.retry
+        if "max_retries" in request.settings:  # this agent's (or run's) setting wins
+            retry = dataclasses.replace(retry, max_retries=request.settings["max_retries"])
         retries = 0
         while True:
             check_allow_model_requests()
@@ -220,8 +224,8 @@ class StreamingAdapter(Model, Generic[Client, Prepared, RawEvent]):
             finally:  # closing this generator closes the attempt's HTTP response
                 await attempt.aclose()
             wait = None
-            if failure.retryable and not started and retries < self.retry.max_retries:
-                wait = self.retry.delay(retries, failure.retry_after)
+            if failure.retryable and not started and retries < retry.max_retries:
+                wait = retry.delay(retries, failure.retry_after)
                 if wait is not None and clock.left() <= wait:
                     wait = None  # the turn's deadline would pass while waiting
             if wait is None:

@@ -198,7 +198,7 @@ class ProviderFacts:
             wait = f" The server asked to wait {retry_after:g} s." if retry_after else ""
             return RateLimited(
                 f"{name}: {where} is rate limiting requests ({detail}).{wait} Wait a little and "
-                "run again, or allow more retries with max_retries=...",
+                "run again, or allow more retries with model_settings={'max_retries': 5}.",
                 status=status,
                 retry_after=retry_after,
             )

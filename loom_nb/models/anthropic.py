@@ -60,7 +60,8 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
             only; the SDK's own retries are turned off so that this bound is the only one.
 
     Model settings: ``temperature``, ``top_p``, ``max_tokens``, and the deadlines
-    ``connect_timeout``, ``idle_timeout``, ``turn_timeout`` and ``timeout`` (seconds; see
+    ``connect_timeout``, ``idle_timeout``, ``turn_timeout`` and ``timeout`` (seconds), and
+    ``max_retries``, which wins over the argument above (see
     :class:`~loom_nb.models.ModelSettings`).
     """
 

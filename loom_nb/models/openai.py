@@ -66,7 +66,8 @@ class OpenAIModel(StreamingAdapter[AsyncOpenAI, _Prepared, ChatCompletionChunk])
     Model settings: ``temperature``, ``top_p``, ``max_tokens`` (sent as
     ``max_completion_tokens`` to OpenAI itself, which requires it for its reasoning models, and
     as ``max_tokens`` to other servers, which know that one), and the deadlines
-    ``connect_timeout``, ``idle_timeout``, ``turn_timeout`` and ``timeout`` (seconds; see
+    ``connect_timeout``, ``idle_timeout``, ``turn_timeout`` and ``timeout`` (seconds), and
+    ``max_retries``, which wins over the argument above (see
     :class:`~loom_nb.models.ModelSettings`).
     """
 

@@ -19,6 +19,7 @@ def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext loom_nb``: registers ``%loom`` / ``%%loom`` (idempotent)."""
     from loom_nb.notebook.magics import LoomMagics
 
+    _load_again_quietly(ipython)
     if id(ipython) in _sessions:
         return
     magics = LoomMagics(ipython)
@@ -26,6 +27,21 @@ def load_ipython_extension(ipython: Any) -> None:
     _sessions[id(ipython)] = magics.session
     if not ipython.custom_exceptions:  # another extension's handler is left in place
         ipython.set_custom_exc((UserError,), _show_user_error)
+
+
+def _load_again_quietly(ipython: Any) -> None:
+    """Run All twice loads the extension twice: loading is idempotent, so once the cell has run
+    IPython forgets it was loaded, and a second ``%load_ext loom_nb`` calls this again instead
+    of printing "already loaded"."""
+    manager = getattr(ipython, "extension_manager", None)
+    if manager is None or not hasattr(ipython, "events"):
+        return
+
+    def forget(*_: Any) -> None:
+        ipython.events.unregister("post_run_cell", forget)
+        manager.loaded.difference_update({"loom_nb", "loom_nb.notebook"})
+
+    ipython.events.register("post_run_cell", forget)
 
 
 def _show_user_error(

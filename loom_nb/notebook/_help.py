@@ -81,7 +81,11 @@ SUBCOMMANDS = (
     Subcommand("resume", "make thread ID current for its agent and show it whole", "ID"),
     Subcommand("new", "the next `%%loom AGENT` starts a new thread", "AGENT", "?"),
     Subcommand(
-        "show", "show a thread whole (default: the current one), pending cards included", "ID", "?"
+        "show",
+        "show a thread whole (default: the current one), pending cards included; ID may be an "
+        "agent's name: its current thread, else its latest",
+        "ID",
+        "?",
     ),
     Subcommand("delete", "delete a saved thread", "ID"),
     Subcommand(

@@ -277,9 +277,23 @@ def user_html(text: str) -> str:
     )
 
 
-def failed_html(tool: str, message: str) -> str:
-    """A tool call that failed, with the error the model was given."""
-    return f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> failed: {esc(message)}</div>'
+def failed_html(tool: str, message: str, traceback: str | None = None) -> str:
+    """A tool call that failed, with the error the model was given, and where the user's code
+    raised it (folded) when this kernel saw it."""
+    return (
+        f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> failed: {esc(message)}'
+        f"{traceback_html(traceback)}</div>"
+    )
+
+
+def traceback_html(traceback: str | None) -> str:
+    """A traceback folded under "traceback" (empty without one)."""
+    if not traceback:
+        return ""
+    return (
+        '<details class="loom-traceback"><summary>traceback</summary>'
+        f'<pre style="white-space: pre-wrap; margin: 0">{esc(traceback)}</pre></details>'
+    )
 
 
 def interrupted_html(text: str) -> str:

@@ -18,8 +18,10 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb._messages import NEWER, PendingApproval, Resolution, is_pause_call
-from loom_nb.notebook._html import SAVED_HTML, WAITING_HTML, esc, preview_html
+from loom_nb._user_errors import preview_key
+from loom_nb.notebook._html import SAVED_HTML, WAITING_HTML, esc, preview_html, traceback_html
 from loom_nb.notebook._page import html
+from loom_nb.notebook._tracebacks import traceback_text
 
 #: Called with (card, True / False, or a Resolution); starts the resume, returns its future.
 DecideFn = Callable[["ApprovalCard", "bool | Resolution"], "concurrent.futures.Future[Any] | None"]
@@ -60,7 +62,10 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self._decide_fn = decide
         self._lock = threading.Lock()
         self.header = html(self._header("waits for your approval"))
-        self.preview = html(preview_html(pending.preview, pending.arguments, rows))
+        where = traceback_text(preview_key(pending.call_id))  # a preview that raised here
+        self.preview = html(
+            preview_html(pending.preview, pending.arguments, rows) + traceback_html(where)
+        )
         self.approve_button = widgets.Button(
             description="Approve", button_style="success", icon="check"
         )

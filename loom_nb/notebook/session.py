@@ -37,10 +37,19 @@ class Settings(Protocol):
 
 
 class RunFailed(RunError):
-    """A ``%%loom`` run failed. Shown as one line, and stops "Run All"."""
+    """A ``%%loom`` run failed. Shown as one line, and stops "Run All"; when the user's own
+    code raised (a model function), where it did follows, in the shell's ``%xmode``."""
+
+    #: The user's exception that ended the run, if any.
+    user_error: BaseException | None = None
 
     def _render_traceback_(self) -> list[str]:
-        return [f"RunFailed: {self}"]
+        lines = [f"RunFailed: {self}"]
+        if self.user_error is not None:
+            from loom_nb.notebook._tracebacks import traceback_lines
+
+            lines += traceback_lines(self.user_error, color=True)
+        return lines
 
 
 class RunInterrupted(RunFailed):

@@ -23,6 +23,7 @@ from loom_nb._messages import (
     is_pause_call,
 )
 from loom_nb._tools import Tool
+from loom_nb._user_errors import preview_key
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import (
@@ -34,6 +35,7 @@ from loom_nb.notebook._html import (
     shape_text,
     to_json,
 )
+from loom_nb.notebook._tracebacks import traceback_text
 from loom_nb.notebook.session import RunInterrupted, interruption
 
 
@@ -97,6 +99,9 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     else:
         text = format_frame(frame, rows) if frame is not None else to_json(value)
         lines.extend("  " + line for line in text.splitlines())
+    where = traceback_text(preview_key(p.call_id))  # a preview that raised in this kernel
+    if where and p.state != "unknown":
+        lines.extend(f"    {line}" for line in where.splitlines())
     if p.state == "unknown":
         lines.append(
             f"  it happened, go on: %loom resolve {p.call_id} happened   it did not, run it "
@@ -222,6 +227,9 @@ class TextView:
             self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
         elif r.is_error:
             self._write(f"  ⚠ {r.name}{badge} failed: {_short(r.error or '')}\n")
+            where = traceback_text(r.call_id)  # the user's code, if it raised in this kernel
+            if where:
+                self._write("".join(f"      {line}\n" for line in where.splitlines()))
         elif r.chart is not None:
             from loom_nb.charts import Chart
 

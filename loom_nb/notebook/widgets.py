@@ -49,6 +49,7 @@ from loom_nb.notebook._html import (
 from loom_nb.notebook._page import SafeHTML, style
 from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import StaticOutputs, new_key, thread_html, thread_text
+from loom_nb.notebook._tracebacks import traceback_text
 from loom_nb.notebook.cards import CHOICES, ApprovalCard
 from loom_nb.notebook.history import history_html
 from loom_nb.notebook.questions import QuestionCard
@@ -324,7 +325,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         elif result.approval == "rejected":
             self._append(_html(rejected_html(result.name), "loom-rejected"))
         elif result.is_error:
-            self._append(_html(failed_html(result.name, result.error or ""), "loom-error"))
+            where = traceback_text(result.call_id)  # the user's code, if it raised here
+            self._append(_html(failed_html(result.name, result.error or "", where), "loom-error"))
         for card in self.cards:
             if card.call_id == result.call_id:
                 if result.approval == "rejected":

@@ -305,7 +305,8 @@ def test_a_line_separator_in_a_chart_field_stays_in_its_comment(
     cells = [c.source for c in jupytext.read(path).cells if c.cell_type == "code"]
     payload = "x status\\u2028__import__('os').system('id > PWNED') # · y total"
     heads = [c.splitlines()[0] for c in cells if c.startswith(("# Call 2", "# Call 3"))]
-    assert heads == [f"# Call {n} · chart · bar of c1 · {payload}" for n in (2, 3)]
+    # the chart's result named as the code names it
+    assert heads == [f"# Call {n} · chart · bar of result_1 · {payload}" for n in (2, 3)]
     for cell in cells:  # nothing but the comment and a string literal holds the payload
         calls = [n for n in ast.walk(ast.parse(cell)) if isinstance(n, ast.Call)]
         assert not any(isinstance(c.func, ast.Name) and c.func.id == "__import__" for c in calls)

@@ -34,7 +34,17 @@ def test_tool_names_follow_the_prefix_and_writes_exist_only_for_writable_frames(
     [
         ({"bad name": "ORDERS"}, {}, "not a plain identifier"),
         ({"order": "ORDERS"}, {}, "reserved"),
-        ({"orders": {"frame": "ORDERS", "colums": ["id"]}}, {}, "unknown option"),
+        (
+            {"orders": {"frame": "ORDERS", "colums": ["id"]}},
+            {},
+            r"^frames\['orders'\] has no option 'colums': did you mean 'columns'\?",
+        ),
+        (
+            {"orders": {"frame": "ORDERS", "writable": True}},
+            {},
+            r"^frames\['orders'\] has no option 'writable': did you mean 'write'\? the options "
+            "are frame, description, columns, write$",
+        ),
         ({"orders": {"frame": "ORDERS", "columns": ["id", "nope"]}}, {}, "does not have"),
         ({"orders": {"frame": "ORDERS", "columns": ["id", "x-y"]}}, {}, "not a plain identifier"),
         ({"orders": {"frame": "ORDERS", "write": "yes"}}, {}, "True or False"),

@@ -35,6 +35,7 @@ from loom_nb.models import (
     ModelRequest,
     ModelSettings,
     allow_model_requests,
+    check_model_settings,
     resolve_model,
 )
 from tests.models._adapters import WEATHER, Case, collect, request, weather_agent
@@ -385,6 +386,23 @@ async def test_rate_limit_gives_up_after_max_retries(case: Case, sleeps: list[fl
     assert len(case.server.requests) == 3
     assert info.value.attempts == 3 and info.value.status == 429
     assert sleeps[1] <= 5.0  # capped at max_retry_delay
+
+
+async def test_max_retries_is_a_model_setting_that_wins_over_the_argument(
+    case: Case, sleeps: list[float]
+) -> None:
+    """``model_settings={"max_retries": N}`` (what an ``"openai:..."`` model can be given)
+    bounds the retries like the adapter's argument, and wins over it."""
+    case.server.add(*[case.error(429, "Rate limit reached")] * 6)
+    with pytest.raises(RateLimited, match="Gave up after 2 attempts"):
+        await collect(case.model(max_retries=4), request(settings=ModelSettings(max_retries=1)))
+    assert len(case.server.requests) == 2
+    with pytest.raises(RateLimited) as info:
+        await collect(case.model(max_retries=4), request(settings=ModelSettings(max_retries=0)))
+    assert len(case.server.requests) == 3 and info.value.attempts == 1
+    with pytest.raises(UserError, match=r"model_settings\['max_retries'\] must be 0 or more"):
+        check_model_settings({"max_retries": -1})
+    assert check_model_settings({"max_retries": 3}) == {"max_retries": 3}
 
 
 async def test_retry_after_is_honoured_and_a_long_one_stops(

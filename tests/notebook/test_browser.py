@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.notebook.browser import fixtures
-from tests.notebook.browser.lab import LabServer
+from tests.notebook.browser.lab import REPO_ROOT, LabServer
 from tests.notebook.browser.page import (
     MEDIUM,
     cell,
@@ -630,3 +630,45 @@ def test_the_design_example_draws_its_chart_and_draws_it_again_after_a_restart(
     again.wait_for(timeout=MEDIUM)
     assert again.count() == 1
     assert page.evaluate("(img) => img.naturalWidth", again.element_handle()) > 100
+
+
+def test_quickstart_click_on_the_resumed_card(lab: LabServer, page: Any) -> None:
+    """notebooks/01-quickstart.ipynb as its text says: run it to the restart, restart the
+    kernel, run on to ``%loom resume``, and click Approve on the resumed card, as it invites.
+    The next cell (the line-magic approval) then says the card decided it instead of failing,
+    and order 7 is cancelled."""
+    import nbformat
+
+    nb = nbformat.read(REPO_ROOT / "notebooks" / "01-quickstart.ipynb", as_version=4)
+    # run_cell takes the index among all cells; cell() and wait_cell_done count code cells
+    at = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    restart = next(
+        sum(c.cell_type == "code" for c in nb.cells[:i])
+        for i, c in enumerate(nb.cells)
+        if "restart-kernel" in c.metadata.get("tags", [])
+    )
+    resume = next(n for n, i in enumerate(at) if "%loom resume" in nb.cells[i].source)
+    folder = lab.root / "quickstart"  # its own .loom/loom.db
+    folder.mkdir(exist_ok=True)
+    nbformat.write(nb, folder / "01-quickstart.ipynb")
+    open_notebook(page, lab, "quickstart/01-quickstart.ipynb")
+
+    def run(code_index: int) -> str:
+        run_cell(page, at[code_index])
+        wait_cell_done(page, code_index)
+        return cell_output_text(page, code_index)
+
+    for index in range(restart):
+        run(index)
+    restart_kernel(page)
+    for index in range(restart, resume + 1):
+        run(index)
+
+    resumed = cell(page, resume).locator(".loom-thread")
+    approve = resumed.locator("button.loom-approve")
+    assert approve.count() == 1  # the decided writes have no buttons
+    approve.click()
+    expect_text(resumed.locator(".loom-decision").last, "Approved")
+    assert run(resume + 1).strip() == "Decided on the card above."
+    assert "cancelled" in run(resume + 2)
+    screenshot(page, "browser-quickstart-resumed-card-clicked", cell(page, resume))

@@ -363,3 +363,59 @@ def test_an_id_that_starts_with_a_dash_is_an_id_not_an_option(
     agent.store.append(thread, message)
     assert cell(shell, "%loom show -dash-first-id").success
     assert "from an older store" in capsys.readouterr().out
+
+
+def test_the_waiting_cell_run_again_shows_its_card_and_sends_nothing(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Running a cell twice: the same message, while its write waits, is not sent again; the
+    thread and its card are shown again. Another message is still told how to decide."""
+    model, written = shell.user_ns["model"], shell.user_ns["written"]
+    model.add(Reply("Filing.", [("insert_ticket", {"subject": "late"})]), "Filed.")
+    assert cell(shell, "%%loom analyst --result res", "File a ticket").success
+    call_id = shell.user_ns["res"].pending[0].call_id
+    capsys.readouterr()
+    asked = len(model.requests)
+    assert cell(shell, "%%loom analyst", "File a ticket\n").success
+    out = capsys.readouterr().out
+    assert "it was not sent again" in out
+    assert f"%loom approve {call_id}" in out and "you: File a ticket" in out
+    assert len(model.requests) == asked and written == []
+    assert not cell(shell, "%%loom analyst", "something else").success
+    assert f"%loom approve {call_id}" in capsys.readouterr().err
+
+
+def test_show_takes_an_agent_and_threads_read_as_local_minutes(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    model = shell.user_ns["model"]
+    model.add("First answer.", "Second answer.")
+    assert cell(shell, "%%loom analyst", "one").success
+    assert cell(shell, "%loom show analyst").success  # the current thread
+    assert "First answer." in capsys.readouterr().out
+    loom_session(shell).current.clear()  # as after a restart: the latest thread
+    assert cell(shell, "%loom show analyst").success
+    assert "First answer." in capsys.readouterr().out
+    shell.user_ns["other"] = define_agent(name="other", model=ReplayModel([]))
+    r = cell(shell, "%loom show other")
+    assert error_of(r) == "UsageError: other has no saved threads yet: ask it with %%loom other"
+    [updated] = cell(shell, "%loom threads analyst").result["updated"]
+    # local time, to the minute, with its zone: no microseconds, no +00:00
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d \S+", updated), updated
+
+
+def test_load_ext_twice_says_nothing(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run All twice runs ``%load_ext loom_nb`` twice: the second is silent and the magics
+    and session stay the same."""
+    before = loom_session(shell)
+    for _ in range(2):
+        assert cell(shell, "%load_ext loom_nb").success
+    said = capsys.readouterr()
+    assert "already loaded" not in said.out + said.err
+    assert loom_session(shell) is before
+    assert cell(shell, "%reload_ext loom_nb").success
+    assert loom_session(shell) is before

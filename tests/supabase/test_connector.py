@@ -922,7 +922,10 @@ async def test_a_timeout_is_an_error_for_the_model():
         ({"tables": {"orders": {"columns": ["id", "meta->>x"]}}}, "not a plain identifier"),
         ({"tables": {"orders": {"columns": ["limit"]}}}, "reserved"),
         ({"tables": {"rpc/fn": {}}}, "not a plain identifier"),
-        ({"tables": {"orders": {"colums": ["id"]}}}, "unknown option"),
+        (
+            {"tables": {"orders": {"colums": ["id"]}}},
+            r"tables\['orders'\] has no option 'colums': did you mean 'columns'",
+        ),
         ({"tables": {"orders": {"write": "yes"}}}, "True or False"),
         ({"tables": {}}, "non-empty"),
         ({"max_rows": 0}, "max_rows"),

@@ -109,7 +109,7 @@ def test_writes_need_a_writable_table_and_updates_a_filter():
         ({"a-b": {}}, "table name 'a-b' is not a plain identifier"),
         ({"t": {"columns": []}}, r"tables\['t'\]\['columns'\] must be a non-empty list of names"),
         ({"t": {"columns": ["x", "x"]}}, r"tables\['t'\]\['columns'\] lists a column twice"),
-        ({"t": {"cols": []}}, r"tables\['t'\] has unknown option\(s\) \['cols'\]"),
+        ({"t": {"cols": []}}, r"tables\['t'\] has no option 'cols': did you mean 'columns'\?"),
     ],
 )
 def test_table_configuration_mistakes(tables, message):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 
-from loom_nb._agent import RunResult
+from loom_nb._agent import Agent, RunResult
 from loom_nb._errors import RunError, ThreadNotFound, ThreadWaiting
+from loom_nb._user_errors import origin
 from loom_nb.notebook import _runs
 from loom_nb.notebook.session import Binding, RunFailed, Session, usage_errors
 
@@ -18,9 +19,11 @@ def run(
     new: bool,
     thread_id: str | None,
     binding: Binding,
-) -> RunResult:
+) -> RunResult | None:
     """Run ``prompt`` on the agent's current thread (a new one with ``new``, or
-    ``thread_id``); blocks the cell until the run ends, then assigns ``binding``'s names."""
+    ``thread_id``); blocks the cell until the run ends, then assigns ``binding``'s names.
+    The cell whose run waits for a decision, run again, shows its thread and card again
+    (None) rather than sending its message twice."""
     agent = session.agent(agent_name)
     tid = None if new else thread_id or session.current.get(agent.name)
     if tid is not None:  # the cell's one check, before it shows a view; the run loads it once
@@ -33,6 +36,9 @@ def run(
                 session.lost_thread(agent, tid)
                 tid = None
             except ThreadWaiting as exc:
+                if _asked_last(agent, tid, prompt, session):  # this cell, run again
+                    _show_waiting(session, agent, tid, binding)
+                    return None
                 raise UsageError(_waiting(exc)) from None
     session.last_agent = agent.name
     view = _runs.open_view(session, agent, binding)
@@ -47,7 +53,10 @@ def run(
     except RunError as exc:
         failed: RunResult | None = exc.result
         _runs.finish(session, agent, view, failed, exc, followed.thread_id)
-        raise RunFailed(f"{agent.name}: {exc}", result=failed) from None
+        stop = RunFailed(f"{agent.name}: {exc}", result=failed)
+        cause = origin(exc)
+        stop.user_error = None if cause is exc else cause  # the user's code raised it
+        raise stop from None
     except KeyboardInterrupt:
         stop = _runs.interrupted(session, agent, followed)
         _runs.finish(session, agent, view, None, stop, followed.thread_id)
@@ -58,6 +67,27 @@ def run(
     _runs.finish(session, agent, view, result, None)
     _runs.bind(session, binding, result)
     return result
+
+
+def _asked_last(agent: Agent, tid: str, prompt: str, session: Session) -> bool:
+    """Whether ``prompt`` is the thread's last user message (the same cell, run again)."""
+    with usage_errors():
+        thread = agent.thread(tid, context=session.context())
+    asked = [m.text for m in thread.messages if m.role == "user"]
+    return bool(asked) and asked[-1].strip() == prompt.strip()
+
+
+def _show_waiting(session: Session, agent: Agent, tid: str, binding: Binding) -> None:
+    """The thread drawn again, its cards live, with a line saying nothing was sent."""
+    print(
+        "This message waits for your decision on the card below; it was not sent again "
+        "(decide, then run the cell again for a new answer, or use --new)."
+    )
+    with usage_errors():
+        thread = agent.thread(tid, context=session.context())
+    view = _runs.open_view(session, agent, binding)  # its card's run binds the cell's names
+    view.show()
+    view.render(thread)
 
 
 def _waiting(exc: ThreadWaiting) -> str:

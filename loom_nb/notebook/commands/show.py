@@ -50,7 +50,10 @@ def catch_up(session: Session, thread: Thread, shown: View) -> None:
 def thread_or_current(
     session: Session, thread_id: str | None, command: str
 ) -> tuple[Agent, Thread]:
-    """Thread ``thread_id``, or the current thread of the agent used last."""
+    """Thread ``thread_id``, or the current thread of the agent used last; an agent's variable
+    name instead of an id: its current thread, else its latest."""
+    if thread_id and isinstance(session.namespace.get(thread_id), Agent):
+        return _agents_thread(session, session.agent(thread_id), thread_id, command)
     if thread_id:
         return session.find_thread(thread_id)
     name = session.last_agent
@@ -63,5 +66,18 @@ def thread_or_current(
             f"{agent.name} has no current thread: pass an id (%loom {command} ID; list them "
             "with %loom threads)"
         )
+    with usage_errors():
+        return agent, agent.thread(tid, context=session.context())
+
+
+def _agents_thread(session: Session, agent: Agent, name: str, command: str) -> tuple[Agent, Thread]:
+    """The agent's current thread, or its most recently updated one."""
+    tid = session.current.get(agent.name)
+    if tid is None:
+        with usage_errors():
+            latest = agent.threads(context=session.context(), limit=1)
+        if not latest:
+            raise UsageError(f"{name} has no saved threads yet: ask it with %%loom {name}")
+        tid = latest[0].id
     with usage_errors():
         return agent, agent.thread(tid, context=session.context())

@@ -33,4 +33,12 @@ def run(session: Session, agent_name: str | None) -> Any:
         for i in a.threads(context=session.context(), limit=1000)
     ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    return frame.sort_values("updated", ascending=False, ignore_index=True)
+    frame = frame.sort_values("updated", ascending=False, ignore_index=True)
+    frame["updated"] = [_local(t) for t in frame["updated"]]
+    return frame
+
+
+def _local(moment: Any) -> str:
+    """A stored (UTC) time as a person reads it here: local, to the minute, with the zone."""
+    here = moment.to_pydatetime().astimezone()  # a pandas Timestamp, from the frame
+    return str(here.strftime("%Y-%m-%d %H:%M %Z"))
