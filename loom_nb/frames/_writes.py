@@ -18,6 +18,7 @@ from loom_nb._context import RunContext
 from loom_nb._messages import arguments_digest
 from loom_nb._render import frame_for_model
 from loom_nb._tables.cards import (
+    EFFECT,
     ROWS_MATCHED,
     SAMPLE_ROWS,
     approved_count,
@@ -243,7 +244,7 @@ class Writes:
             key = _rows_key(self.tables, plan.table, plan.mask)
         card: dict[str, Any] = {
             "table": plan.table,
-            "effect": update_effect(matched, len(rows), _GUARANTEE),
+            EFFECT: update_effect(matched, len(rows), _GUARANTEE),
             "where": plan.where,
             "changes": plan.values,
             ROWS_MATCHED: matched,

@@ -16,8 +16,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from loom_nb import _words
 from loom_nb._agent import RunResult
-from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
     NEWER,
@@ -29,26 +29,16 @@ from loom_nb._messages import (
     ToolResult,
     Usage,
 )
+from loom_nb._shown import shown
 from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText, body_html, summary
-from loom_nb.notebook._html import (
-    AFTER,
-    ERROR_STYLE,
-    chart_html,
-    esc,
-    failed_html,
-    frame_html,
-    markdown_html,
-    preview_note,
-    rejected_html,
-    user_html,
-)
+from loom_nb.notebook._html import ERROR_STYLE, esc, markdown_html, user_html
 from loom_nb.notebook._page import SafeHTML, style
 from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import thread_html, thread_text
 from loom_nb.notebook.cards import ApprovalCard
-from loom_nb.notebook.history import history_html
+from loom_nb.notebook.history import RESULT_HTML, history_html, kind_class
 from loom_nb.notebook.session import interruption
 
 #: Starts the resume of one decided call: (view, pending, approve or a Resolution) -> future.
@@ -94,11 +84,13 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._errors: list[str] = []
         self._unfinished = ""
         self._title: str | None = None
+        #: The question this view's run asked (its header shows it, not the thread's first).
+        self._asked: str | None = None
         #: The display this view is in (its own, or a chat's), to send its static form again.
         self._display: tuple[Any, Any] | None = None
         self.header = _html(self._header_html(), "loom-thread-header")
         self.body = widgets.VBox()
-        self.running = _html("<i>the agent is working…</i>", "loom-running")
+        self.running = _html(f"<i>{esc(_words.WORKING)}</i>", "loom-running")
         self.running.layout.display = "none"
         self.errors = widgets.VBox()
         self.usage = _html("", "loom-usage")
@@ -107,15 +99,16 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     # ---- a saved thread ------------------------------------------------------------------
 
-    def render(self, thread: Thread, *, history: bool = True) -> None:
-        """Draw ``thread``: its messages (unless ``history=False``), pending cards, error."""
+    def render(self, thread: Thread, *, history: bool = True, now: Collection[str] = ()) -> None:
+        """Draw ``thread``: its messages (unless ``history=False``), pending cards (those in
+        ``now`` with their preview read again as the data is now), error."""
         with self._lock:
             self._set_thread(thread.id, thread.title)
             if history and thread.messages:
                 drawn = history_html(thread.messages, self.rows, calls=self.calls)
                 self._append(_html(drawn, "loom-history"))
                 self._messages.extend(thread.messages)
-            self._add_cards(thread.pending)
+            self._add_cards(thread.pending, now)
             if thread.error:
                 self._error(f"⚠ {thread.error}")
             self._set_usage(thread.usage, None)
@@ -241,7 +234,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     def _header_html(self, *, static: bool = False) -> str:
         """The agent, the thread's title and id; the widget's also carries the line it shows
         once its kernel is gone (OFFLINE_STYLE, in the view's stylesheet)."""
-        about = f" · {esc(self._title)}" if self._title else ""
+        said = self._asked or self._title
+        about = f" · {esc(_one_line(said))}" if said else ""
         tid = self.thread_id
         thread = (
             '<span style="color:#888;font-size:85%">thread '
@@ -264,8 +258,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     def _add_message(self, message: Message) -> None:
         self._messages.append(message)
         if message.newer_parts:
-            self._append(_html(esc(f"{len(message.newer_parts)} part(s) {NEWER}"), "loom-newer"))
+            said = _words.newer_parts(len(message.newer_parts), NEWER)
+            self._append(_html(esc(said), "loom-newer"))
         if message.role == "user":
+            if self._asked is None:  # this cell's question: the header says it
+                self._asked = message.text
+                self.header.value = self._header_html()
             self._append(_html(user_html(message.text), "loom-message", "loom-user"))
         elif message.role == "assistant":
             self._assistant(message)
@@ -297,35 +295,27 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         return out
 
     def _add_result(self, result: ToolResult) -> None:
-        shown = self._calls.pop(result.call_id, None)
-        if shown is not None:
-            box, call, code = shown
+        found = shown(result, rows=self.rows)
+        drawn = self._calls.pop(result.call_id, None)
+        if drawn is not None:
+            box, call, code = drawn
             box.children[0].value = body_html(call, code, result)
             box.titles = (summary(self.calls.words(call), result),)
-        if is_dataframe(result.data):
-            self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
-        elif result.chart is not None:
-            self._append(_html(chart_html(result.chart), "loom-chart"))
-        elif result.approval == "rejected":
-            self._append(_html(rejected_html(result.name), "loom-rejected"))
-        elif result.is_error:
-            self._append(_html(failed_html(result.name, result.error or ""), "loom-error"))
+            box.add_class(kind_class(found).strip())
+        block = RESULT_HTML[found.kind](found)
+        if block:
+            self._append(_html(block, f"loom-{found.kind.value}"))
         for card in self.cards:
             if card.call_id == result.call_id:
-                if result.approval == "rejected":
-                    card.set_outcome("nothing was written")
-                elif result.is_error:
-                    card.set_outcome(result.error or "", error=True)
-                else:
-                    after = preview_note(card.pending.preview, AFTER)
-                    card.set_outcome(f"done: {after}" if after else "done")
+                card.settle(found)
 
-    def _add_cards(self, pending: list[PendingApproval]) -> None:
+    def _add_cards(self, pending: list[PendingApproval], now: Collection[str] = ()) -> None:
         for p in pending:
             card = ApprovalCard(
                 p,
                 thread_id=self.thread_id or "",
                 rows=self.rows,
+                now=p.call_id in now,
                 decide=self._decide if self.resumer is not None else None,
                 others_waiting=any(
                     q.state in ("pending", "unknown") for q in pending if q.call_id != p.call_id
@@ -362,9 +352,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         if not total.total_tokens:  # models that report no usage (test models, some servers)
             self.usage.value = ""
             return
-        text = f"tokens: {total.input_tokens} in · {total.output_tokens} out"
-        if run is not None and run.requests:
-            text += f" (this run: {run.input_tokens} in · {run.output_tokens} out)"
+        text = esc(_words.usage(total, run))
         self.usage.value = f'<span style="color:#888;font-size:85%">{text}</span>'
 
     # ---- batched streaming ---------------------------------------------------------------
@@ -397,6 +385,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._stream.value = markdown_html("".join(self._buffer) + " ▌")
         self.stream_updates += 1
         self._last_flush = time.monotonic()
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ChatWidget(widgets.VBox):  # type: ignore[misc]

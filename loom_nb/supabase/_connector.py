@@ -18,6 +18,7 @@ from loom_nb._counts import counts, frame_note, with_counts
 from loom_nb._render import frame_for_model
 from loom_nb._tables.builder import Read, Write, rows_rule, table_connector
 from loom_nb._tables.cards import (
+    EFFECT,
     ROWS_MATCHED,
     SAMPLE_ROWS,
     approved_count,
@@ -366,7 +367,7 @@ class SupabaseConnector:
         sample = postgrest_frame(records[:SAMPLE_ROWS], spec.columns)
         card: dict[str, Any] = {
             "table": query.table,
-            "effect": update_effect(count, len(sample), _GUARANTEE),
+            EFFECT: update_effect(count, len(sample), _GUARANTEE),
             "where": where_text(query.filters),
             "changes": dict(query.values),
             ROWS_MATCHED: count,
