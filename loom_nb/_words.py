@@ -39,6 +39,11 @@ WORKING = "the agent is working…"
 CUT_SHORT = "(cut short)"
 
 
+def not_run_yet(state: str) -> str:
+    """A call decided (``approved``, ``rejected``) that has not run yet."""
+    return f"{state}, not run yet"
+
+
 def newer_parts(count: int, newer: str) -> str:
     """``2 part(s) from a newer loom_nb: …``."""
     return f"{count} part(s) {newer}"

@@ -227,7 +227,7 @@ def card_parts(preview: Any, arguments: dict[str, Any]) -> list[CardPart]:
         return [CardPart("Rows to write", frame=frame)]
     if not isinstance(value, dict):
         if isinstance(value, str):
-            return [CardPart(sentence=value)]
+            return [CardPart(sentence=_sentence(value))]
         return [CardPart(text=value_text(value))]
     parts = []
     if isinstance(value.get(NOTE), str):
@@ -238,7 +238,7 @@ def card_parts(preview: Any, arguments: dict[str, Any]) -> list[CardPart]:
             continue
         item_frame = records_frame(item)
         if key in (EFFECT, "error") and isinstance(item, str):
-            parts.append(CardPart(sentence=item))
+            parts.append(CardPart(sentence=_sentence(item)))
         elif item_frame is not None:
             parts.append(CardPart(_words.label(str(key)), frame=item_frame))
         elif isinstance(item, dict) and item:
@@ -249,6 +249,14 @@ def card_parts(preview: Any, arguments: dict[str, Any]) -> list[CardPart]:
         else:
             parts.append(CardPart(_words.label(str(key)), text=value_text(item)))
     return parts
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first letter, a full stop at the end."""
+    text = text.strip()
+    if not text:
+        return text
+    return text[0].upper() + text[1:] + ("" if text[-1] in ".!?…" else ".")
 
 
 def value_text(value: Any) -> str:

@@ -79,7 +79,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.choice_buttons: dict[Resolution, widgets.Button] = {}
         shown = [self.approve_button, self.reject_button]
         if pending.state == "unknown":
-            self.header.value = self._header(f"⚠ {_words.UNKNOWN}")
+            self.header.value = self._header(_words.UNKNOWN, mark="⚠ ")
             self.preview.value = f"<div>{UNKNOWN_NOTE}</div>" + self.preview.value
             for choice, (text, _) in CHOICES.items():
                 button = widgets.Button(description=text, layout=widgets.Layout(width="auto"))
@@ -104,7 +104,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             )
             self.continue_button.add_class("loom-continue")
             self.continue_button.on_click(lambda _b: self._decide(approved))
-            self.header.value = self._header(f"{pending.state}, not run yet")
+            self.header.value = self._header(_words.not_run_yet(pending.state))
             shown = [self.continue_button]
         buttons = widgets.HBox(shown)
         buttons.add_class("loom-buttons")
@@ -235,10 +235,10 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             self.continue_button.disabled = True
         self.remove_class("loom-undecided")
 
-    def _header(self, state: str) -> str:
+    def _header(self, state: str, *, mark: str = "") -> str:
         # the call's id is the card's title (a tooltip), not part of the sentence
         tool, call = esc(self.pending.tool), esc(self.call_id)
-        return f'<span title="{call}"><b>{tool}</b> {esc(state)}</span>'
+        return f'<span title="{call}">{mark}<b>{tool}</b> {esc(state)}</span>'
 
     def _label(self, approve: bool | Resolution | None, note: str, *, error: bool = False) -> None:
         if isinstance(approve, str):  # the user's choice for a call whose outcome was unknown

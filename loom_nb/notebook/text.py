@@ -82,7 +82,7 @@ def format_pending(p: PendingApproval, rows: int, *, now: bool = False) -> str:
     elif p.state != "running":  # decided; runs with the others, or its kernel stopped first
         word = "approve" if p.state == "approved" else "reject"
         lines.append(
-            f"  {p.state}, not run yet: once no other call of this turn waits, "
+            f"  {_words.not_run_yet(p.state)}: once no other call of this turn waits, "
             f"%loom {word} {p.call_id} goes on"
         )
     return "\n".join(lines)

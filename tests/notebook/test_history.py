@@ -58,7 +58,7 @@ def test_every_message_is_drawn_with_its_class():
     assert 'class="loom-rejected"' in html and "nothing was run or written" in html
     # the result is folded under its call, with the decision on the fold; a tool without
     # words reads as its name and arguments
-    fold = "orders_update({&quot;values&quot;: {&quot;status&quot;: &quot;paid&quot;}}) · rejected"
+    fold = "orders_update · values: status = paid · rejected"
     update = html[html.index(fold) :]
     assert "what the model saw" in update
     assert html_escape(json.dumps({"error": "rejected"})) in update
