@@ -59,7 +59,7 @@ def test_cell_streams_as_text_binds_frames_and_continues_the_thread(
     assert r.success, error_of(r)
     out = capsys.readouterr().out
     assert 'you: Orders above 100? {"raw": 1}' in out
-    assert '→ orders({"min_total": 100})' in out
+    assert "→ orders · min_total: 100" in out
     assert "[DataFrame 2 rows × 2 columns]" in out
     assert "There are **2** of them." in out
     big = shell.user_ns["big"]
