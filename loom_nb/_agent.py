@@ -35,6 +35,7 @@ from loom_nb._ask import (
 from loom_nb._budget import Budget, Prices, check_budget, check_prices, cost_of
 from loom_nb._chart import Chart
 from loom_nb._codec import is_dataframe
+from loom_nb._context import RunContext
 from loom_nb._errors import (
     CallAlreadyDecided,
     RunError,
@@ -66,7 +67,14 @@ from loom_nb._messages import (
 from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
 from loom_nb._run import Run, RunDeps
 from loom_nb._store import Store, store_from_env
-from loom_nb._tools import Connector, Tool, ToolsArg, collect_tools, duplicate_tool_error
+from loom_nb._tools import (
+    Connector,
+    Tool,
+    ToolOutput,
+    ToolsArg,
+    collect_tools,
+    duplicate_tool_error,
+)
 from loom_nb.models import Model, ModelSettings, check_model_settings, resolve_model
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
@@ -493,6 +501,36 @@ class Agent:
     def thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> Thread:
         """Load a saved thread; :class:`ThreadNotFound` if it is not this user's."""
         return self._load(thread_id, self._user_id(context))
+
+    def previews_now(
+        self, thread: Thread, *, context: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The preview each of ``thread``'s calls that waits for Approve / Reject would show
+        if it were asked now, by call id: its tool's preview read again, so a card drawn
+        after a restart shows the rows as they are now, not as they were when it was saved.
+        A call whose tool is gone or has no preview, or whose preview fails now, is left
+        out (its card keeps the saved preview). The decision still binds to the arguments'
+        digest; a write that checks its card checks the one saved with the call."""
+        waiting = [p for p in thread.pending if p.state == "pending" and p.tool in self.tools]
+        if not waiting:
+            return {}
+        ctx = RunContext(self.name, thread.id, thread.user_id, dict(context or {}))
+
+        async def read() -> dict[str, Any]:
+            found: dict[str, Any] = {}
+            for p in waiting:
+                tool = self.tools[p.tool]
+                if tool.preview is None:
+                    continue
+                value = await tool.make_preview(p.arguments, ctx)
+                failed = isinstance(value, ToolOutput) or (
+                    isinstance(value, dict) and set(value) == {"error"}
+                )
+                if not failed:
+                    found[p.call_id] = value
+            return found
+
+        return _loop_thread.run_sync(read())
 
     def threads(
         self, *, context: Mapping[str, Any] | None = None, limit: int = 50, offset: int = 0

@@ -112,16 +112,29 @@ def call_code(call: ToolCall, tool: HasHooks | None, ctx: CodeContext) -> str | 
 
 
 def plain_call(call: ToolCall, limit: int = 200) -> str:
-    """``name({"arg": value})``, the arguments as JSON, cut at ``limit`` characters."""
+    """``name · arg: value, other: a, b`` (the arguments in words, a nested dict as
+    ``key = value``), cut at ``limit`` characters; ``name()`` without arguments, and
+    ``name(raw)`` for arguments that did not parse, as they came."""
     if call.arguments is None:
-        inner = call.raw_arguments or ""
+        text = f"{call.name}({call.raw_arguments or ''})"
+    elif call.arguments:
+        said = ", ".join(f"{key}: {_said(value)}" for key, value in call.arguments.items())
+        text = f"{call.name} · {said}"
     else:
-        inner = (
-            json.dumps(call.arguments, default=str, ensure_ascii=False) if call.arguments else ""
-        )
-    inner = " ".join(inner.split())
-    text = f"{call.name}({inner})"
+        text = f"{call.name}()"
+    text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _said(value: Any, depth: int = 0) -> str:
+    """An argument's value as words: texts and numbers as they are, lists as their items."""
+    if depth < 2 and isinstance(value, dict):
+        return ", ".join(f"{k} = {_said(v, depth + 1)}" for k, v in value.items())
+    if depth < 2 and isinstance(value, list):
+        return ", ".join(_said(v, depth + 1) for v in value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return str(value)
 
 
 #: Names the exported code itself relies on (imports, builtins it calls): a user's variable

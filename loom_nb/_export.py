@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loom_nb import _codec
+from loom_nb import _codec, _words
 from loom_nb._code import (
     CodeContext,
     call_code,
@@ -202,12 +202,14 @@ def _call_cell(
     return Cell("code", f"{head}\n{code}\n{ctx.result}"), True
 
 
+#: What an export says of a rejected write.
+_REJECTED = f"rejected by the user: {_words.NOTHING_DONE}"
 #: What an export says of a write that had no result yet, by its state in the thread.
 _UNFINISHED = {
     None: "never run",
     "pending": "waiting for approval when this was exported",
     "approved": "approved, waiting for the other calls of its turn when this was exported",
-    "rejected": "rejected by the user: nothing was written",
+    "rejected": _REJECTED,
     "running": "running when this was exported",
     "unknown": "of unknown outcome when this was exported (the kernel stopped while it ran): "
     "check whether it wrote",
@@ -219,7 +221,7 @@ def _write_outcome(result: ToolResult | None, pending: CallState | None) -> str:
     if result is None:
         return _UNFINISHED[pending]
     if result.approval == "rejected":
-        return "rejected by the user: nothing was written"
+        return _REJECTED
     decided = "approved by the user" if result.approval == "approved" else "run without approval"
     if result.is_error:
         return f"{decided}; it failed: {' '.join((result.error or '').split())[:200]}"

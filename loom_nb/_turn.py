@@ -12,7 +12,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from loom_nb import _user_errors
+from loom_nb import _user_errors, _words
 from loom_nb._arguments import bounded_call, size_problem, unusable_arguments
 from loom_nb._context import RunContext
 from loom_nb._errors import LoomError, ModelError
@@ -28,7 +28,7 @@ from loom_nb._messages import (
 from loom_nb._tools import Tool, ToolInputError, ToolOutput
 from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
 
-REJECTED = "The user rejected this call; nothing was run or written."
+REJECTED = f"The user rejected this call; {_words.NOTHING_DONE}."
 
 
 def definitions(tools: Mapping[str, Tool]) -> list[ToolDefinition]:

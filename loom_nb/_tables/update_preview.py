@@ -12,6 +12,8 @@ import pandas as pd
 SAMPLE_ROWS = 5
 #: The card's key for the number of rows the update matched when the card was made.
 ROWS_MATCHED = "rows_matched"
+#: The card's key for the sentence that says how many rows match now (:func:`update_effect`).
+EFFECT = "effect"
 NO_ROWS = "this update matches no rows"
 
 

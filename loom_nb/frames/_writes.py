@@ -20,6 +20,7 @@ from loom_nb._render import frame_for_model
 from loom_nb._tables.filter_text import where_text
 from loom_nb._tables.grammar import parse_insert, parse_update
 from loom_nb._tables.update_preview import (
+    EFFECT,
     ROWS_MATCHED,
     SAMPLE_ROWS,
     approved_count,
@@ -243,7 +244,7 @@ class Writes:
             key = _rows_key(self.tables, plan.table, plan.mask)
         card: dict[str, Any] = {
             "table": plan.table,
-            "effect": update_effect(matched, len(rows), _GUARANTEE),
+            EFFECT: update_effect(matched, len(rows), _GUARANTEE),
             "where": plan.where,
             "changes": plan.values,
             ROWS_MATCHED: matched,

@@ -19,12 +19,15 @@ import functools
 import html
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from loom_nb import _words
 from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
 from loom_nb._counts import counts_text
 from loom_nb._errors import MissingExtra
 from loom_nb._tables.filter_text import shown_text, unseen
+from loom_nb._tables.update_preview import EFFECT, ROWS_MATCHED
 
 ERROR_STYLE = (
     "border-left:4px solid #d32f2f;background:#fdecea;color:#8b1a1a;"
@@ -33,7 +36,9 @@ ERROR_STYLE = (
 
 
 #: What a card says where its buttons cannot work: a saved notebook, a restarted kernel.
-WAITING_HTML = "waiting for approval — run <code>%loom approvals</code> to decide"
+WAITING_HTML = html.escape(_words.DECIDE_ELSEWHERE).replace(
+    "%loom approvals", "<code>%loom approvals</code>"
+)
 
 #: What an undecided card says in the static form (a saved output cannot know what came after).
 SAVED_HTML = (
@@ -78,16 +83,6 @@ def to_json(value: Any) -> str:
         return repr(value)
 
 
-def shape_text(df: Any) -> str:
-    """``3 rows × 2 columns``."""
-    rows, cols = df.shape
-    return _shape_words(rows, cols)
-
-
-def _shape_words(rows: int, cols: int) -> str:
-    return f"{rows} row{'s' if rows != 1 else ''} × {cols} column{'s' if cols != 1 else ''}"
-
-
 # pandas' own table, as JupyterLab draws it (its rules for rendered HTML, with its colours),
 # scoped to our tables: JupyterLab's stylesheet does not reach the HTML inside a widget.
 TABLE_STYLE = (
@@ -127,8 +122,7 @@ def head_html(found: FrameHead, title: str = "") -> str:
     caption = f"<b>{esc(title)}</b> · " if title else ""
     table = shown.to_html(max_cols=30)  # escapes every label and value
     footer = (
-        f'<div class="loom-more" style="color:#555;font-size:90%">… {more:,} more '
-        f"row{'s' if more != 1 else ''}</div>"
+        f'<div class="loom-more" style="color:#555;font-size:90%">{_words.more_rows(more)}</div>'
         if more > 0
         else ""
     )
@@ -137,7 +131,7 @@ def head_html(found: FrameHead, title: str = "") -> str:
         said = f" · {esc(counts_text(found.counts))}"
     return (
         f'<div style="font-size:90%;color:#555">{caption}DataFrame · '
-        f"{_shape_words(found.rows, found.columns)}{said}</div>"
+        f"{_words.shape(found.rows, found.columns)}{said}</div>"
         f'<div class="loom-table" style="overflow-x:auto">{table}</div>{footer}'
     )
 
@@ -214,40 +208,98 @@ def _json_escape(ch: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
-    """What exactly will be written: rows as a table, an update's changes and filter, else
-    the arguments as JSON. Texts show as :func:`card_values` writes them."""
-    raw = arguments
-    preview, arguments = card_values(preview), card_values(arguments)
-    value = preview if preview is not None else arguments
+@dataclass
+class CardPart:
+    """One line of an approval card: a sentence, or a label (in words) with its value as
+    text or as a table. The widget card and the text view draw the same parts."""
+
+    label: str = ""
+    sentence: str = ""
+    text: str = ""
+    #: A table: rows (a DataFrame drawn with its index), or one row of values (without).
+    frame: Any = None
+    index: bool = True
+    #: The preview's own note ("ℹ ..."), drawn apart.
+    note: bool = False
+
+
+def card_parts(preview: Any, arguments: dict[str, Any]) -> list[CardPart]:
+    """What a card says, in order: the preview (else the arguments), each key as a label in
+    words, each value as the table would show it (no JSON quoting); a sentence (the effect,
+    a note, an error) stands alone. Texts show as :func:`card_values` writes them."""
+    value = card_values(preview if preview is not None else arguments)
     frame = records_frame(value)
     if frame is not None:
-        return frame_html(frame, rows, "rows to write")
-    if isinstance(value, dict):
-        parts = []
-        if isinstance(value.get(NOTE), str):
-            parts.append(f'<div class="loom-note" style="{NOTE_STYLE}">ℹ {esc(value[NOTE])}</div>')
-        for key, item in value.items():
-            if key in (NOTE, AFTER) or str(key).startswith("_"):  # bookkeeping, notes
-                continue
-            item_frame = records_frame(item)
-            if item_frame is not None:
-                parts.append(frame_html(item_frame, rows, str(key)))
-            elif isinstance(item, dict) and item and key != "error":
-                cells = "".join(
-                    f"<tr><td><code>{esc(str(k))}</code></td><td>{esc(to_json(v))}</td></tr>"
-                    for k, v in item.items()
-                )
-                parts.append(f"<div><b>{esc(str(key))}</b></div><table>{cells}</table>")
-            else:
-                code = esc(to_json(item))
-                parts.append(f"<div><b>{esc(str(key))}</b>: <code>{code}</code></div>")
-        if preview is not None:
+        return [CardPart("Rows to write", frame=frame)]
+    if not isinstance(value, dict):
+        if isinstance(value, str):
+            return [CardPart(sentence=_sentence(value))]
+        return [CardPart(text=value_text(value))]
+    parts = []
+    if isinstance(value.get(NOTE), str):
+        parts.append(CardPart(sentence=value[NOTE], note=True))
+    said = isinstance(value.get(EFFECT), str)  # the sentence says how many rows match
+    for key, item in value.items():
+        if key in (NOTE, AFTER) or str(key).startswith("_") or (said and key == ROWS_MATCHED):
+            continue
+        item_frame = records_frame(item)
+        if key in (EFFECT, "error") and isinstance(item, str):
+            parts.append(CardPart(sentence=_sentence(item)))
+        elif item_frame is not None:
+            parts.append(CardPart(_words.label(str(key)), frame=item_frame))
+        elif isinstance(item, dict) and item:
+            import pandas as pd
+
+            row = pd.DataFrame([{str(k): v for k, v in item.items()}])
+            parts.append(CardPart(_words.label(str(key)), frame=row, index=False))
+        else:
+            parts.append(CardPart(_words.label(str(key)), text=value_text(item)))
+    return parts
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first letter, a full stop at the end."""
+    text = text.strip()
+    if not text:
+        return text
+    return text[0].upper() + text[1:] + ("" if text[-1] in ".!?…" else ".")
+
+
+def value_text(value: Any) -> str:
+    """A value on a card as a table cell shows it: texts and numbers as they are, a list as
+    its items; JSON only for what has no plainer form (nested lists and dicts)."""
+    if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict | list):
+        return to_json(value)
+    return str(value)
+
+
+def preview_html(preview: Any, arguments: dict[str, Any], rows: int) -> str:
+    """What exactly will be written, as :func:`card_parts` says it; with a preview, the
+    exact arguments folded below (JSON, so an unseen character reads as its escape)."""
+    parts = []
+    for part in card_parts(preview, arguments):
+        if part.note:
+            note = esc(part.sentence)
+            parts.append(f'<div class="loom-note" style="{NOTE_STYLE}">ℹ {note}</div>')
+        elif part.sentence:
+            parts.append(f'<div class="loom-card-sentence">{esc(part.sentence)}</div>')
+        elif part.frame is not None and part.index:
+            parts.append(frame_html(part.frame, rows, part.label))
+        elif part.frame is not None:
+            table = part.frame.to_html(index=False)  # escapes every label and value
             parts.append(
-                "<details><summary>arguments</summary>" + pre(exact_json(raw)) + "</details>"
+                f'<div style="font-size:90%;color:#555"><b>{esc(part.label)}</b></div>'
+                f'<div class="loom-table">{table}</div>'
             )
-        return "".join(parts)
-    return pre(to_json(value))
+        else:
+            parts.append(f"<div><b>{esc(part.label)}</b>: {esc(part.text)}</div>")
+    if preview is not None:
+        parts.append(
+            "<details><summary>arguments</summary>" + pre(exact_json(arguments)) + "</details>"
+        )
+    return "".join(parts)
 
 
 def chart_html(spec: dict[str, Any]) -> str:
@@ -280,8 +332,9 @@ def user_html(text: str) -> str:
 def failed_html(tool: str, message: str, traceback: str | None = None) -> str:
     """A tool call that failed, with the error the model was given, and where the user's code
     raised it (folded) when this kernel saw it."""
+    failed = f"{_words.FAILED} {message}"
     return (
-        f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> failed: {esc(message)}'
+        f'<div style="{ERROR_STYLE}">⚠ <b>{esc(tool)}</b> {esc(failed)}'
         f"{traceback_html(traceback)}</div>"
     )
 
@@ -302,8 +355,8 @@ def interrupted_html(text: str) -> str:
 
 
 def rejected_html(tool: str) -> str:
-    """A call the user rejected: nothing was run or written."""
-    return f"✘ <b>{esc(tool)}</b> rejected: nothing was run or written."
+    """A call the user rejected (:data:`~loom_nb._words.REJECTED`)."""
+    return f"✘ <b>{esc(tool)}</b> {esc(_words.REJECTED)}"
 
 
 def markdown_html(text: str) -> str:

@@ -8,6 +8,7 @@ under that thread's asyncio lock on the loop, so two quick clicks never resume t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,9 +17,9 @@ from IPython.core.error import UsageError
 from loom_nb._agent import Agent, Decision, DecisionLike, RunResult
 from loom_nb._errors import RunError
 from loom_nb._events import MessageAdded, RunEvent
-from loom_nb._messages import PendingApproval, Resolution
+from loom_nb._messages import PendingApproval, Resolution, Thread
 from loom_nb.notebook._view import View
-from loom_nb.notebook.session import Binding, RunInterrupted, Session
+from loom_nb.notebook.session import Binding, RunInterrupted, Session, usage_errors
 
 
 def open_view(session: Session, agent: Agent, binding: Binding | None = None) -> View:
@@ -83,6 +84,20 @@ def allow_like(
         thread_id=thread_id,
         context=context,
     )
+
+
+def render_saved(
+    session: Session, agent: Agent, view: View, thread: Thread, *, history: bool = True
+) -> None:
+    """Draw a thread read from the store in ``view``, each card that waits for a decision
+    with its tool's preview read again: the rows as they are now, marked so."""
+    with usage_errors():
+        fresh = agent.previews_now(thread, context=session.context())
+    pending = [
+        dataclasses.replace(p, preview=fresh.get(p.call_id, p.preview)) for p in thread.pending
+    ]
+    thread = dataclasses.replace(thread, pending=pending)
+    view.render(thread, history=history, now=set(fresh))
 
 
 class Followed:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
+from loom_nb import _words
 from loom_nb._messages import Message, PendingApproval, Thread
 from loom_nb._tools import Tool
 from loom_nb.notebook._calls import CallText
@@ -59,7 +60,7 @@ def thread_html(
     start = max(0, len(messages) - MESSAGES)
     parts = [header]
     if start:
-        parts.append(f"<div><i>… {start} earlier messages (%loom show draws them all)</i></div>")
+        parts.append(f"<div><i>{esc(_words.earlier_messages(start))}</i></div>")
     results = {r.call_id: r for m in messages for r in m.tool_results}
     at = start
     for before, card in sorted(cards, key=lambda c: c[0]):
@@ -71,7 +72,7 @@ def thread_html(
     if unfinished:
         parts.append(
             '<div class="loom-message loom-assistant">'
-            f"{markdown_html(unfinished)} <i>(cut short)</i></div>"
+            f"{markdown_html(unfinished)} <i>{esc(_words.CUT_SHORT)}</i></div>"
         )
     parts.extend(f'<div style="{ERROR_STYLE}">{esc(line)}</div>' for line in errors)
     parts.append(footer)
@@ -99,7 +100,7 @@ def thread_text(
     view.show()
     shown = list(messages[-MESSAGES:])
     if len(shown) < len(messages):
-        out.write(f"… {len(messages) - len(shown)} earlier messages\n")
+        out.write(_words.earlier_messages(len(messages) - len(shown)) + "\n")
     thread = Thread(id=thread_id or "", agent=title, messages=shown, pending=list(pending))
     view.render(thread)
     for line in errors:

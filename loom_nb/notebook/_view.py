@@ -23,8 +23,9 @@ class View(Protocol):
     def show(self) -> None:
         """Put the view in the cell's output."""
 
-    def render(self, thread: Thread, *, history: bool = True) -> None:
-        """Draw a saved thread: its messages (unless ``history=False``), pending calls, error."""
+    def render(self, thread: Thread, *, history: bool = True, now: Collection[str] = ()) -> None:
+        """Draw a saved thread: its messages (unless ``history=False``), pending calls (the
+        calls in ``now`` with their preview read again: "rows as they are now"), error."""
 
     def begin(self) -> None:
         """A run starts (the view says the agent is working)."""

@@ -17,9 +17,20 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from loom_nb import _words
 from loom_nb._messages import NEWER, PendingApproval, Resolution, is_pause_call
+from loom_nb._shown import Kind, Shown
 from loom_nb._user_errors import preview_key
-from loom_nb.notebook._html import SAVED_HTML, WAITING_HTML, esc, preview_html, traceback_html
+from loom_nb.notebook._html import (
+    AFTER,
+    NOTE_STYLE,
+    SAVED_HTML,
+    WAITING_HTML,
+    esc,
+    preview_html,
+    preview_note,
+    traceback_html,
+)
 from loom_nb.notebook._page import html
 from loom_nb.notebook._tracebacks import traceback_text
 
@@ -33,11 +44,9 @@ CHOICES: dict[Resolution, tuple[str, str]] = {
     "failed": ("Tell the agent it failed", "✘ Failed"),
 }
 
-UNKNOWN_NOTE = (
-    "Its run stopped while this call was running (the kernel stopped, or was interrupted, or "
-    "lost its store), before its result was saved: the write "
-    "<b>may have happened</b>. Check where it writes, then choose. Nothing runs until you do."
-)
+UNKNOWN_NOTE = esc(_words.UNKNOWN_WHY).replace("may have happened", "<b>may have happened</b>")
+#: What a resumed card says above rows it read again when it was drawn.
+NOW_NOTE = f'<div class="loom-now" style="{NOTE_STYLE}">ℹ {esc(_words.ROWS_NOW)}</div>'
 
 
 class ApprovalCard(widgets.VBox):  # type: ignore[misc]
@@ -52,6 +61,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         decide: DecideFn | None = None,
         others_waiting: bool = True,
         allow: Callable[[ApprovalCard], Any] | None = None,
+        now: bool = False,
     ) -> None:
         self.pending = pending
         self.thread_id = thread_id
@@ -61,11 +71,12 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self.future: concurrent.futures.Future[Any] | None = None
         self._decide_fn = decide
         self._lock = threading.Lock()
-        self.header = html(self._header("waits for your approval"))
+        self.header = html(self._header(_words.WAITS))
+        #: The preview was read again when this card was drawn (a resumed thread).
+        self.now = now
+        drawn = preview_html(pending.preview, pending.arguments, rows)
         where = traceback_text(preview_key(pending.call_id))  # a preview that raised here
-        self.preview = html(
-            preview_html(pending.preview, pending.arguments, rows) + traceback_html(where)
-        )
+        self.preview = html((NOW_NOTE if now else "") + drawn + traceback_html(where))
         self.approve_button = widgets.Button(
             description="Approve", button_style="success", icon="check"
         )
@@ -97,7 +108,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             self.approve_button.description = "Continue"
             self.reject_button.description = "Stop"
         if pending.state == "unknown":
-            self.header.value = self._header("⚠ may have run: its outcome is unknown")
+            self.header.value = self._header(_words.UNKNOWN, mark="⚠ ")
             self.preview.value = f"<div>{UNKNOWN_NOTE}</div>" + self.preview.value
             for choice, (text, _) in CHOICES.items():
                 button = widgets.Button(description=text, layout=widgets.Layout(width="auto"))
@@ -106,10 +117,10 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
                 self.choice_buttons[choice] = button
             shown = list(self.choice_buttons.values())
         elif pending.state == "running":  # another live kernel runs it now
-            self.header.value = self._header("is running in another kernel")
+            self.header.value = self._header(_words.RUNNING_ELSEWHERE)
             shown = []
         elif pending.newer:  # kept as it is; only that version moves it on
-            self.header.value = self._header(f"is {esc(pending.state)}: {esc(NEWER)}")
+            self.header.value = self._header(f"is {pending.state}: {NEWER}")
             shown = []
         #: Decided, not run, nothing else waits (its kernel stopped first): Continue runs it.
         self.continue_button: widgets.Button | None = None
@@ -122,7 +133,7 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             )
             self.continue_button.add_class("loom-continue")
             self.continue_button.on_click(lambda _b: self._decide(approved))
-            self.header.value = self._header(f"{pending.state}, not run yet")
+            self.header.value = self._header(_words.not_run_yet(pending.state))
             shown = [self.continue_button]
         buttons = widgets.HBox(shown)
         buttons.add_class("loom-buttons")
@@ -198,9 +209,9 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         nbviewer): what it asks and, once decided, what came of it."""
         if self.decision is None:
             state = {
-                "unknown": "may have run: its outcome is unknown",
-                "running": "is running in another kernel",
-            }.get(self.pending.state, "asks for your approval")
+                "unknown": _words.UNKNOWN,
+                "running": _words.RUNNING_ELSEWHERE,
+            }.get(self.pending.state, _words.WAITS)
             last = f"<div>{SAVED_HTML}</div>"
         elif isinstance(self.decision, bool):
             state = "approved" if self.decision else "rejected"
@@ -237,6 +248,17 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
         self._disable()
         self._label(approve, note)
 
+    def settle(self, found: Shown) -> None:
+        """Say what came of the decision from the call's result, as :func:`~loom_nb._shown.shown`
+        classified it: nothing done (rejected), its error, or done (and the preview's ``after``)."""
+        if found.kind is Kind.REJECTED:
+            self.set_outcome(_words.NOTHING_DONE)
+        elif found.kind is Kind.ERROR:
+            self.set_outcome(found.text, error=True)
+        else:
+            after = preview_note(self.pending.preview, AFTER)
+            self.set_outcome(f"done: {after}" if after else "done")
+
     def set_outcome(self, text: str, *, error: bool = False) -> None:
         """Say what came of the decision (done, nothing written, the error)."""
         self.outcome = text
@@ -261,11 +283,10 @@ class ApprovalCard(widgets.VBox):  # type: ignore[misc]
             self.allow_button.disabled = True
         self.remove_class("loom-undecided")
 
-    def _header(self, state: str) -> str:
-        return (
-            f"<b>{esc(self.pending.tool)}</b> {state} "
-            f'<span style="color:#888;font-size:85%">call {esc(self.call_id)}</span>'
-        )
+    def _header(self, state: str, *, mark: str = "") -> str:
+        # the call's id is the card's title (a tooltip), not part of the sentence
+        tool, call = esc(self.pending.tool), esc(self.call_id)
+        return f'<span title="{call}">{mark}<b>{tool}</b> {esc(state)}</span>'
 
     def _label(self, approve: bool | Resolution | None, note: str, *, error: bool = False) -> None:
         if isinstance(approve, str):  # the user's choice for a call whose outcome was unknown

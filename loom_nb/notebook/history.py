@@ -8,9 +8,11 @@ calls fold with ``<details>``, as the live view's accordions do. Live runs add w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from loom_nb import _words
 from loom_nb._messages import NEWER, Message, ToolCall, ToolResult
+from loom_nb._shown import Kind, Shown, shown
 from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
     chart_html,
@@ -22,6 +24,30 @@ from loom_nb.notebook._html import (
     rejected_html,
     user_html,
 )
+from loom_nb.notebook._tracebacks import traceback_text
+
+#: What each kind of result draws beside its call, in the live view and a saved thread alike
+#: ("" for none: the model's text is in the call's fold; a waiting call has its card).
+RESULT_HTML: dict[Kind, Callable[[Shown], str]] = {
+    Kind.FRAME: lambda s: head_html(s.head, s.tool) if s.head is not None else "",
+    Kind.CHART: lambda s: chart_html(s.chart) if s.chart is not None else "",
+    Kind.REJECTED: lambda s: rejected_html(s.tool),
+    Kind.ERROR: lambda s: failed_html(s.tool, s.text, traceback_text(s.call_id)),
+    Kind.TEXT: lambda s: "",
+    Kind.PENDING: lambda s: "",
+    Kind.UNKNOWN: lambda s: "",
+}
+
+
+def result_block(found: Shown) -> str:
+    """The block beside a call for its kind, in a ``loom-KIND`` div ("" when it has none)."""
+    inner = RESULT_HTML[found.kind](found)
+    return _block(inner, f"loom-{found.kind.value}") if inner else ""
+
+
+def kind_class(found: Shown | None) -> str:
+    """The class a call's fold carries for the kind of its result (``loom-kind-frame``)."""
+    return f" loom-kind-{found.kind.value}" if found is not None else ""
 
 
 def history_html(
@@ -40,7 +66,7 @@ def history_html(
     parts: list[str] = []
     for message in messages:
         if message.newer_parts:
-            said = f"{len(message.newer_parts)} part(s) {NEWER}"
+            said = _words.newer_parts(len(message.newer_parts), NEWER)
             parts.append(_block(esc(said), "loom-newer"))
         if message.role == "user":
             parts.append(_div(user_html(message.text), "loom-user"))
@@ -49,17 +75,8 @@ def history_html(
                 parts.append(_div(markdown_html(message.text), "loom-assistant"))
             parts.extend(_call(call, results.get(call.id), calls) for call in message.tool_calls)
         else:
-            for result in message.tool_results:
-                # a saved frame: only the rows shown are decoded
-                head = result.frame_head(rows)
-                if head is not None:
-                    parts.append(_block(head_html(head, result.name), "loom-frame"))
-                elif result.chart is not None:
-                    parts.append(_block(chart_html(result.chart), "loom-chart"))
-                elif result.approval == "rejected":
-                    parts.append(_block(rejected_html(result.name), "loom-rejected"))
-                elif result.is_error:
-                    parts.append(_block(failed_html(result.name, result.error or ""), "loom-error"))
+            # a saved frame: only the rows shown are decoded
+            parts.extend(result_block(shown(r, rows=rows)) for r in message.tool_results)
             parts.extend(
                 _block(interrupted_html(n.text), "loom-interrupted") for n in message.interruptions
             )
@@ -75,8 +92,9 @@ def _block(inner: str, kind: str) -> str:
 
 
 def _call(call: ToolCall, result: ToolResult | None, calls: CallText) -> str:
+    found = shown(result, rows=0) if result is not None else None
     return (
-        '<details class="loom-tool-call" style="margin:4px 0">'
+        f'<details class="loom-tool-call{kind_class(found)}" style="margin:4px 0">'
         f"<summary>{esc(summary(calls.words(call), result))}</summary>"
         f"{body_html(call, calls.code(call), result)}</details>"
     )

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TextIO
 
+from loom_nb import _words
 from loom_nb._agent import RunResult
 from loom_nb._ask import choices_of, is_question
-from loom_nb._codec import is_dataframe
-from loom_nb._counts import counts_of, counts_text
+from loom_nb._chart import Chart
+from loom_nb._codec import FrameHead, frame_head
+from loom_nb._counts import counts_text
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
     NEWER,
@@ -22,19 +24,12 @@ from loom_nb._messages import (
     Usage,
     is_pause_call,
 )
+from loom_nb._shown import Kind, Shown, shown
 from loom_nb._tools import Tool
 from loom_nb._user_errors import preview_key
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
-from loom_nb.notebook._html import (
-    AFTER,
-    NOTE,
-    card_values,
-    preview_note,
-    records_frame,
-    shape_text,
-    to_json,
-)
+from loom_nb.notebook._html import card_parts
 from loom_nb.notebook._tracebacks import traceback_text
 from loom_nb.notebook.session import RunInterrupted, interruption
 
@@ -46,16 +41,23 @@ def _short(text: str, limit: int = 300) -> str:
 
 def format_frame(df: Any, rows: int) -> str:
     """The frame's shape and its first ``rows`` rows, as text; "… N more rows" below."""
-    shown = df.head(max(rows, 0))
-    more = len(df) - len(shown)
-    footer = f"\n… {more:,} more row{'s' if more != 1 else ''}" if more > 0 else ""
-    found = counts_of(df)
-    said = f" · {counts_text(found)}" if found is not None else ""
-    return f"[DataFrame {shape_text(df)}{said}]\n{shown.to_string(max_cols=20)}{footer}"
+    found = frame_head(df, max(rows, 0))
+    assert found is not None, "format_frame takes a DataFrame"
+    return head_text(found)
 
 
-def format_pending(p: PendingApproval, rows: int) -> str:
-    """A call waiting for a decision, what it would write (or ran with), and how to decide."""
+def head_text(found: FrameHead) -> str:
+    """:func:`format_frame` of a frame's first rows (all a saved frame needs decoded)."""
+    more = found.rows - len(found.head)
+    footer = f"\n{_words.more_rows(more)}" if more > 0 else ""
+    said = f" · {counts_text(found.counts)}" if found.counts is not None else ""
+    shape = _words.shape(found.rows, found.columns)
+    return f"[DataFrame {shape}{said}]\n{found.head.to_string(max_cols=20)}{footer}"
+
+
+def format_pending(p: PendingApproval, rows: int, *, now: bool = False) -> str:
+    """A call waiting for a decision, what it would write (or ran with), and how to decide;
+    ``now``: its preview was read again as the data is now."""
     if is_question(p) and p.state == "pending":
         lines = [f"? the agent asks (call {p.call_id}): {p.arguments.get('question', '')}"]
         choices = choices_of(p)
@@ -64,13 +66,9 @@ def format_pending(p: PendingApproval, rows: int) -> str:
         lines.append(f"  answer: %loom answer {p.call_id} TEXT")
         return "\n".join(lines)
     if p.state == "unknown":
-        lines = [
-            f"⚠ {p.tool} may have run: its outcome is unknown (call {p.call_id}). Its run "
-            "stopped while it ran (the kernel stopped, or was interrupted, or lost its store), "
-            "before its result was saved. Check where it writes."
-        ]
+        lines = [f"⚠ {p.tool} {_words.UNKNOWN} (call {p.call_id}). {_words.UNKNOWN_WHY}"]
     elif p.state == "running":
-        lines = [f"⏳ {p.tool} is running in another kernel (call {p.call_id})"]
+        lines = [f"⏳ {p.tool} {_words.RUNNING_ELSEWHERE} (call {p.call_id})"]
     elif p.newer:
         return f"? {p.tool} is {p.state!r} (call {p.call_id}): {NEWER}"
     elif is_pause_call(p.call_id) and p.state == "pending":  # a budget / max_steps pause
@@ -79,26 +77,24 @@ def format_pending(p: PendingApproval, rows: int) -> str:
             f"  continue: %loom approve {p.call_id}   stop: %loom reject {p.call_id}"
         )
     else:
-        lines = [f"✋ {p.tool} waits for approval (call {p.call_id})"]
+        lines = [f"✋ {p.tool} {_words.WAITS} (call {p.call_id})"]
+    if now:
+        lines.append(f"  ℹ {_words.ROWS_NOW}")
     # what it was asked to write; for an unknown outcome, the exact arguments it ran with
-    value = card_values(
-        p.preview if p.preview is not None and p.state != "unknown" else p.arguments
-    )
-    note = preview_note(p.preview, NOTE)
-    if note and p.state != "unknown":
-        lines.append(f"  ℹ {note}")
-    frame = records_frame(value)
-    if frame is None and isinstance(value, dict):
-        for key, item in value.items():
-            if (key in (NOTE, AFTER) and p.preview is not None) or str(key).startswith("_"):
-                continue
-            sub = records_frame(item)
-            lines.append(f"  {key}:")
-            text = format_frame(sub, rows) if sub is not None else to_json(item)
+    preview = p.preview if p.state != "unknown" else None
+    for part in card_parts(preview, p.arguments):
+        if part.note:
+            lines.append(f"  ℹ {part.sentence}")
+        elif part.sentence:
+            lines.append(f"  {part.sentence}")
+        elif part.frame is not None:
+            lines.append(f"  {part.label}:")
+            text = (
+                format_frame(part.frame, rows) if part.index else part.frame.to_string(index=False)
+            )
             lines.extend("    " + line for line in text.splitlines())
-    else:
-        text = format_frame(frame, rows) if frame is not None else to_json(value)
-        lines.extend("  " + line for line in text.splitlines())
+        else:
+            lines.append(f"  {part.label}: {part.text}")
     where = traceback_text(preview_key(p.call_id))  # a preview that raised in this kernel
     if where and p.state != "unknown":
         lines.extend(f"    {line}" for line in where.splitlines())
@@ -113,10 +109,45 @@ def format_pending(p: PendingApproval, rows: int) -> str:
     elif p.state != "running":  # decided; runs with the others, or its kernel stopped first
         word = "approve" if p.state == "approved" else "reject"
         lines.append(
-            f"  {p.state}, not run yet: once no other call of this turn waits, "
+            f"  {_words.not_run_yet(p.state)}: once no other call of this turn waits, "
             f"%loom {word} {p.call_id} goes on"
         )
     return "\n".join(lines)
+
+
+def _badge(s: Shown) -> str:
+    return f" [{s.approval}{f' {s.rule}' if s.rule else ''}]" if s.approval else ""
+
+
+def _error_text(s: Shown) -> str:
+    line = f"  ⚠ {s.tool}{_badge(s)} {_words.FAILED} {_short(s.text)}\n"
+    where = traceback_text(s.call_id)  # the user's code, if it raised in this kernel
+    return line + "".join(f"      {line}\n" for line in where.splitlines()) if where else line
+
+
+def _indented(head: str, text: str) -> str:
+    return head + "".join(f"    {line}\n" for line in text.splitlines())
+
+
+#: What each kind of call prints, its frames cut to ``rows`` rows (PENDING and UNKNOWN: the
+#: waiting call with how to decide it, :func:`format_pending`).
+RESULT_TEXT: dict[Kind, Callable[[Shown, int], str]] = {
+    Kind.FRAME: lambda s, rows: _indented(
+        f"  ← {s.tool}{_badge(s)}:\n", head_text(s.head) if s.head is not None else ""
+    ),
+    Kind.CHART: lambda s, rows: (
+        f"  ← {s.tool}{_badge(s)}: [chart: {Chart(s.chart or {}).caption}]\n"
+    ),
+    Kind.REJECTED: lambda s, rows: f"  ✘ {s.tool} {_words.REJECTED}\n",
+    Kind.ERROR: lambda s, rows: _error_text(s),
+    Kind.TEXT: lambda s, rows: f"  ← {s.tool}{_badge(s)}: {_short(s.text)}\n",
+    Kind.PENDING: lambda s, rows: _pending_text(s, rows),
+    Kind.UNKNOWN: lambda s, rows: _pending_text(s, rows),
+}
+
+
+def _pending_text(found: Shown, rows: int) -> str:
+    return format_pending(found.pending, rows) + "\n" if found.pending is not None else ""
 
 
 class TextView:
@@ -149,14 +180,15 @@ class TextView:
         if self.title:
             self._write(f"── {self.title} ──\n")
 
-    def render(self, thread: Thread, *, history: bool = True) -> None:
-        """Print ``thread``: its messages (unless ``history=False``), pending calls, error."""
+    def render(self, thread: Thread, *, history: bool = True, now: Collection[str] = ()) -> None:
+        """Print ``thread``: its messages (unless ``history=False``), pending calls (those in
+        ``now`` with their preview read again as the data is now), error."""
         self.thread_id = self.calls.thread_id = thread.id
         if history:
             for m in thread.messages:
                 self._message(m)
         for p in thread.pending:
-            self._write(format_pending(p, self.rows) + "\n")
+            self._write(format_pending(p, self.rows, now=p.call_id in now) + "\n")
         if thread.error:
             self._write(f"⚠ error: {thread.error}\n")
         if history:
@@ -201,7 +233,7 @@ class TextView:
 
     def _message(self, m: Message) -> None:
         if m.newer_parts:
-            self._write(f"  ({len(m.newer_parts)} part(s) {NEWER})\n")
+            self._write(f"  ({_words.newer_parts(len(m.newer_parts), NEWER)})\n")
         if m.role == "user":
             self._write(f"you: {m.text}\n")
         elif m.role == "assistant":
@@ -222,29 +254,9 @@ class TextView:
                 self._write(f"  ⏹ {note.text}\n")
 
     def _result(self, r: ToolResult) -> None:
-        badge = f" [{r.approval}{f' {r.rule}' if r.rule else ''}]" if r.approval else ""
-        if r.approval == "rejected":
-            self._write(f"  ✘ {r.name} rejected: nothing was run or written.\n")
-        elif r.is_error:
-            self._write(f"  ⚠ {r.name}{badge} failed: {_short(r.error or '')}\n")
-            where = traceback_text(r.call_id)  # the user's code, if it raised in this kernel
-            if where:
-                self._write("".join(f"      {line}\n" for line in where.splitlines()))
-        elif r.chart is not None:
-            from loom_nb.charts import Chart
-
-            self._write(f"  ← {r.name}{badge}: [chart: {Chart(r.chart).caption}]\n")
-        elif is_dataframe(r.data):
-            text = format_frame(r.data, self.rows)
-            self._write(
-                f"  ← {r.name}{badge}:\n" + "".join(f"    {line}\n" for line in text.splitlines())
-            )
-        else:
-            self._write(f"  ← {r.name}{badge}: {_short(r.content)}\n")
+        found = shown(r, rows=self.rows)
+        self._write(RESULT_TEXT[found.kind](found, self.rows))
 
     def _usage(self, total: Usage, run: Usage | None) -> None:
         if total.requests or total.total_tokens:
-            text = f"thread: {total.line()}"
-            if run is not None and run.requests:
-                text += f" (this run: {run.line()})"
-            self._write(f"[thread {self.thread_id} · {text}]\n")
+            self._write(f"[thread {self.thread_id} · {_words.usage(total, run)}]\n")

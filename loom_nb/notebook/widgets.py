@@ -16,9 +16,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from loom_nb import _words
 from loom_nb._agent import RunResult
 from loom_nb._ask import is_question
-from loom_nb._codec import is_dataframe
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
     NEWER,
@@ -30,28 +30,16 @@ from loom_nb._messages import (
     ToolResult,
     Usage,
 )
+from loom_nb._shown import shown
 from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText, body_html, summary
-from loom_nb.notebook._html import (
-    AFTER,
-    ERROR_STYLE,
-    chart_html,
-    esc,
-    failed_html,
-    frame_html,
-    interrupted_html,
-    markdown_html,
-    preview_note,
-    rejected_html,
-    user_html,
-)
+from loom_nb.notebook._html import ERROR_STYLE, esc, interrupted_html, markdown_html, user_html
 from loom_nb.notebook._page import SafeHTML, style
 from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import StaticOutputs, new_key, thread_html, thread_text
-from loom_nb.notebook._tracebacks import traceback_text
 from loom_nb.notebook.cards import CHOICES, ApprovalCard
-from loom_nb.notebook.history import history_html
+from loom_nb.notebook.history import RESULT_HTML, history_html, kind_class
 from loom_nb.notebook.questions import QuestionCard
 from loom_nb.notebook.session import RunInterrupted, interruption
 
@@ -104,9 +92,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._title: str | None = None
         #: The static form's outputs (shown with the view), sent again as the thread changes.
         self.static = StaticOutputs(new_key())
+        #: The question this view's run asked (its header shows it, not the thread's first).
+        self._asked: str | None = None
         self.header = _html(self._header_html(), "loom-thread-header")
         self.body = widgets.VBox()
-        self.running = _html("<i>the agent is working…</i>", "loom-running")
+        self.running = _html(f"<i>{esc(_words.WORKING)}</i>", "loom-running")
         self.running.layout.display = "none"
         self.errors = widgets.VBox()
         self.usage = _html("", "loom-usage")
@@ -117,15 +107,16 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
 
     # ---- a saved thread ------------------------------------------------------------------
 
-    def render(self, thread: Thread, *, history: bool = True) -> None:
-        """Draw ``thread``: its messages (unless ``history=False``), pending cards, error."""
+    def render(self, thread: Thread, *, history: bool = True, now: Collection[str] = ()) -> None:
+        """Draw ``thread``: its messages (unless ``history=False``), pending cards (those in
+        ``now`` with their preview read again as the data is now), error."""
         with self._lock:
             self._set_thread(thread.id, thread.title)
             if history and thread.messages:
                 drawn = history_html(thread.messages, self.rows, calls=self.calls)
                 self._append(_html(drawn, "loom-history"))
                 self._messages.extend(thread.messages)
-            self._add_cards(thread.pending)
+            self._add_cards(thread.pending, now)
             if thread.error:
                 self._error(f"⚠ {thread.error}")
             self._set_usage(thread.usage, None)
@@ -255,7 +246,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     def _header_html(self, *, static: bool = False) -> str:
         """The agent, the thread's title and id; the widget's also carries the line it shows
         once its kernel is gone (OFFLINE_STYLE, in the view's stylesheet)."""
-        about = f" · {esc(self._title)}" if self._title else ""
+        said = self._asked or self._title
+        about = f" · {esc(_one_line(said))}" if said else ""
         tid = self.thread_id
         thread = (
             '<span style="color:#888;font-size:85%">thread '
@@ -278,8 +270,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
     def _add_message(self, message: Message) -> None:
         self._messages.append(message)
         if message.newer_parts:
-            self._append(_html(esc(f"{len(message.newer_parts)} part(s) {NEWER}"), "loom-newer"))
+            said = _words.newer_parts(len(message.newer_parts), NEWER)
+            self._append(_html(esc(said), "loom-newer"))
         if message.role == "user":
+            if self._asked is None:  # this cell's question: the header says it
+                self._asked = message.text
+                self.header.value = self._header_html()
             self._append(_html(user_html(message.text), "loom-message", "loom-user"))
         elif message.role == "assistant":
             self._assistant(message)
@@ -313,31 +309,21 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         return out
 
     def _add_result(self, result: ToolResult) -> None:
-        shown = self._calls.pop(result.call_id, None)
-        if shown is not None:
-            box, call, code = shown
+        found = shown(result, rows=self.rows)
+        drawn = self._calls.pop(result.call_id, None)
+        if drawn is not None:
+            box, call, code = drawn
             box.children[0].value = body_html(call, code, result)
             box.titles = (summary(self.calls.words(call), result),)
-        if is_dataframe(result.data):
-            self._append(_html(frame_html(result.data, self.rows, result.name), "loom-frame"))
-        elif result.chart is not None:
-            self._append(_html(chart_html(result.chart), "loom-chart"))
-        elif result.approval == "rejected":
-            self._append(_html(rejected_html(result.name), "loom-rejected"))
-        elif result.is_error:
-            where = traceback_text(result.call_id)  # the user's code, if it raised here
-            self._append(_html(failed_html(result.name, result.error or "", where), "loom-error"))
+            box.add_class(kind_class(found).strip())
+        block = RESULT_HTML[found.kind](found)
+        if block:
+            self._append(_html(block, f"loom-{found.kind.value}"))
         for card in self.cards:
             if card.call_id == result.call_id:
-                if result.approval == "rejected":
-                    card.set_outcome("nothing was written")
-                elif result.is_error:
-                    card.set_outcome(result.error or "", error=True)
-                else:
-                    after = preview_note(card.pending.preview, AFTER)
-                    card.set_outcome(f"done: {after}" if after else "done")
+                card.settle(found)
 
-    def _add_cards(self, pending: list[PendingApproval]) -> None:
+    def _add_cards(self, pending: list[PendingApproval], now: Collection[str] = ()) -> None:
         for p in pending:
             card: ApprovalCard | QuestionCard
             if is_question(p) and p.state == "pending":
@@ -355,6 +341,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                     others_waiting=any(
                         q.state in ("pending", "unknown") for q in pending if q.call_id != p.call_id
                     ),
+                    now=p.call_id in now,
                     allow=self._allow if self.allower is not None else None,
                 )
             self.cards.append(card)
@@ -392,9 +379,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         if not total.total_tokens:  # models that report no usage (test models, some servers)
             self.usage.value = ""
             return
-        text = f"thread: {total.line()}"
-        if run is not None and run.requests:
-            text += f" (this run: {run.line()})"
+        text = esc(_words.usage(total, run))
         self.usage.value = f'<span style="color:#888;font-size:85%">{text}</span>'
 
     # ---- batched streaming ---------------------------------------------------------------
@@ -427,6 +412,11 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._stream.value = markdown_html("".join(self._buffer) + " ▌")
         self.stream_updates += 1
         self._last_flush = time.monotonic()
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ChatWidget(widgets.VBox):  # type: ignore[misc]

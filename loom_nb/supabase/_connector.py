@@ -31,6 +31,7 @@ from loom_nb._tables.grammar import (
 from loom_nb._tables.options import FRAME_ROWS, Relationship, TableSpec, describe_tables
 from loom_nb._tables.schemas import aggregate_schema
 from loom_nb._tables.update_preview import (
+    EFFECT,
     ROWS_MATCHED,
     SAMPLE_ROWS,
     approved_count,
@@ -373,7 +374,7 @@ class SupabaseConnector:
         sample = postgrest_frame(records[:SAMPLE_ROWS], spec.columns)
         card: dict[str, Any] = {
             "table": query.table,
-            "effect": update_effect(count, len(sample), _GUARANTEE),
+            EFFECT: update_effect(count, len(sample), _GUARANTEE),
             "where": where_text(query.filters),
             "changes": dict(query.values),
             ROWS_MATCHED: count,

@@ -160,7 +160,7 @@ def test_rejected_and_failed_calls_are_comments_that_say_so(tmp_path: Path) -> N
     result = run_thread(agent)
     nb = nbformat.read(agent.export(result.thread_id, tmp_path / "t.ipynb"), as_version=4)
     code = [c.source for c in nb.cells if c.cell_type == "code"][1:]
-    assert code[0].splitlines()[1] == "# A write, rejected by the user: nothing was written."
+    assert code[0].splitlines()[1] == "# A write, rejected by the user: nothing was run or written."
     failed = code[1].splitlines()[1]
     assert failed.startswith("# It failed: ") and "like works on text columns" in failed
     assert all(line.startswith("#") for c in code for line in c.splitlines())

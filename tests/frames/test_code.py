@@ -322,7 +322,7 @@ def test_a_call_reads_as_the_query_in_words() -> None:
     listing = ToolCall("c3", "frames_list_tables", {})
     assert call_words(listing, conn.tools["frames_list_tables"]) == "frames_list_tables()"
     broken = ToolCall("c4", "frames_select", {"table": "nope"})
-    assert call_words(broken, conn.tools["frames_select"]) == 'frames_select({"table": "nope"})'
+    assert call_words(broken, conn.tools["frames_select"]) == "frames_select · table: nope"
 
 
 def test_an_updates_code_matches_its_rows_once_before_writing_as_the_tool_does() -> None:

@@ -331,6 +331,40 @@ def test_chat_widget_is_shown_once(lab: LabServer, page: Any) -> None:
     assert shown.locator(".jp-OutputArea-executeResult").count() == 0
 
 
+SECOND_ASK = """
+%%loom analyst
+And which are open now? Add Hopper again.
+"""
+
+
+def test_a_second_cell_says_its_own_question_and_its_card_reads_in_words(
+    lab: LabServer, page: Any
+) -> None:
+    """Two ``%%loom`` cells on one thread: each header says what its cell asked, and the
+    second cell's card reads as a sentence with its values in words (no JSON, no call id)."""
+    cells = _cells(SETUP, ASK)
+    write_notebook(lab.root / "second-cell.ipynb", cells)
+    open_notebook(page, lab, "second-cell.ipynb")
+    run_all(page, len(cells))
+    first = cell(page, 1).locator(".loom-thread")
+    first.locator(".loom-approval button.loom-approve").click()
+    expect_text(first.locator(".loom-assistant").last, "Done: order 104 for Hopper is saved")
+
+    insert_cell(page, 2, SECOND_ASK.strip())
+    run_cell(page, 2)
+    second = cell(page, 2).locator(".loom-thread")
+    card = second.locator(".loom-approval")
+    expect_text(card, "add_order")
+    header = second.locator(".loom-thread-header").inner_text()
+    assert "And which are open now?" in header and "Which orders are still open?" not in header
+    assert "Which orders are still open?" in first.locator(".loom-thread-header").inner_text()
+    said = " ".join(card.inner_text().split())
+    assert said.startswith("add_order waits for your approval"), said
+    assert "Customer: Hopper" in said and "Total: 42.5" in said
+    assert '"' not in said and "call_" not in said and "{" not in said
+    screenshot(page, "browser-second-cell-card", cell(page, 2))
+
+
 LONG_THREAD = """
 import pandas as pd
 from loom_nb import Message, ReplayModel, TextPart, Thread, ToolCall, ToolResult, define_agent

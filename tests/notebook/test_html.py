@@ -16,6 +16,7 @@ from loom_nb.frames import frame_tools
 from loom_nb.notebook._html import card_values
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.text import format_pending
+from tests.notebook.hostile import visible_text
 
 RLO = "\u202e"  # right-to-left override: "evil\u202etxt.exe" displays as "evilexe.txt"
 
@@ -33,7 +34,7 @@ def pending_card(call: tuple[str, dict[str, Any]], orders: pd.DataFrame) -> Pend
 
 def shown_both_ways(pending: PendingApproval) -> list[str]:
     card = ApprovalCard(pending, thread_id="t")
-    return [html.unescape(card.preview.value), format_pending(pending, rows=10)]
+    return [visible_text(card.preview.value), format_pending(pending, rows=10)]
 
 
 def test_an_update_card_writes_out_unseen_characters_in_its_filter_changes_and_rows() -> None:
@@ -51,7 +52,7 @@ def test_an_update_card_writes_out_unseen_characters_in_its_filter_changes_and_r
     )
     for shown in shown_both_ways(pending):
         assert RLO not in shown
-        assert "\"status = E'x\\\\u202eb'\"" in shown  # the filter, a JSON string
+        assert "Where: status = E'x\\u202eb'" in shown  # the filter, in words, unquoted
         assert "E'evil\\u202etxt.exe'" in shown and "E'x\\u202eb'" in shown  # new, old
 
 

@@ -59,7 +59,7 @@ def test_cell_streams_as_text_binds_frames_and_continues_the_thread(
     assert r.success, error_of(r)
     out = capsys.readouterr().out
     assert 'you: Orders above 100? {"raw": 1}' in out
-    assert '→ orders({"min_total": 100})' in out
+    assert "→ orders · min_total: 100" in out
     assert "[DataFrame 2 rows × 2 columns]" in out
     assert "There are **2** of them." in out
     big = shell.user_ns["big"]
@@ -306,7 +306,7 @@ def test_cards_decide_once_each_and_resume_when_all_are_decided(
     done = view.wait(10)
     assert done.status == "complete" and written == ["a"]
     assert "done" in first.decision_label.value
-    assert "nothing was written" in second.decision_label.value
+    assert "nothing was run or written" in second.decision_label.value
     assert all(b.disabled for c in view.cards for b in (c.approve_button, c.reject_button))
     texts = [w.value for w in view.body.children if "loom-assistant" in w._dom_classes]
     assert texts[-1] == "<p>One filed, one not.</p>\n"

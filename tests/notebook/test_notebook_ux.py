@@ -60,7 +60,7 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     assert "waiting for approval" not in html
     assert "<button" not in html and "ThreadView(" not in text
     assert "you: Which orders are above 100?" in text
-    assert "✋ insert_ticket waits for approval" in text and "%loom approve call_" in text
+    assert "✋ insert_ticket waits for your approval" in text and "%loom approve call_" in text
     # The widget's own card says the same once its kernel is gone (CSS on ipywidgets' class).
     card = view.cards[0]
     offline = [w for w in card.children if "loom-offline" in w._dom_classes]

@@ -15,4 +15,4 @@ def run(session: Session) -> None:
     for agent, thread in found:
         view = _runs.open_view(session, agent)
         view.show()
-        view.render(thread, history=False)
+        _runs.render_saved(session, agent, view, thread, history=False)

@@ -32,7 +32,8 @@ def run(session: Session, agent_name: str | None) -> None:
     tid = session.current_thread(agent)
     if tid is not None:
         with usage_errors():
-            view.render(agent.thread(tid, context=session.context()))
+            thread = agent.thread(tid, context=session.context())
+        _runs.render_saved(session, agent, view, thread)
     widget = widgets.ChatWidget(view, lambda text: _send(session, agent, view, text))
     session.last_chat = widget
     widget.show()

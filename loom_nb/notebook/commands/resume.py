@@ -13,4 +13,4 @@ def run(session: Session, thread_id: str) -> None:
     session.last_agent = agent.name
     view = _runs.open_view(session, agent)
     view.show()
-    view.render(thread)
+    _runs.render_saved(session, agent, view, thread)

@@ -17,7 +17,7 @@ def run(session: Session, thread_id: str | None) -> None:
     agent, thread = thread_or_current(session, thread_id, "show")
     view = _runs.open_view(session, agent)
     view.show()
-    view.render(thread)
+    _runs.render_saved(session, agent, view, thread)
     catch_up(session, thread, view)
 
 
