@@ -303,6 +303,6 @@ def test_an_executed_notebook_reads_as_html_without_a_kernel(
     html, _ = HTMLExporter(sanitize_html=True).from_notebook_node(nb)
     assert "Which orders are above 100?" in html and "Both are still open." in html
     assert re.search(r"\n1 +2 +150\.0\n2 +3 +250\.0", html)  # the DataFrame's rows, as text
-    assert "insert_ticket</b> asks for your approval" in html and "late orders" in html
+    assert "insert_ticket</b> waits for your approval" in html and "late orders" in html
     assert "Decided after this output was saved? See <code>%loom show</code>." in html
     assert "<button" not in html and "ThreadView(" not in html

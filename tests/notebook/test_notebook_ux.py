@@ -55,7 +55,7 @@ def test_a_view_displays_the_widget_with_its_thread_as_html_and_text(
     html, text = _static(view)
     # The thread readable without widgets: the question, the table, the pending card's rows.
     assert "Which orders are above 100?" in html and re.search(r"\n1 +2 +150\.0", html)
-    assert "late orders" in html and "insert_ticket</b> asks for your approval" in html
+    assert "late orders" in html and "insert_ticket</b> waits for your approval" in html
     assert "undecided when this output was saved. Decided after this output was saved?" in html
     assert "waiting for approval" not in html
     assert "<button" not in html and "ThreadView(" not in text
