@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from loom_nb import ReplayModel, Reply, define_agent
+from loom_nb import ReplayModel, Reply, Usage, define_agent
 from loom_nb.notebook import session as loom_session
 from loom_nb.notebook.interpolate import interpolate
 
@@ -245,6 +245,10 @@ def test_threads_show_new_delete_and_approve_by_line_magic(
         "messages",
         "pending",
         "current",
+        "tokens in",
+        "cached",
+        "tokens out",
+        "cost",
     ]
     assert table.iloc[0][["id", "title", "pending", "current"]].tolist() == [
         thread_id,
@@ -278,6 +282,36 @@ def test_threads_show_new_delete_and_approve_by_line_magic(
     assert cell(shell, f"%loom delete {thread_id}").success
     assert len(cell(shell, "%loom threads").result) == 1
     assert loom_session(shell).current["analyst"] is None
+
+
+def test_threads_show_each_threads_tokens_and_cost_and_say_price_unknown(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a priced agent ($1 / $2 per million tokens) and the fixture's, whose model has no price
+    priced_model = ReplayModel(
+        [
+            Reply("Two.", usage=Usage(1000, 200, 1, cache_read_tokens=400)),
+            Reply("Three.", usage=Usage(2000, 300, 1)),
+        ]
+    )
+    shell.user_ns["priced"] = define_agent(
+        name="priced", model=priced_model, prices={"input": 1.0, "output": 2.0}
+    )
+    shell.user_ns["model"].add(Reply("Hi.", usage=Usage(50, 7, 1)))
+    try:
+        assert cell(shell, "%%loom priced", "one").success
+        assert cell(shell, "%%loom priced", "two").success
+        assert cell(shell, "%%loom analyst", "hello").success
+        capsys.readouterr()
+        table = cell(shell, "%loom threads").result
+        rows = {r["agent"]: r for r in table.to_dict("records")}
+        columns = ["tokens in", "cached", "tokens out", "cost"]
+        # the whole thread's turns added up: 3,000 in (400 cached), 500 out, $0.004
+        assert [rows["priced"][c] for c in columns] == [3000, 400, 500, "$0.0040"]
+        assert [rows["analyst"][c] for c in columns] == [50, 0, 7, "price unknown"]
+    finally:
+        shell.user_ns.pop("priced", None)
+        loom_session(shell).current.pop("priced", None)
 
 
 # ---- widgets in-process ----------------------------------------------------------------------
