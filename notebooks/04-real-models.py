@@ -92,6 +92,63 @@ by_region
 # With a real model, the thread also shows the tokens used (input and output, per run and in
 # total), and the text streams in as the model writes it.
 #
+# ## A budget that pauses, and what a run cost
+#
+# `budget={"tokens": N}` (or `{"usd": ...}` where the model's price is known) bounds a run:
+# before each model turn the run estimates it, and when it would pass the budget the run
+# pauses with a card, like an approval. **Continue** grants the same amount again; **Stop**
+# ends the run. The card is saved in the thread's store: it survives a kernel restart, and
+# `%loom approve CALL_ID` decides it from a terminal. Each run ends with its usage line (the
+# thread's tokens in and out and the cost, "price unknown" where the model's price is not
+# known, never $0).
+#
+# To pause at the same place every time, this agent uses a **scripted stand-in** that reports
+# fixed token counts and is given prices (US dollars per million tokens); with your own model
+# write `budget=` and, for a model the price table does not know, `prices=` the same way.
+
+# %%
+from loom_nb import Usage
+
+
+def scripted(request):  # SCRIPTED STAND-IN: no LLM; reports tokens as a provider would
+    if request.messages[-1].role == "tool":
+        return Reply("North sells the most: 1,150.00 over 3 sales.", usage=Usage(2900, 60, 1))
+    return Reply("I'll total the sales by region.", [("frames_aggregate", {
+        "table": "sales", "group_by": ["region"], "aggregates": [{"fn": "sum", "column": "amount"}],
+        "order": [{"column": "sum_amount", "desc": True}]})], usage=Usage(2600, 40, 1))
+
+
+frugal = define_agent(
+    name="frugal", model=FunctionModel(scripted, name="test:scripted"),
+    connectors=[frame_tools({"sales": sales})],
+    budget={"tokens": 4000}, prices={"input": 0.4, "output": 1.6},
+)
+
+# %% magic_args="frugal --new" language="loom"
+# Which region sells the most?
+
+# %% [markdown]
+# The first turn used 2,640 tokens; the second would pass 4,000, so the run waits on the card
+# above. **Click Continue.** Without a browser the next cell clicks it from code (if you
+# clicked already, it only waits for that run):
+
+# %%
+from loom_nb.notebook import session
+
+card = session().last_view.cards[0]      # the budget card shown by the cell above
+if card.decision is None:
+    card.approve_button.click()
+result = card.wait(timeout=30)            # the resumed run
+print(result.status, "|", result.output)
+print("thread:", result.thread.usage.line())
+
+# %% [markdown]
+# `%loom threads` lists each thread with its tokens and cost:
+
+# %%
+# %loom threads
+
+# %% [markdown]
 # ## Any OpenAI-compatible server
 #
 # vLLM, llama.cpp's server, LM Studio, OpenRouter and the like speak the OpenAI API: give its

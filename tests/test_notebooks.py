@@ -308,6 +308,22 @@ def test_real_models_offline(tmp_path: Path) -> None:
     assert "MissingAPIKey: openai:gpt-4.1-mini needs an OpenAI API key" in output(
         nb, "no_key.run_sync"
     )
+    # The budget card: paused before the turn that would pass 4,000 tokens, Continue went on.
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    shown = [shown_text(str(m["state"].get("value") or "")) for m in state.values()]
+    assert "This run has used 2,640 tokens of 4,000 tokens; the next model turn needs" in (
+        " ".join(shown)
+    )
+    assert '"continued with 4,000 tokens more"' in output(nb, "%%loom frugal --new")
+    assert output(nb, "card.approve_button.click()").splitlines() == [
+        "complete | North sells the most: 1,150.00 over 3 sales.",
+        "thread: 5,500 tokens in · 100 out · $0.0024",
+    ]
+    assert "thread: 5,500 tokens in · 100 out · $0.0024" in json.dumps(
+        widget_values(nb, "loom-usage"), ensure_ascii=False
+    )
+    listed = output(nb, "%loom threads")
+    assert "tokens in" in listed and "$0.0024" in listed and "price unknown" in listed
 
 
 def test_rules_and_questions(tmp_path: Path) -> None:
@@ -447,10 +463,11 @@ def test_real_models_against_a_local_openai_compatible_server(
     assert sales_by_region(nb) == SALES_BY_REGION
     said = json.dumps(widget_values(nb, "loom-assistant"))
     assert "North sells the most: 1,150.00 over 3 sales (from the local server)." in said
-    assert widget_values(nb, "loom-usage") == [
+    # the analyst's usage line first; then the budget section's scripted stand-in's
+    assert widget_values(nb, "loom-usage")[0] == (
         '<span style="color:#888;font-size:85%">thread: 380 tokens in · 44 out · price unknown '
         "(this run: 380 tokens in · 44 out · price unknown)</span>"
-    ]
+    )
     assert output(nb, "no_key.run_sync") == ""  # the missing-key demo is for offline only
 
     # What the server received: two streamed turns with the key, the model, the settings and
@@ -467,6 +484,7 @@ def test_real_models_against_a_local_openai_compatible_server(
             800,
         )
         assert sorted(t["function"]["name"] for t in body["tools"]) == [
+            "ask_user",  # the built-in question tool
             "frames_aggregate",
             "frames_list_tables",
             "frames_select",
