@@ -112,7 +112,9 @@ print(filed.status, "|", waiting.tool, len(waiting.arguments["rows"]), "rows |",
 # this", which would make a rule from this card's effect). Then end the rule:
 
 # %%
-# %loom reject {waiting.call_id}
+if cleaner.thread(filed.thread_id).pending:  # not decided yet (on its card, or by this cell)
+    call_id = waiting.call_id
+    # %loom reject {call_id}
 rule.revoke()
 
 # %% [markdown]
@@ -140,8 +142,10 @@ from loom_nb.sqlite import sqlite_store
 
 
 def stand_in(request):  # OFFLINE STAND-IN MODEL: reads the answer it was given
-    answer = request.messages[-1].tool_results[-1].content
-    return f"Counting by the {answer} quarter: 12 tickets."
+    last = request.messages[-1]
+    if last.role == "tool":
+        return f"Counting by the {last.tool_results[-1].content} quarter: 12 tickets."
+    return "(stand-in model) This notebook's script ends here; a real model would go on."
 
 
 tickets = pd.DataFrame({"id": [1], "subject": ["login"], "status": ["open"]})
@@ -166,6 +170,7 @@ cleaner = define_agent(
 from loom_nb.notebook import session
 
 card = session().last_view.cards[0]
-card.choice_buttons[0].click()
+if card.decision is None:  # not answered yet (on the card above, or by this cell)
+    card.choice_buttons[0].click()
 answered = session().last_view.wait(30)
 print(answered.status, "|", answered.output)

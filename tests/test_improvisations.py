@@ -26,6 +26,7 @@ LAST_AGENT = {
     "03-your-own-connector.ipynb": "billing_bot",
     "04-real-models.ipynb": "analyst",
     "05-exploration.ipynb": "analyst",
+    "06-rules-and-questions.ipynb": "cleaner",
 }
 OWN_QUESTION = "Thanks! What else should I look at?"
 

@@ -336,7 +336,7 @@ def test_rules_and_questions(tmp_path: Path) -> None:
     filed = output(nb, "ran = [r for m in filed.new_messages").splitlines()
     assert filed[0] == "33 tickets | 30 approved by the rule | True"
     assert filed[1] == "awaiting_approval | frames_append 25 rows | pending"
-    assert "the batch of 25 was yours to decide" in output(nb, "%loom reject {waiting.call_id}")
+    assert "the batch of 25 was yours to decide" in output(nb, "%loom reject {call_id}")
     # after the restart, the question's card is back and a click answers it
     assert output(nb, "card.choice_buttons[0].click()").strip() == (
         "complete | Counting by the fiscal quarter: 12 tickets."

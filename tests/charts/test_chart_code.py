@@ -208,7 +208,7 @@ def test_a_chart_call_reads_as_its_chart_and_its_code_names_the_result_it_draws(
     exported = thread_cells(thread, agent.tools)
     sources = [c.source for c in exported.cells if c.kind == "code"]
     assert any(
-        s.startswith("# Call 4 · chart · bar of call_weekly · x week_created_at · y sum_total\n")
+        s.startswith("# Call 4 · chart · bar of result_1 · x week_created_at · y sum_total\n")
         and 'result_4 = draw_chart(result_1, "bar", x="week_created_at", y="sum_total")' in s
         for s in sources
     )

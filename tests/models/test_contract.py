@@ -168,7 +168,7 @@ async def test_agent_round_trip_sends_the_tool_result_back(case: Case) -> None:
     assert result.status == "complete"
     assert result.output == "It is sunny in Oslo."
     first, second = case.server.bodies()
-    assert case.tools_sent(first) == ["get_weather"]
+    assert case.tools_sent(first) == ["get_weather", "ask_user"]
     assert case.tool_result_sent(second) == ("call_w1", "Sunny in Oslo, 21 C")
     # Usage is recorded per model turn and summed on the thread.
     thread = agent.thread(result.thread_id)
