@@ -41,7 +41,7 @@ class Issue(NamedTuple):
     keyword: str
     #: For a failed anyOf/oneOf: the issues of each alternative (paths from the root too).
     context: tuple[Issue, ...] = ()
-    #: The (sub)schema whose keyword failed, for a "type" issue: the shape that was expected.
+    #: The (sub)schema whose keyword failed, for a "type" or "enum" issue: what was expected.
     schema: Any = None
 
 
@@ -98,7 +98,7 @@ class Validator:
                     yield Issue(path, message, key, (), s)
             elif key == "enum":
                 if all(not _equal(each, v) for each in arg):
-                    yield Issue(path, f"{v!r} is not one of {arg!r}", key)
+                    yield Issue(path, f"{v!r} is not one of {arg!r}", key, (), s)
             elif key == "const":
                 if not _equal(v, arg):
                     yield Issue(path, f"{arg!r} was expected", key)

@@ -355,16 +355,33 @@ def _schema_from_dict(schema: dict[str, Any]) -> tuple[dict[str, Any], Callable[
 def _schema_messages(errors: list[Issue], arguments: Any = None, shapes: bool = False) -> list[str]:
     """``path: message`` per error, as jsonschema says it. An anyOf error alone says "not valid
     under any of the given schemas"; the errors of the alternatives that take this kind of value
-    say why instead. With ``shapes``, a list or an object given as something else also gets an
-    example of the shape expected (what the model reads)."""
+    say why instead. With ``shapes`` (what the model reads), a list or an object given as
+    something else also gets an example of the shape expected, and a refused plain value the
+    schema's description."""
     out = []
+    why_not = shape = ""
     for e in errors:
         why = [c for c in e.context if c.keyword != "type" or len(c.path) > len(e.path)]
         for err in why or [e]:
             where = "/".join(map(str, err.path)) or "input"
-            shape = _expected_shape(err, where, _at(arguments, err.path)) if shapes else ""
-            out.append(f"{where}: {err.message}{shape}")
+            if shapes:
+                why_not = _why_not(err)
+                shape = _expected_shape(err, where, _at(arguments, err.path))
+            out.append(f"{where}: {err.message}{why_not}{shape}")
     return out
+
+
+def _why_not(issue: Issue) -> str:
+    """For a value a plain (not list or object) schema refuses: the schema's own description,
+    which says why others are left out (``PostgREST cannot compute std, var, …``). Said once:
+    a value both out of the enum and of the wrong type gets it with the enum."""
+    schema = issue.schema if isinstance(issue.schema, dict) else {}
+    said = schema.get("description")
+    if not isinstance(said, str) or not said or schema.get("type") in _KINDS:
+        return ""
+    if issue.keyword == "enum" or (issue.keyword == "type" and "enum" not in schema):
+        return f" ({said})"
+    return ""
 
 
 _KINDS = {"array": "a list", "object": "an object"}

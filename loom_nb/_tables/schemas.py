@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loom_nb._tables.grammar import MAX_BINS, OPERATORS, AggregateRules
+from loom_nb._tables.grammar import KNOWN_FUNCTIONS, MAX_BINS, OPERATORS, AggregateRules
 from loom_nb._tables.options import IDENTIFIER, Relationship, TableSpec
 
 #: A column, or a joined table's column (``customers.tier``).
@@ -75,6 +75,7 @@ def group_by_schema(
     open_tables: bool = False,
     bins: bool = False,
     relationships: Sequence[Relationship] = (),
+    backend: str = "",
 ) -> dict[str, Any]:
     column = _column_schema(tables, open_tables, relationships)
     binned = {
@@ -94,9 +95,10 @@ def group_by_schema(
         "additionalProperties": False,
     }
     if not buckets:
+        plain = f"{backend} cannot group by a time bucket or by bins" if backend else ""
         return {
             "type": "array",
-            "items": column,
+            "items": {**column, **({"description": plain} if plain else {})},
             "description": "Columns to group by; omit for one row of totals.",
         }
     bins_text = (
@@ -183,14 +185,14 @@ def aggregate_schema(
         "properties": {
             "table": base["table"],
             "group_by": group_by_schema(
-                tables, rules.buckets, open_tables, rules.bins, relationships
+                tables, rules.buckets, open_tables, rules.bins, relationships, rules.backend
             ),
             "aggregates": {
                 "type": "array",
                 "items": {
                     "type": "object",
                     "properties": {
-                        "fn": {"type": "string", "enum": list(rules.functions)},
+                        "fn": _function_schema(rules),
                         "column": {**column, "description": "Omit with fn=count to count rows."},
                         **(
                             {
@@ -221,6 +223,22 @@ def aggregate_schema(
         "required": ["table"],
         "additionalProperties": False,
     }
+
+
+def _function_schema(rules: AggregateRules) -> dict[str, Any]:
+    """The functions a backend computes; the description names the ones it cannot (a model
+    asking for ``std`` from PostgREST learns why, not only the list)."""
+    schema: dict[str, Any] = {"type": "string", "enum": list(rules.functions)}
+    same = {"avg": "mean", "mean": "avg"}  # one name is enough
+    missing = [
+        f
+        for f in KNOWN_FUNCTIONS
+        if f not in rules.functions and same.get(f) not in rules.functions
+    ]
+    if missing:
+        listed = ", ".join(missing[:-1]) + f" or {missing[-1]}" if len(missing) > 1 else missing[0]
+        schema["description"] = f"{rules.backend} cannot compute {listed}"
+    return schema
 
 
 def select_schema(

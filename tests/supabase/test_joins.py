@@ -359,6 +359,12 @@ def test_what_postgrest_cannot_aggregate_is_refused_by_name_before_any_request(
     result = run(rig, [("supabase_aggregate", {"table": "orders", **args})], aggregates=True)
     [r] = list(result.thread.tool_results())
     assert r.is_error
+    # What the model reads names the reason too, not only "is not one of [...]": the schema's
+    # check, which comes first, says it in its own words ("cannot compute median, std or var").
+    # (The others' "is not one of [...]" names the choices, which is enough there.)
+    words = message.split()
+    if words[:2] == ["PostgREST", "cannot"]:
+        assert " ".join(words[:3]) in r.content and words[-1] in r.content, r.content
     assert rig.shim.log == []  # not one request
 
 
