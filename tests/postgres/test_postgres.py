@@ -147,14 +147,14 @@ def test_a_schema_from_a_newer_version_is_refused_and_left_alone(
 
 
 def to_previous_version(database: LoomDatabase, name: str) -> None:
-    """Undo the last migration (m005: the rules table), as the owner: the schema as the
+    """Undo the last migration (m006: the eval suites table), as the owner: the schema as the
     previous loom_nb left it, its grants included."""
     with database.connect() as conn:
         conn.execute(
             sql.SQL("DELETE FROM {}.migrations WHERE name = %s").format(sql.Identifier(name)),
             (schema.MIGRATIONS[-1].__name__,),
         )
-        conn.execute(sql.SQL("DROP TABLE {}.rules").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("DROP TABLE {}.eval_suites").format(sql.Identifier(name)))
 
 
 def test_an_older_schema_needs_its_owner_to_upgrade_it(
