@@ -464,6 +464,7 @@ class EvalReport:
         return pd.DataFrame([t.row() for t in self.threads], columns=_COLUMNS)
 
     def __repr__(self) -> str:
+        """``<EvalReport 'analyst' model='...': 2 of 3 threads equal>``."""
         same = sum(t.equal for t in self.threads)
         return (
             f"<EvalReport {self.agent!r} model={self.model!r}: {same} of "
@@ -471,6 +472,7 @@ class EvalReport:
         )
 
     def _repr_html_(self) -> str:
+        """The HTML summary a notebook shows (sanitized: thread and data text is untrusted)."""
         return str(_compose.eval_html(self))
 
 
