@@ -208,8 +208,8 @@ def _by_key(
 
     got_rows = {_cell(v): i for i, v in enumerate(got[key].tolist())}
     kept_keys = {_cell(v) for v in kept[key].tolist()}
-    missing = kept[[_cell(v) not in got_rows for v in kept[key].tolist()]]
-    extra = got[[_cell(v) not in kept_keys for v in got[key].tolist()]]
+    missing = kept.iloc[[i for i, v in enumerate(kept[key].tolist()) if _cell(v) not in got_rows]]
+    extra = got.iloc[[j for j, v in enumerate(got[key].tolist()) if _cell(v) not in kept_keys]]
     others = [c for c in shared if c != key]
     records = []
     kept_values = {c: kept[c].tolist() for c in [key, *others]}
@@ -362,7 +362,7 @@ class EvalCall:
     different_rows: Any = None
     missing_columns: list[str] = field(default_factory=list)
     extra_columns: list[str] = field(default_factory=list)
-    #: A write the eval refused (writes are off): equal when the saved thread asked the same.
+    #: A write (or a question) the eval refused: equal when the saved thread asked the same.
     refused: bool = False
     #: What differs, in words ("" when equal).
     note: str = ""
@@ -521,7 +521,8 @@ def _calls(turn: Iterable[Message]) -> list[tuple[ToolCall, ToolResult | None]]:
 
 
 def _refused(result: ToolResult | None) -> bool:
-    return result is not None and result.is_error and WRITES_OFF in result.content
+    said = result.content if result is not None and result.is_error else ""
+    return WRITES_OFF in said or NO_ANSWERS in said
 
 
 def compare_threads(kept: Thread, got: Thread, rel_tol: float, abs_tol: float) -> list[EvalCall]:

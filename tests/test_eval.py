@@ -101,3 +101,15 @@ def test_bad_tolerances_and_thread_arguments_say_how_to_fix():
         agent.eval([42])  # type: ignore[list-item]
     with pytest.raises(UserError, match="names no thread"):
         agent.eval([])
+
+
+def test_an_empty_frame_against_a_full_one_is_every_row_missing_or_extra():
+    full = pd.DataFrame({"id": [1, 2], "total": [1.0, 2.0]})
+    empty = full.iloc[0:0]
+    gone = compare_frames(full, empty)
+    assert gone.missing_rows["id"].tolist() == [1, 2] and list(gone.extra_rows.columns) == [
+        "id",
+        "total",
+    ]
+    assert compare_frames(empty, full).extra_rows["id"].tolist() == [1, 2]
+    assert compare_frames(empty, empty.copy()).equal

@@ -285,3 +285,23 @@ def test_suites_are_kept_in_the_store(backend: Backend):
         again.eval(suite="none")
     with pytest.raises(UserError, match="not both"):
         again.eval([one], suite="big")
+
+
+def test_the_threads_own_calls_replayed_are_equal_on_every_call(store: Store):
+    agent = analyst(store, script())
+    thread = agent.thread(saved(agent))
+    report = agent.eval([thread], model=ReplayModel.of_thread(thread))
+    assert [c.equal for c in report.threads[0].calls] == [True, True] and report.equal
+
+
+def test_a_question_goes_unanswered_in_an_eval_and_the_same_question_is_equal(store: Store):
+    ask = Reply("", [("ask_user", {"question": "Fiscal or calendar?"})])
+    agent = analyst(store, [ask, "Fiscal it is."])
+    first = agent.run_sync("Revenue last quarter?")
+    agent.resume_sync(first.thread_id, {first.pending[0].call_id: "fiscal"})
+    report = agent.eval([first.thread_id], model=ReplayModel([ask, "I will assume fiscal."]))
+    (call,) = report.threads[0].calls
+    assert (call.tool, call.refused, call.equal) == ("ask_user", True, True)
+    (result,) = [r for m in report.threads[0].replay.messages for r in m.tool_results]
+    assert "No one answers questions in an eval run" in result.content
+    assert report.threads[0].replay.pending == []
