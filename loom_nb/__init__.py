@@ -35,6 +35,7 @@ from loom_nb._errors import (
     ThreadWaiting,
     UserError,
 )
+from loom_nb._eval import EvalReport
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
 from loom_nb._messages import (
     CallState,
@@ -70,6 +71,7 @@ __all__ = [
     "ContextTooLong",
     "Decision",
     "DuplicateToolError",
+    "EvalReport",
     "FunctionModel",
     "HistoryTooLong",
     "Lease",

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_nb import _loop_thread
 from loom_nb._ask import (
@@ -76,6 +76,9 @@ from loom_nb._tools import (
     duplicate_tool_error,
 )
 from loom_nb.models import Model, ModelSettings, check_model_settings, resolve_model
+
+if TYPE_CHECKING:
+    from loom_nb._eval import EvalReport
 
 __all__ = ["Agent", "Decision", "RunResult", "define_agent"]
 
@@ -563,6 +566,83 @@ class Agent:
         self._load(thread_id, self._user_id(context))  # same "not found" for foreign threads
         self._kept.forget(thread_id)
         self.store.delete(thread_id, user_id=self._user_id(context))
+
+    # ---- evals ------------------------------------------------------------------------------
+
+    async def eval_async(
+        self,
+        threads: Sequence[str | Thread] | str | Thread | None = None,
+        *,
+        suite: str | None = None,
+        model: Model | str | None = None,
+        instructions: str | None = None,
+        rel_tol: float = 1e-9,
+        abs_tol: float = 0.0,
+        context: Mapping[str, Any] | None = None,
+    ) -> EvalReport:
+        """Replay saved threads' questions with ``model`` and/or ``instructions`` (default: the
+        agent's own), writes off (every write refused, as in a dry run; nothing is written),
+        in threads kept only in the report, never in the store; compare the frames got with
+        the frames kept, call by call and the last ones (numbers equal within ``rel_tol`` /
+        ``abs_tol``), with steps, tokens, cost and time of both. ``threads``: thread ids or
+        Thread values; else the threads of eval suite ``suite`` (default ``"default"``, see
+        :meth:`add_eval`). See ``loom_nb._eval``."""
+        from loom_nb._eval import run_eval
+
+        return await run_eval(
+            self,
+            threads,
+            suite=suite,
+            model=model,
+            instructions=instructions,
+            rel_tol=rel_tol,
+            abs_tol=abs_tol,
+            context=context,
+        )
+
+    def eval(
+        self,
+        threads: Sequence[str | Thread] | str | Thread | None = None,
+        *,
+        suite: str | None = None,
+        model: Model | str | None = None,
+        instructions: str | None = None,
+        rel_tol: float = 1e-9,
+        abs_tol: float = 0.0,
+        context: Mapping[str, Any] | None = None,
+    ) -> EvalReport:
+        """:meth:`eval_async` for scripts and notebook cells: ``report.to_frame()`` is one row
+        per thread, ``report.threads[i].calls`` one entry per call."""
+        return _loop_thread.run_sync(
+            self.eval_async(
+                threads,
+                suite=suite,
+                model=model,
+                instructions=instructions,
+                rel_tol=rel_tol,
+                abs_tol=abs_tol,
+                context=context,
+            )
+        )
+
+    def add_eval(
+        self,
+        threads: Sequence[str | Thread] | str | Thread,
+        *,
+        suite: str = "default",
+        context: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Mark saved threads as eval suite ``suite``, kept in the store (a thread already in
+        it stays once); the suite's thread ids."""
+        from loom_nb._eval import add_to_suite
+
+        return add_to_suite(self, threads, suite, context)
+
+    def eval_suites(self, *, context: Mapping[str, Any] | None = None) -> dict[str, list[str]]:
+        """This agent's eval suites (this user's), by name, with their thread ids."""
+        from loom_nb._eval import suite_store
+
+        return suite_store(self).load_suites(self.name, user_id=self._user_id(context))
 
     # ---- machinery --------------------------------------------------------------------------
 

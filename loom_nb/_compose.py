@@ -61,6 +61,14 @@ def chart_drawing(spec: Mapping[str, Any], data: Any) -> Any:
     return drawing(spec, data)
 
 
+def eval_html(report: Any) -> str:
+    """An eval report's HTML summary (``EvalReport._repr_html_``), drawn by the notebook's
+    one renderer."""
+    from loom_nb.notebook._evals import report_html
+
+    return report_html(report)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext loom_nb``: registers the ``%loom`` magics."""
     from loom_nb.notebook import load_ipython_extension as load

@@ -179,6 +179,8 @@ class MemoryStore(Store):
         self._changes: dict[str, int] = {}
         self._count = itertools.count(1)
         self._rules: dict[str, Rule] = {}
+        #: (agent, user) -> suite -> thread ids, as added (``loom_nb._eval.SuiteStore``).
+        self._suites: dict[tuple[str, str | None], dict[str, builtins.list[str]]] = {}
 
     def save_thread(self, thread: Thread) -> None:
         with self._lock:
@@ -334,10 +336,27 @@ class MemoryStore(Store):
             rule.revoked_at = datetime.now(timezone.utc)
             return True
 
+    def add_to_suite(
+        self, agent: str, suite: str, thread_ids: Sequence[str], *, user_id: str | None = None
+    ) -> None:
+        """Add threads to an eval suite (see ``loom_nb._eval.SuiteStore``)."""
+        with self._lock:
+            kept = self._suites.setdefault((agent, user_id), {}).setdefault(suite, [])
+            kept.extend(t for t in dict.fromkeys(thread_ids) if t not in kept)
+
+    def load_suites(
+        self, agent: str, *, user_id: str | None = None
+    ) -> dict[str, builtins.list[str]]:
+        """The agent's eval suites for this user, with their thread ids as added."""
+        with self._lock:
+            found = self._suites.get((agent, user_id), {})
+            return {name: list(ids) for name, ids in found.items()}
+
     def close(self) -> None:
         self._threads.clear()
         self._changes.clear()
         self._rules.clear()
+        self._suites.clear()
 
     def describe(self) -> str:
         """Where this store keeps threads, for ``%loom threads``."""

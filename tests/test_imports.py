@@ -53,6 +53,7 @@ COMPOSITION_ROOT = (
         "loom_nb.charts",  # a saved chart's drawing
         "loom_nb.charts._chart",
         "loom_nb.notebook",  # %load_ext loom_nb
+        "loom_nb.notebook._evals",  # an eval report's HTML summary
     },
 )
 

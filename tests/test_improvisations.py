@@ -27,6 +27,7 @@ LAST_AGENT = {
     "04-real-models.ipynb": "analyst",
     "05-exploration.ipynb": "analyst",
     "06-rules-and-questions.ipynb": "cleaner",
+    "07-evals.ipynb": "analyst",
 }
 OWN_QUESTION = "Thanks! What else should I look at?"
 

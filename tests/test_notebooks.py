@@ -29,6 +29,7 @@ ALL = [
     "04-real-models.ipynb",
     "05-exploration.ipynb",
     "06-rules-and-questions.ipynb",
+    "07-evals.ipynb",
 ]
 #: Variables that would switch a notebook to a real service.
 ONLINE = (
@@ -506,3 +507,20 @@ def test_real_models_against_a_local_openai_compatible_server(
     ] == [("call_1", "frames_aggregate", aggregate)]
     assert result["role"] == "tool" and result["tool_call_id"] == "call_1"
     assert "North,1150.0,3" in result["content"]
+
+
+def test_evals(tmp_path: Path) -> None:
+    nb = run("07-evals.ipynb", tmp_path)
+    [shown] = [c for c in nb.cells if c.source.strip() == "%loom eval --model careless"]
+    html = shown.outputs[0]["data"]["text/html"]
+    assert "2 of 3 threads equal" in html and "missing rows (2)" in html
+    assert "Which orders are above 100?" in html
+    frame = output(nb, "report.to_frame()")
+    assert "Which orders are above 100?  False" in frame
+    call = output(nb, "wrong = next(")
+    assert "'value': 150}] | kept: [{'column': 'total', 'op': 'gt', 'value': 100}]" in call
+    # orders 2 (150.0: not above 150) and 4 (120.0) are the rows the careless model missed
+    assert "150.0" in call and "120.0" in call
+    assert output(nb, 'print(analyst.eval(suite="default").equal)').strip() == "True"
+    # the replays are kept in the report only: the store holds the three saved threads
+    assert len(threads(tmp_path / "work" / ".loom" / "loom.db")) == 3

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from loom_nb import _loop_thread
 from loom_nb._errors import ModelError
-from loom_nb._messages import ToolCall, Usage, new_call_id
+from loom_nb._messages import Thread, ToolCall, Usage, new_call_id
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta
 
 __all__ = ["FunctionModel", "ReplayModel", "Reply"]
@@ -94,6 +94,24 @@ class ReplayModel(Model):
         self.requests: list[ModelRequest] = []
         self.delay = delay
         self.chunk_words = chunk_words
+
+    @classmethod
+    def of_thread(cls, thread: Thread, *, name: str = "replay") -> ReplayModel:
+        """A model that answers as ``thread``'s assistant did, turn by turn: its text and its
+        tool calls with the same arguments (new call ids). ``agent.eval`` with it gives back
+        the thread's own calls: the baseline an eval of another model is read against."""
+        replies = [
+            Reply(
+                m.text,
+                [
+                    (c.name, c.arguments if c.arguments is not None else c.raw_arguments or "")
+                    for c in m.tool_calls
+                ],
+            )
+            for m in thread.messages
+            if m.role == "assistant"
+        ]
+        return cls(replies, name=name)
 
     def add(self, *replies: ReplyLike) -> None:
         """Queue more replies."""

@@ -47,8 +47,8 @@ class Subcommand:
     #: The argument's name as shown (``ID``), None when the form takes none.
     metavar: str | None = None
     #: argparse's ``nargs``: None for exactly one, "?" for an optional one, "+" for a list,
-    #: 2 for two (their names in ``metavar``, one string).
-    nargs: Literal["?", "+", 2] | None = None
+    #: "*" for a list that may be empty, 2 for two (their names in ``metavar``, one string).
+    nargs: Literal["?", "+", "*", 2] | None = None
     #: Options with a value, each optional (``--to PATH``).
     options: tuple[Option, ...] = ()
 
@@ -57,7 +57,8 @@ class Subcommand:
         """``%loom NAME ARG`` as typed, e.g. ``%loom threads [AGENT]``."""
         words = ["%loom", self.name] if self.name else ["%loom"]
         if (m := self.metavar) is not None:
-            words.append({None: m, 2: m, "?": f"[{m}]", "+": f"{m} [{m} ...]"}[self.nargs])
+            shown = {None: m, 2: m, "?": f"[{m}]", "*": f"[{m}]", "+": f"{m} [{m} ...]"}
+            words.append(shown[self.nargs])
         words += [f"[{o.usage}]" for o in self.options]
         return " ".join(words)
 
@@ -124,6 +125,20 @@ SUBCOMMANDS = (
     ),
     Subcommand(
         "revoke", "end a rule in every kernel: the next call it would decide waits", "RULE_ID"
+    ),
+    Subcommand(
+        "eval",
+        "replay eval suite SUITE (default `default`) of the agent with `--model` (a variable "
+        "holding a model, or a name such as `openai:gpt-4.1-mini`), writes off, and show "
+        "which threads and calls now get other frames; `%loom eval add ID ...` marks saved "
+        "threads as the suite (`--suite` names it), kept in the store",
+        "SUITE or add ID ...",
+        "*",
+        (
+            Option(("--model",), "the model to replay with (default: the agent's)", "MODEL"),
+            Option(("--agent",), "the agent (default: the only one, or the thread's)", "AGENT"),
+            Option(("--suite",), "with `add`: the suite to mark the threads in", "NAME"),
+        ),
     ),
     Subcommand("help", "this list, the `%%loom` options and the settings"),
 )

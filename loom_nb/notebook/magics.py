@@ -143,6 +143,8 @@ class LoomMagics(Magics, Configurable):
                 return commands.rules.run(s, value)
             case "revoke":
                 commands.revoke.run(s, value)
+            case "eval":
+                return commands.evals.run(s, value, options)
             case "help":
                 commands.help.run(type(self))
             case _:  # a form listed in _help.SUBCOMMANDS that has no handler here

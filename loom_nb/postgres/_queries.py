@@ -30,6 +30,13 @@ class Queries:
         self.rules = (
             f"SELECT json FROM {s}.rules WHERE agent = %(agent)s AND revoked_at IS NULL AND "
         )
+        self.add_to_suite = (
+            f"INSERT INTO {s}.eval_suites (agent, user_id, suite, thread_id) "
+            "SELECT %(agent)s, %(user)s, %(suite)s, %(thread)s WHERE NOT EXISTS (SELECT 1 FROM "
+            f"{s}.eval_suites WHERE agent = %(agent)s AND user_id IS NOT DISTINCT FROM "
+            "%(user)s AND suite = %(suite)s AND thread_id = %(thread)s)"
+        )
+        self.suites = f"SELECT suite, thread_id FROM {s}.eval_suites WHERE "
         self.revoke_rule = (
             f"UPDATE {s}.rules SET revoked_at = %(when)s "
             "WHERE id = %(id)s AND revoked_at IS NULL AND "

@@ -145,6 +145,25 @@ def m005_rules(conn: Any, schema: str) -> None:
     _run(conn, schema, "CREATE INDEX rules_agent ON {s}.rules (agent, user_id, made)")
 
 
+def m006_eval_suites(conn: Any, schema: str) -> None:
+    """Eval suites (``%loom eval add``): named lists of an agent's saved threads, one row per
+    thread in a suite, in the order added."""
+    _run(
+        conn,
+        schema,
+        """
+        CREATE TABLE {s}.eval_suites (
+            agent text NOT NULL,
+            user_id text,
+            suite text NOT NULL,
+            thread_id text NOT NULL,
+            made bigint GENERATED ALWAYS AS IDENTITY
+        )
+        """,
+    )
+    _run(conn, schema, "CREATE INDEX eval_suites_agent ON {s}.eval_suites (agent, user_id)")
+
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
@@ -152,6 +171,7 @@ MIGRATIONS: list[Migration] = [
     m003_thread_leases,
     m004_thread_changes,
     m005_rules,
+    m006_eval_suites,
 ]
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -25,6 +25,7 @@ GRANT SELECT ON {s}.migrations TO {r};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.threads TO {r};
 GRANT SELECT, INSERT ON {s}.messages TO {r};
 GRANT SELECT, INSERT, UPDATE ON {s}.rules TO {r};
+GRANT SELECT, INSERT ON {s}.eval_suites TO {r};
 ALTER DEFAULT PRIVILEGES IN SCHEMA {s} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {r};
 """
 
@@ -52,6 +53,9 @@ CREATE POLICY loom_user_messages ON {s}.messages
     USING ({own_thread}) WITH CHECK ({own_thread});
 ALTER TABLE {s}.rules ENABLE ROW LEVEL SECURITY;
 CREATE POLICY loom_user_rules ON {s}.rules
+    USING (user_id = {user}) WITH CHECK (user_id = {user});
+ALTER TABLE {s}.eval_suites ENABLE ROW LEVEL SECURITY;
+CREATE POLICY loom_user_eval_suites ON {s}.eval_suites
     USING (user_id = {user}) WITH CHECK (user_id = {user});
 """
     if supabase:

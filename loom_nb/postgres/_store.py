@@ -315,6 +315,42 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             single=True,
         )
 
+    # ---- eval suites (loom_nb._eval.SuiteStore) -----------------------------------------------
+
+    def add_to_suite(
+        self, agent: str, suite: str, thread_ids: Sequence[str], *, user_id: str | None = None
+    ) -> None:
+        """Add threads to an eval suite (one already in it stays once), in one transaction."""
+        rows = [
+            {"agent": agent, "user": user_id, "suite": suite, "thread": t}
+            for t in dict.fromkeys(thread_ids)
+        ]
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            for row in rows:
+                conn.execute(self._q.add_to_suite, row)
+
+        self._run(
+            write, user_id=user_id, write=True, doing=f"adding threads to eval suite {suite!r}"
+        )
+
+    def load_suites(
+        self, agent: str, *, user_id: str | None = None
+    ) -> dict[str, builtins.list[str]]:
+        """The agent's eval suites for this user, with their thread ids as added."""
+        where, params = self._owner(user_id, agent=agent)
+        rows = self._run(
+            lambda conn: conn.execute(self._q.suites + where + " ORDER BY made", params).fetchall(),
+            user_id=user_id,
+            write=False,
+            doing="reading the eval suites",
+            single=True,
+        )
+        found: dict[str, builtins.list[str]] = {}
+        for suite, thread_id in rows:
+            found.setdefault(suite, []).append(thread_id)
+        return found
+
     # ---- extras -------------------------------------------------------------------------------
 
     def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:

@@ -171,6 +171,23 @@ def m006_rules(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX loom_rules_agent ON loom_rules (agent, user_id, created_us)")
 
 
+def m007_eval_suites(conn: sqlite3.Connection) -> None:
+    """Eval suites (``%loom eval add``): named lists of an agent's saved threads, one row per
+    thread in a suite, in the order added."""
+    conn.execute(
+        """
+        CREATE TABLE loom_eval_suites (
+            agent TEXT NOT NULL,
+            user_id TEXT,
+            suite TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            added_us INTEGER NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX loom_eval_suites_agent ON loom_eval_suites (agent, user_id)")
+
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
@@ -179,6 +196,7 @@ MIGRATIONS: list[Migration] = [
     m004_message_rowids_and_search_index,
     m005_lease_length,
     m006_rules,
+    m007_eval_suites,
 ]
 
 #: The schema version this code writes: the number of migrations it knows.

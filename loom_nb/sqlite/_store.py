@@ -317,6 +317,39 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
             f"revoking rule {rule_id}",
         )
 
+    # ---- eval suites (loom_nb._eval.SuiteStore) -----------------------------------------------
+
+    def add_to_suite(
+        self, agent: str, suite: str, thread_ids: Sequence[str], *, user_id: str | None = None
+    ) -> None:
+        """Add threads to an eval suite (one already in it stays once), in one transaction."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            for thread_id in dict.fromkeys(thread_ids):
+                row = (agent, user_id, suite, thread_id)
+                conn.execute(
+                    "INSERT INTO loom_eval_suites (agent, user_id, suite, thread_id, added_us) "
+                    "SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM loom_eval_suites "
+                    "WHERE agent = ? AND user_id IS ? AND suite = ? AND thread_id = ?)",
+                    (agent, user_id, suite, thread_id, time.time_ns() // 1000, *row),
+                )
+
+        self._write(write, f"adding threads to eval suite {suite!r}")
+
+    def load_suites(
+        self, agent: str, *, user_id: str | None = None
+    ) -> dict[str, builtins.list[str]]:
+        """The agent's eval suites for this user, with their thread ids as added."""
+        rows = self._query(
+            "SELECT suite, thread_id FROM loom_eval_suites WHERE agent = ? AND user_id IS ? "
+            "ORDER BY added_us, rowid",
+            [agent, user_id],
+        )
+        found: dict[str, builtins.list[str]] = {}
+        for suite, thread_id in rows:
+            found.setdefault(suite, []).append(thread_id)
+        return found
+
     # ---- extras -------------------------------------------------------------------------------
 
     def thread_version(self, thread_id: str, *, user_id: str | None = None) -> ThreadVersion | None:

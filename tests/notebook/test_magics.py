@@ -143,6 +143,11 @@ def test_completed_run_without_frames_binds_none(
         ("%loom approve call_x", None, "no call 'call_x' waits for approval"),
         ("%loom show", None, "analyst has no current thread"),
         ("%loom delete", None, "the following arguments are required: ID"),
+        ("%loom eval add", None, "name the saved threads to mark"),
+        ("%loom eval add nope", None, "no thread 'nope' for the agents here"),
+        ("%loom eval", None, "eval suite 'default' of agent 'analyst' has no threads"),
+        ("%loom eval a b", None, "runs one suite at a time"),
+        ("%loom eval --suite x", None, "--suite goes with add"),
     ],
 )
 def test_mistakes_are_one_line_usage_errors(

@@ -147,14 +147,14 @@ def test_a_schema_from_a_newer_version_is_refused_and_left_alone(
 
 
 def to_previous_version(database: LoomDatabase, name: str) -> None:
-    """Undo the last migration (m005: the rules table), as the owner: the schema as the
+    """Undo the last migration (m006: the eval suites table), as the owner: the schema as the
     previous loom_nb left it, its grants included."""
     with database.connect() as conn:
         conn.execute(
             sql.SQL("DELETE FROM {}.migrations WHERE name = %s").format(sql.Identifier(name)),
             (schema.MIGRATIONS[-1].__name__,),
         )
-        conn.execute(sql.SQL("DROP TABLE {}.rules").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("DROP TABLE {}.eval_suites").format(sql.Identifier(name)))
 
 
 def test_an_older_schema_needs_its_owner_to_upgrade_it(
@@ -594,3 +594,30 @@ def test_without_psycopg_the_import_names_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("MissingExtra")
     assert "pip install 'loom-nb[postgres]'" in out.stdout
+
+
+def test_row_level_security_keeps_each_users_eval_suites_to_that_user(
+    loom_database: LoomDatabase, postgres_schema: str
+):
+    with loom_database.connect() as conn:
+        conn.execute(row_level_security_sql(postgres_schema))
+    store = postgres_store(loom_database.dsn(), schema=postgres_schema)
+    store.add_to_suite("analyst", "default", ["ann-1", "ann-2"], user_id="ann")
+    store.add_to_suite("analyst", "default", ["bob-1"], user_id="bob")
+    assert store.load_suites("analyst", user_id="ann") == {"default": ["ann-1", "ann-2"]}
+    assert store.load_suites("analyst", user_id="bob") == {"default": ["bob-1"]}
+    s = sql.Identifier(postgres_schema)
+    with psycopg.connect(loom_database.dsn(), autocommit=True) as conn:
+        count = sql.SQL("SELECT count(*) FROM {}.eval_suites").format(s)
+        assert conn.execute(count).fetchone() == (0,)  # no user set: no row
+        conn.execute("SELECT set_config('loom.user_id', 'bob', false)")
+        assert conn.execute(count).fetchone() == (1,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {}.eval_suites (agent, user_id, suite, thread_id) "
+                    "VALUES ('analyst', 'ann', 'default', 'planted')"
+                ).format(s)
+            )
+    assert store.load_suites("analyst", user_id="ann") == {"default": ["ann-1", "ann-2"]}
+    store.close()

@@ -130,9 +130,9 @@ class PostgresBackend(Backend):
                     ).format(s),
                     m,
                 )
-            # the previous version's grants: its schema has no rules table yet (m005)
+            # the previous version's grants: its schema has no eval suites table yet (m006)
             grants = grants_sql(self.database.app, schema=self.schema).splitlines()
-            conn.execute("\n".join(g for g in grants if ".rules " not in g))
+            conn.execute("\n".join(g for g in grants if ".eval_suites " not in g))
         return postgres_store(self.database.dsn(self.database.owner), schema=self.schema)
 
 

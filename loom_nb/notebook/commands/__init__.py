@@ -2,7 +2,7 @@
 
 Every module has one ``run(...)`` taking the parsed arguments: ``cell`` is the ``%%loom``
 cell, ``chat`` is ``%loom AGENT``, ``decide`` is both ``approve`` and ``reject`` (and carries
-``resolve``'s choice and ``answer``'s text). What they
+``resolve``'s choice and ``answer``'s text), ``evals`` is ``eval``. What they
 show and say is listed once, in ``loom_nb.notebook._help``.
 """
 
@@ -13,6 +13,7 @@ from loom_nb.notebook.commands import (
     chat,
     decide,
     delete,
+    evals,
     export,
     help,
     new,
@@ -31,6 +32,7 @@ __all__ = [
     "chat",
     "decide",
     "delete",
+    "evals",
     "export",
     "help",
     "new",
