@@ -89,18 +89,21 @@ def start_thread(
     conn: Connection, d: Dialect, thread: Thread, message: Message, holder: str, seconds: float
 ) -> None:
     """``LeasedWrites.start``: a new thread's row, held by ``holder``, and its first message.
-    A plain insert: an id that exists already fails (and nothing is written)."""
+    An id that exists already is a ``ValueError`` (the transaction then writes nothing)."""
     names = ", ".join(_SAVED)
     values = ", ".join(d.param(n) for n in _SAVED)
     p = d.param
     params = dict(zip(_SAVED, thread_row(thread), strict=True))
     params.update(holder=holder, us=round(seconds * 1_000_000))
     length = (f", {d.length_column}", f", {p('us')}") if d.length_column else ("", "")
-    conn.execute(
+    made = conn.execute(
         f"INSERT INTO {d.threads} ({names}, {d.changes}, lease_holder, lease_until_us{length[0]})"
-        f" VALUES ({values}, {d.clock}, {p('holder')}, {d.clock} + {p('us')}{length[1]})",
+        f" VALUES ({values}, {d.clock}, {p('holder')}, {d.clock} + {p('us')}{length[1]})"
+        " ON CONFLICT (id) DO NOTHING RETURNING id",
         params,
-    )
+    ).fetchone()
+    if made is None:
+        raise ValueError(f"a thread with id {thread.id} exists already")
     append_row(conn, d, thread.id, thread.updated_at, message)
 
 
