@@ -308,6 +308,23 @@ def test_a_result_shows_its_thread_free_once_the_run_ended(store: Store):
     assert agent.run_sync("more", thread_id=first.thread_id).thread.lease is None
 
 
+def test_a_failure_after_the_answer_freed_the_thread_is_still_recorded(store: Store):
+    from loom_nb import MessageAdded
+
+    def on_event(event: object) -> None:  # the user's handler fails on the answer
+        if isinstance(event, MessageAdded) and event.message.text == "one":
+            raise RuntimeError("the handler broke")
+
+    agent = define_agent(name="a", model=ReplayModel(["one", "two"]), store=store)
+    with pytest.raises(RuntimeError, match="the handler broke"):
+        agent.run_sync("hi", on_event=on_event)
+    [info] = agent.threads()
+    saved = store.load(info.id)
+    assert [m.text for m in saved.messages] == ["hi", "one"]  # the answer was saved
+    assert saved.lease is None and saved.error == "RuntimeError: the handler broke"
+    assert agent.run_sync("again", thread_id=info.id).output == "two"
+
+
 def test_a_lease_whose_process_on_this_host_is_gone_is_taken_over_at_once(store: Store):
     agent = define_agent(name="a", model=ReplayModel(["one", "two"]), store=store)
     thread_id = agent.run_sync("hi").thread_id
