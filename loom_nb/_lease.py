@@ -4,13 +4,14 @@ A run takes the lease before it changes a thread and frees it at its end; a keep
 renews it meanwhile (off the event loop, so a blocked loop does not let it lapse). With a
 store of :class:`~loom_nb._store.LeasedWrites` the lease rides on the run's writes: a new
 thread's first run takes it in the write that creates the thread (no other run can know the
-thread before), and a run that ends with an answer frees it in the write that saves it. A holder is
-``host:pid:random``, one per run. A lease is taken over when it expired, or at once when its
-holder is on this host and its process is gone (or it is this process's and no run of it is
-alive: a run that died without freeing it). Containers on one machine can share a host name
-(the host's network) while each numbers its processes anew, so the random part starts with
-the holder's PID namespace (``ns<inode>.``, on Linux): a process number of another namespace
-says nothing here, and only expiry frees its lease.
+thread before), and a run that ends with an answer frees it in the write that saves it.
+
+A holder is ``host:pid:random``, one per run. A lease is taken over when it expired, or at
+once when its holder is on this host and its process is gone (or it is this process's and no
+run of it is alive: a run that died without freeing it). Containers on one machine can share
+a host name (the host's network) while each numbers its processes anew, so the random part
+starts with the holder's PID namespace (``ns<inode>.``, on Linux): a process number of
+another namespace says nothing here, and only expiry frees its lease.
 
 A call left ``running`` by a holder that is gone is ``unknown``: it may have run. ``settle``
 shows that on a loaded thread; the run that takes the thread over records it.

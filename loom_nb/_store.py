@@ -165,8 +165,8 @@ class LeasedWrites(Protocol):
     def start(self, thread: Thread, message: Message, *, holder: str, seconds: float) -> None:
         """Create the new ``thread`` (its record, as ``save_thread`` writes it) held by
         ``holder`` for ``seconds`` from now, with ``message`` appended: one transaction, so
-        a kill leaves the thread with all three or no thread at all. Fails (nothing written)
-        when the id exists already."""
+        a kill leaves the thread with all three or no thread at all. ``ValueError`` (nothing
+        written) when the id exists already."""
 
     def finish(self, thread: Thread, message: Message, *, holder: str) -> bool:
         """Append ``message`` (as ``append`` does) and, when ``holder`` holds the thread, free
