@@ -335,6 +335,110 @@ SYSTEMS: list[type[Any]] = [Floor, Loom, Session, LangGraph]
 # ---- the run ---------------------------------------------------------------------------------
 
 
+# ---- a whole run, saved ---------------------------------------------------------------------
+
+
+def new_thread_runs(folder: Path, runs: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds per new-thread run with one tool call (``bench_agent``'s: an instant model asks
+    for ``lookup``, then answers), saved to a SQLite file in WAL with ``synchronous=FULL``:
+    loom_nb's ``sqlite_store`` (each message durable as it completes, under the thread's
+    lease) vs pydantic-ai plus one autocommitted row of the run's messages at its end (one
+    fsync). The sides alternate ``rounds`` times, so the machine's fsync noise hits both."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from bench.bench_agent import lookup
+    from loom_nb import FunctionModel as LoomFunctionModel
+    from loom_nb import Reply, define_agent, memory_store, tool
+    from loom_nb.models import ModelRequest
+    from loom_nb.sqlite import sqlite_store
+
+    memory = memory_store()
+
+    answer = "It is 21°C and clear in Oslo."
+
+    def loom_model(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "tool":
+            return Reply(answer)
+        return Reply("", [("lookup", {"city": "Oslo"})])
+
+    store = sqlite_store(folder / "runs-loom.db")
+    loom = define_agent(
+        name="bench", model=LoomFunctionModel(loom_model), tools=[tool(lookup)], store=store
+    )
+    unsaved = define_agent(  # the same run in memory: what the saving costs is the difference
+        name="bench", model=LoomFunctionModel(loom_model), tools=[tool(lookup)], store=memory
+    )
+
+    def pydantic_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if messages[-1].parts[-1].part_kind == "tool-return":
+            return ModelResponse(parts=[TextPart(answer)])
+        return ModelResponse(parts=[ToolCallPart("lookup", {"city": "Oslo"})])
+
+    pydantic = Agent(FunctionModel(pydantic_model))
+    pydantic.tool_plain(lookup)
+    row = sqlite3.connect(folder / "runs-pydantic.db", isolation_level=None)
+    row.execute("PRAGMA journal_mode=WAL")
+    row.execute("PRAGMA synchronous=FULL")
+    row.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, messages TEXT NOT NULL)")
+
+    async def loom_run() -> None:
+        result = await loom.run("Weather in Oslo?")
+        assert result.output == answer and len(result.new_messages) == 4
+
+    async def pydantic_run() -> None:
+        result = await pydantic.run("Weather in Oslo?")
+        assert result.output == answer
+        row.execute("INSERT INTO runs (messages) VALUES (?)", (result.all_messages_json(),))
+
+    async def memory_run() -> None:
+        result = await unsaved.run("Weather in Oslo?")
+        assert result.output == answer
+
+    async def row_alone() -> None:  # the row pydantic-ai's side writes, without its run
+        row.execute("INSERT INTO runs (messages) VALUES (?)", (sample,))
+
+    sample = b""
+    sides = {
+        "loom_nb sqlite_store": loom_run,
+        "pydantic-ai + one SQLite row": pydantic_run,
+        "  loom_nb memory_store (no saving)": memory_run,
+        "  the SQLite row alone": row_alone,
+    }
+    times: dict[str, list[float]] = {name: [] for name in sides}
+
+    async def measure() -> None:
+        nonlocal sample
+        sample = (await pydantic.run("Weather in Oslo?")).all_messages_json()
+        for run in sides.values():  # warm up
+            for _ in range(5):
+                await run()
+        for _ in range(rounds):
+            for name, run in sides.items():
+                for _ in range(max(runs // rounds, 1)):
+                    start = time.perf_counter()
+                    await run()
+                    times[name].append(time.perf_counter() - start)
+
+    asyncio.run(measure())
+    store.close()
+    row.close()
+    return times
+
+
+def report_runs(times: dict[str, list[float]]) -> None:
+    medians = {name: statistics.median(t) * 1000 for name, t in times.items()}
+    loom, pydantic, *_ = medians.values()
+    runs = len(next(iter(times.values())))
+    print(f"\na new-thread run with one tool call, saved (WAL, synchronous=FULL), {runs} runs each")
+    print(f"{'':38}{'median ms':>12}{'p90 ms':>12}")
+    for name, t in times.items():
+        p90 = statistics.quantiles(t, n=10)[-1] * 1000 if len(t) > 1 else t[0] * 1000
+        print(f"{name:38}{medians[name]:12.3f}{p90:12.3f}")
+    print(f"{'  loom / pydantic-ai + one row':38}{loom / pydantic:11.2f}x")
+
+
 def import_ms(statement: str, repeat: int, after: str = "") -> float:
     timed = ["import time", "t = time.perf_counter()", statement, "print(time.perf_counter() - t)"]
     code = "\n".join([after, *timed])
@@ -357,7 +461,19 @@ def main() -> None:
         action="store_true",
         help="loom_nb and the floor only, with synchronous=NORMAL: the software's own cost",
     )
+    parser.add_argument(
+        "--runs", type=int, default=None, help="new-thread runs per side (default 300; quick 40)"
+    )
+    parser.add_argument(
+        "--runs-only", action="store_true", help="only the new-thread runs, saved (a minute)"
+    )
     args = parser.parse_args()
+    if args.runs is None:
+        args.runs = 40 if args.quick else 300
+    if args.runs_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            report_runs(new_thread_runs(Path(tmp), args.runs, 1 if args.quick else 5))
+        return
     lengths = LENGTHS[:3] if args.quick else LENGTHS
     appends, loads = (10, 3) if args.quick else (60, 7)
     systems = [Floor, Loom] if args.no_fsync else SYSTEMS
@@ -409,6 +525,8 @@ def main() -> None:
                     file=sys.stderr,
                 )
     report(results, lengths)
+    with tempfile.TemporaryDirectory() as tmp:
+        report_runs(new_thread_runs(Path(tmp), args.runs, 1 if args.quick else 5))
     core = import_ms("import loom_nb", 9)
     store = import_ms("import loom_nb.sqlite", 9)
     alone = import_ms("import loom_nb.sqlite", 9, after="import loom_nb")

@@ -66,7 +66,7 @@ from loom_nb._messages import (
 )
 from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
 from loom_nb._run import Run, RunDeps
-from loom_nb._store import Store, store_from_env
+from loom_nb._store import LeasedWrites, Store, store_from_env
 from loom_nb._tools import (
     Connector,
     Tool,
@@ -214,6 +214,10 @@ class Agent:
         if thread_id is None:
             thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
             thread.title = _title(prompt)
+            if isinstance(self.store, LeasedWrites):  # made, held, by the run's first write
+                return await self._drive(
+                    thread.id, context, on_event, prompt=prompt, budget=own, new=thread
+                )
             self.store.save_thread(thread)
             thread_id = thread.id
         elif not self._keeps(thread_id):  # one it has not run: refused before taking a lease
@@ -707,8 +711,11 @@ class Agent:
         resolutions: Mapping[str, Resolution] | None = None,
         lease: ThreadLease | None = None,
         budget: Budget | None = None,
+        new: Thread | None = None,
     ) -> RunResult:
-        if lease is None:
+        if new is not None:  # a new thread (of a LeasedWrites store): no other run knows it
+            lease = ThreadLease.for_new_thread(self.store, thread_id, new.user_id)
+        elif lease is None:
             try:
                 lease = await ThreadLease.acquire(self.store, thread_id, self._user_id(context))
             except KeyError:  # the stores' word for a thread they never saved (or another user's)
@@ -716,7 +723,9 @@ class Agent:
         thread: Thread | None = None
         try:
             # the one load of a run: no other run can change the thread now
-            thread = self._load_for_run(thread_id, self._user_id(context))
+            thread = (
+                new if new is not None else self._load_for_run(thread_id, self._user_id(context))
+            )
             if prompt is not None:
                 _refuse_waiting(thread)
             run = Run(self._run_deps(), thread, context, on_event, lease)
@@ -728,7 +737,7 @@ class Agent:
             self._kept.forget(thread_id)
             raise
         finally:
-            if not lease.released:
+            if not lease.released or lease.freed_by_write:  # (a late error is still recorded)
                 lease.release(error=thread.error if thread is not None else None)
                 if thread is not None:
                     with contextlib.suppress(Exception):  # a failing store fails the next load

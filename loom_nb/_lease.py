@@ -1,13 +1,17 @@
 """One run per thread, across processes: a lease on the thread, kept in the store.
 
 A run takes the lease before it changes a thread and frees it at its end; a keeper thread
-renews it meanwhile (off the event loop, so a blocked loop does not let it lapse). A holder is
-``host:pid:random``, one per run. A lease is taken over when it expired, or at once when its
-holder is on this host and its process is gone (or it is this process's and no run of it is
-alive: a run that died without freeing it). Containers on one machine can share a host name
-(the host's network) while each numbers its processes anew, so the random part starts with
-the holder's PID namespace (``ns<inode>.``, on Linux): a process number of another namespace
-says nothing here, and only expiry frees its lease.
+renews it meanwhile (off the event loop, so a blocked loop does not let it lapse). With a
+store of :class:`~loom_nb._store.LeasedWrites` the lease rides on the run's writes: a new
+thread's first run takes it in the write that creates the thread (no other run can know the
+thread before), and a run that ends with an answer frees it in the write that saves it.
+
+A holder is ``host:pid:random``, one per run. A lease is taken over when it expired, or at
+once when its holder is on this host and its process is gone (or it is this process's and no
+run of it is alive: a run that died without freeing it). Containers on one machine can share
+a host name (the host's network) while each numbers its processes anew, so the random part
+starts with the holder's PID namespace (``ns<inode>.``, on Linux): a process number of
+another namespace says nothing here, and only expiry frees its lease.
 
 A call left ``running`` by a holder that is gone is ``unknown``: it may have run. ``settle``
 shows that on a loaded thread; the run that takes the thread over records it.
@@ -22,6 +26,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loom_nb import _loop_thread
@@ -116,6 +121,10 @@ class ThreadLease:
         #: renew in time: a suspended process).
         self.lost = False
         self._released = False
+        #: Whether the store has the lease (a new thread's lease is taken by its first write).
+        self.in_store = True
+        #: Whether the run's last write freed it (see :meth:`free_with`).
+        self.freed_by_write = False
         self._renewed_at = time.time()  # the wall clock: a suspended machine's sleep counts
         self._lock = threading.Lock()
 
@@ -135,6 +144,43 @@ class ThreadLease:
         _keeper.add(held)
         return held
 
+    @classmethod
+    def for_new_thread(cls, store: Store, thread_id: str, user_id: str | None) -> ThreadLease:
+        """The lease of a new thread's first run, taken by the write that creates the thread
+        (``LeasedWrites.start``; then call :meth:`started`)."""
+        holder = new_holder()
+        with _held_lock:
+            _held[holder] = _Local(thread_id, _loop_thread.interrupt())
+        held = cls(store, thread_id, user_id, holder)
+        held.in_store = False
+        return held
+
+    def started(self) -> None:
+        """The write that creates the thread took the lease: the keeper renews it from now."""
+        self.in_store = True
+        self._renewed_at = time.time()
+        _keeper.add(self)
+
+    def free_with(self, write: Callable[[], object]) -> None:
+        """Run ``write``, a store write that frees this lease in its own transaction (the
+        run's last): no renewal runs meanwhile or after. A failing write leaves it held."""
+        with self._lock:
+            self._released = True
+            try:
+                write()
+            except BaseException:
+                self._released = False
+                raise
+            self.freed_by_write = True
+        _keeper.discard(self)
+        with _held_lock:
+            _held.pop(self.holder, None)
+
+    def due(self) -> bool:
+        """Whether the keeper should renew it now: a lease taken or renewed within half a
+        round is left for the next round (a run's first seconds cost no renewal)."""
+        return time.time() - self._renewed_at >= RENEW_SECONDS / 2
+
     def check(self) -> None:
         """Raise :class:`ThreadBusy` if another run took the thread from this one."""
         if not self.lost and time.time() - self._renewed_at > LEASE_SECONDS:
@@ -150,7 +196,7 @@ class ThreadLease:
         """Extend the lease (the keeper thread calls this). Never takes a thread back: not
         after the run freed it, nor once it lapsed, when another run may have had it since."""
         with self._lock:
-            if self.lost or self._released:
+            if self.lost or self._released or not self.in_store:
                 return
             if time.time() - self._renewed_at > LEASE_SECONDS:
                 # Paused past the lease (a laptop lid, a stopped VM): it is still this run's
@@ -172,12 +218,20 @@ class ThreadLease:
     def release(self, *, error: str | None, store: bool = True) -> None:
         """Free the thread and record how the run ended (a store failure is not raised: the
         lease then lapses on its own). ``store=False``: the store is failing, so it is not
-        asked; this process sees the lease as free at once, others once it lapses."""
+        asked; this process sees the lease as free at once, others once it lapses.
+
+        After the run's last write freed it (:meth:`free_with`), only an ``error`` that came
+        later (a failing ``on_event``) is written: the lease is taken again and freed with it,
+        unless another run took the thread meanwhile."""
+        if self.freed_by_write:
+            if error is not None and store:
+                self._record_late(error)
+            return
         with self._lock:  # after this, no renewal can take the thread again
             self._released = True
         _keeper.discard(self)
         try:
-            if store:
+            if store and self.in_store:
                 with contextlib.suppress(Exception):
                     self.store.release_lease(
                         self.thread_id, self.holder, error=error, user_id=self.user_id
@@ -185,6 +239,16 @@ class ThreadLease:
         finally:
             with _held_lock:
                 _held.pop(self.holder, None)
+
+    def _record_late(self, error: str) -> None:
+        with contextlib.suppress(Exception):  # as release's: the error is not raised
+            lease = self.store.acquire_lease(
+                self.thread_id, self.holder, LEASE_SECONDS, user_id=self.user_id
+            )
+            if lease.holder == self.holder:
+                self.store.release_lease(
+                    self.thread_id, self.holder, error=error, user_id=self.user_id
+                )
 
 
 async def _take(store: Store, thread_id: str, user_id: str | None, holder: str) -> None:
@@ -240,7 +304,8 @@ class _Keeper:
                 leases = list(self._leases)
             for lease in leases:
                 with contextlib.suppress(Exception):  # a store hiccup: try again next round
-                    lease.renew()
+                    if lease.due():
+                        lease.renew()
 
 
 _keeper = _Keeper()

@@ -54,7 +54,7 @@ from loom_nb._messages import (
     is_pause_call,
 )
 from loom_nb._rules import Rule, RuleStore, deciding_rule
-from loom_nb._store import Store
+from loom_nb._store import LEASE_SECONDS, LeasedWrites, Store
 from loom_nb._tokens import counter_for
 from loom_nb._tools import Tool
 from loom_nb._turn import (
@@ -201,11 +201,22 @@ class Run:
             raise asyncio.CancelledError
         self.lease.check()
 
-    async def _add(self, message: Message, *, pending: Sequence[PendingApproval] = ()) -> None:
-        """Append a completed message, with the calls it asks approval for: saved at once."""
+    async def _add(
+        self, message: Message, *, pending: Sequence[PendingApproval] = (), last: bool = False
+    ) -> None:
+        """Append a completed message, with the calls it asks approval for: saved at once.
+        The lease rides on the write where the store can carry it: a new thread's first
+        message creates the thread held, and the run's ``last`` message frees it."""
         self._may_write()
         self.thread.updated_at = message.created_at
-        if pending:
+        store, lease = self.store, self.lease
+        if not lease.in_store:  # only a LeasedWrites store makes a thread this way
+            assert isinstance(store, LeasedWrites) and not pending
+            store.start(self.thread, message, holder=lease.holder, seconds=LEASE_SECONDS)
+            lease.started()
+        elif last and not pending and isinstance(store, LeasedWrites):
+            lease.free_with(lambda: store.finish(self.thread, message, holder=lease.holder))
+        elif pending:
             self.store.append(self.thread, message, pending=pending)
             self.thread.pending = list(pending)
         else:
@@ -274,7 +285,7 @@ class Run:
             )
             self._account(message, view, tools)
             if not message.tool_calls:
-                await self._add(message)
+                await self._add(message, last=True)
                 return
             if await self._run_calls(message):
                 return  # stopped for approval

@@ -155,6 +155,26 @@ class VersionedStore(Protocol):
     ) -> ThreadVersion | None: ...
 
 
+@runtime_checkable
+class LeasedWrites(Protocol):
+    """A store whose writes can carry a run's lease (every store loom_nb ships), so a run
+    spends no transaction of its own on it: a new thread is made held, with its first
+    message, and a run's last message frees the thread. With other stores the run takes and
+    frees the lease in transactions of their own (``acquire_lease`` / ``release_lease``)."""
+
+    def start(self, thread: Thread, message: Message, *, holder: str, seconds: float) -> None:
+        """Create the new ``thread`` (its record, as ``save_thread`` writes it) held by
+        ``holder`` for ``seconds`` from now, with ``message`` appended: one transaction, so
+        a kill leaves the thread with all three or no thread at all. ``ValueError`` (nothing
+        written) when the id exists already."""
+
+    def finish(self, thread: Thread, message: Message, *, holder: str) -> bool:
+        """Append ``message`` (as ``append`` does) and, when ``holder`` holds the thread, free
+        it as ``release_lease(error=None)`` does: one transaction. True when it was freed
+        (False: the lease lapsed and another run took it; the message is saved all the same,
+        as ``append`` would save it)."""
+
+
 def info_of(thread: Thread) -> ThreadInfo:
     return ThreadInfo(
         id=thread.id,
@@ -168,12 +188,12 @@ def info_of(thread: Thread) -> ThreadInfo:
     )
 
 
-class MemoryStore(Store):
+class MemoryStore(Store, LeasedWrites):
     """Threads in this process's memory: fine for tests; lost when the process ends."""
 
     def __init__(self) -> None:
         self._threads: dict[str, Thread] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # start and finish are other writes in one step
         #: The number of the last write to each thread (from one count: a thread deleted and
         #: made again does not repeat a number).
         self._changes: dict[str, int] = {}
@@ -202,6 +222,23 @@ class MemoryStore(Store):
             if pending is not None:
                 saved.pending = [copy.copy(p) for p in pending]
             self._changes[thread.id] = next(self._count)
+
+    def start(self, thread: Thread, message: Message, *, holder: str, seconds: float) -> None:
+        """Create ``thread`` held by ``holder``, with ``message`` (see :class:`LeasedWrites`)."""
+        with self._lock:
+            if thread.id in self._threads:
+                raise ValueError(f"a thread with id {thread.id} exists already")
+            self.save_thread(thread)
+            saved = self._threads[thread.id]
+            saved.lease = Lease(holder, datetime.now(timezone.utc) + timedelta(seconds=seconds))
+            self.append(thread, message)
+
+    def finish(self, thread: Thread, message: Message, *, holder: str) -> bool:
+        """Append the run's last ``message`` and free ``holder``'s lease (see
+        :class:`LeasedWrites`)."""
+        with self._lock:
+            self.append(thread, message)
+            return self.release_lease(thread.id, holder, error=None, user_id=thread.user_id)
 
     def update_calls(
         self,

@@ -41,6 +41,10 @@ class Spy:
         self.appends.append((message, pending))
         self.inner.append(thread, message, pending=pending)
 
+    def start(self, thread, message, *, holder, seconds):  # a new thread's first message
+        self.appends.append((message, None))
+        self.inner.start(thread, message, holder=holder, seconds=seconds)
+
 
 def test_the_message_asking_for_approval_is_saved_with_its_pending_calls():
     spy = Spy(memory_store())

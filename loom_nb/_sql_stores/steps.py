@@ -1,6 +1,7 @@
 """The SQL stores' writes, each written once over a :class:`Dialect`: saving a thread,
 appending a message, moving pending calls through their lifecycle, taking and freeing a
-thread's lease.
+thread's lease, and the two writes a run's lease rides on (a new thread made held with its
+first message, a run's last message freeing it).
 
 Each step runs inside the caller's transaction, and a step that decides reads the thread's
 row held for that transaction (``Dialect.lock``), so its read, its decision and its write are
@@ -52,8 +53,8 @@ class Dialect(ABC):
     lock: str
     #: What a take reads besides the holder and its mark, for :meth:`lapsed`.
     lapse: str
-    #: What a take writes besides the holder and its mark (``, column = value``).
-    take_also: str
+    #: The column a taken lease keeps its length in, if the dialect keeps it (None: not).
+    length_column: str | None
 
     @abstractmethod
     def param(self, name: str) -> str:
@@ -82,6 +83,35 @@ def save_thread(conn: Connection, d: Dialect, thread: Thread) -> None:
         f"ON CONFLICT (id) DO UPDATE SET {replaced}, {d.changes} = t.{d.changes} + 1",
         dict(zip(_SAVED, thread_row(thread), strict=True)),
     )
+
+
+def start_thread(
+    conn: Connection, d: Dialect, thread: Thread, message: Message, holder: str, seconds: float
+) -> None:
+    """``LeasedWrites.start``: a new thread's row, held by ``holder``, and its first message.
+    An id that exists already is a ``ValueError`` (the transaction then writes nothing)."""
+    names = ", ".join(_SAVED)
+    values = ", ".join(d.param(n) for n in _SAVED)
+    p = d.param
+    params = dict(zip(_SAVED, thread_row(thread), strict=True))
+    params.update(holder=holder, us=round(seconds * 1_000_000))
+    length = (f", {d.length_column}", f", {p('us')}") if d.length_column else ("", "")
+    made = conn.execute(
+        f"INSERT INTO {d.threads} ({names}, {d.changes}, lease_holder, lease_until_us{length[0]})"
+        f" VALUES ({values}, {d.clock}, {p('holder')}, {d.clock} + {p('us')}{length[1]})"
+        " ON CONFLICT (id) DO NOTHING RETURNING id",
+        params,
+    ).fetchone()
+    if made is None:
+        raise ValueError(f"a thread with id {thread.id} exists already")
+    append_row(conn, d, thread.id, thread.updated_at, message)
+
+
+def finish(conn: Connection, d: Dialect, thread: Thread, message: Message, holder: str) -> bool:
+    """``LeasedWrites.finish``: the run's last message, and its lease freed (the thread's
+    error cleared) when ``holder`` still holds it; True when it did."""
+    append_row(conn, d, thread.id, thread.updated_at, message)
+    return free_lease(conn, d, (thread.id, thread.user_id), holder, None)
 
 
 def append(
@@ -161,10 +191,11 @@ def take_lease(
     other = found[0] is not None and found[0] not in (holder, replacing)
     if not other or d.lapsed(*found):
         p = d.param
+        length = f", {d.length_column} = {p('us')}" if d.length_column else ""
         found = conn.execute(
             # not a change of the thread's record: no change counted (a kept thread stays kept)
             f"UPDATE {d.threads} SET lease_holder = {p('holder')}, "
-            f"lease_until_us = {d.clock} + {p('us')}{d.take_also} WHERE {where} "
+            f"lease_until_us = {d.clock} + {p('us')}{length} WHERE {where} "
             "RETURNING lease_holder, lease_until_us",
             params,
         ).fetchone()

@@ -24,7 +24,7 @@ class PostgresDialect(Dialect):
     clock = NOW_US
     lock = " FOR UPDATE"
     lapse = f"lease_until_us <= {NOW_US}"
-    take_also = ""
+    length_column = None
 
     def __init__(self, name: str) -> None:
         s = '"' + name.replace('"', '""') + '"'

@@ -37,7 +37,7 @@ from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread
 from loom_nb._rules import Rule
 from loom_nb._sql_stores import steps
 from loom_nb._sql_stores.rows import row_thread
-from loom_nb._store import Store, ThreadVersion, check_update
+from loom_nb._store import LeasedWrites, Store, ThreadVersion, check_update
 from loom_nb.postgres import _schema as schema
 from loom_nb.postgres._connections import (
     TIMEOUT_SECONDS,
@@ -59,7 +59,7 @@ _ONE_WORD = re.compile(r"[a-z0-9]+")
 _LIKE_SPECIAL = re.compile(r"[\\%_]")
 
 
-class PostgresStore(Store):  # the methods say what they do once, in Store
+class PostgresStore(Store, LeasedWrites):  # the methods say what they do once, in Store
     """A :class:`loom_nb.Store` in PostgreSQL. Make one with
     :func:`loom_nb.postgres.postgres_store`."""
 
@@ -150,6 +150,22 @@ class PostgresStore(Store):  # the methods say what they do once, in Store
             write=True,
             doing=f"saving a message to {thread.id}",
             single=pending is None,
+        )
+
+    def start(self, thread: Thread, message: Message, *, holder: str, seconds: float) -> None:
+        self._run(
+            lambda conn: steps.start_thread(conn, self._dialect, thread, message, holder, seconds),
+            user_id=thread.user_id,
+            write=True,
+            doing=f"saving new thread {thread.id}",
+        )
+
+    def finish(self, thread: Thread, message: Message, *, holder: str) -> bool:
+        return self._run(
+            lambda conn: steps.finish(conn, self._dialect, thread, message, holder),
+            user_id=thread.user_id,
+            write=True,
+            doing=f"saving the last message of a run to {thread.id}",
         )
 
     def update_calls(

@@ -33,7 +33,7 @@ class SQLiteDialect(Dialect):
     clock = "loom_now_us()"
     lock = ""  # BEGIN IMMEDIATE holds the file's write lock for the whole transaction
     lapse = "lease_us"  # the lease's length, which the watch waits out
-    take_also = ", lease_us = :us"
+    length_column = "lease_us"
 
     def __init__(self, watch: Watch, indexed: bool) -> None:
         self.watch = watch

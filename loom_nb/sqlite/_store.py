@@ -22,7 +22,7 @@ from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread
 from loom_nb._rules import Rule
 from loom_nb._sql_stores import steps
 from loom_nb._sql_stores.rows import THREAD_COLUMNS, message_contains, row_thread, searchable
-from loom_nb._store import Store, ThreadVersion, check_update
+from loom_nb._store import LeasedWrites, Store, ThreadVersion, check_update
 from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
 from loom_nb.sqlite._dialect import SQLiteDialect, Watch, now_us
@@ -55,7 +55,7 @@ class NewerSchemaError(SQLiteStoreError):
 _INFO_COLUMNS = "id, agent, user_id, title, created_at, updated_at, message_count, pending_count"
 
 
-class SQLiteStore(Store):  # the methods say what they do once, in Store
+class SQLiteStore(Store, LeasedWrites):  # the methods say what they do once, in Store
     """A :class:`loom_nb.Store` in a SQLite file. Make one with :func:`sqlite_store`."""
 
     def __init__(
@@ -124,6 +124,18 @@ class SQLiteStore(Store):  # the methods say what they do once, in Store
                 conn, self._dialect, thread.id, thread.updated_at, message, pending
             ),
             f"saving a message to {thread.id}",
+        )
+
+    def start(self, thread: Thread, message: Message, *, holder: str, seconds: float) -> None:
+        self._write(
+            lambda conn: steps.start_thread(conn, self._dialect, thread, message, holder, seconds),
+            f"saving new thread {thread.id}",
+        )
+
+    def finish(self, thread: Thread, message: Message, *, holder: str) -> bool:
+        return self._write(
+            lambda conn: steps.finish(conn, self._dialect, thread, message, holder),
+            f"saving the last message of a run to {thread.id}",
         )
 
     def update_calls(

@@ -155,6 +155,51 @@ def test_saving_a_thread_record_keeps_its_lease(store: Store):
     assert store.load(thread.id).lease.holder == "h:1:a"
 
 
+def test_a_new_thread_is_made_held_with_its_first_message_in_one_write(store: Store):
+    from loom_nb._store import LeasedWrites
+
+    assert isinstance(store, LeasedWrites)  # every store loom_nb ships
+    thread = Thread(id="new", agent="a", user_id="ann", title="Hi")
+    prompt = Message.user("hi")
+    thread.updated_at = prompt.created_at
+    store.start(thread, prompt, holder="h:1:a", seconds=30)
+    loaded = store.load("new", user_id="ann")
+    assert loaded is not None and [m.text for m in loaded.messages] == ["hi"]
+    assert loaded.title == "Hi" and loaded.lease is not None and loaded.lease.holder == "h:1:a"
+    assert loaded.lease.expires_at > datetime.now(timezone.utc)
+    assert store.acquire_lease("new", "h:2:b", 30, user_id="ann").holder == "h:1:a"  # held
+    assert [(i.id, i.message_count) for i in store.list(user_id="ann")] == [("new", 1)]
+    with pytest.raises(ValueError, match="exists already"):  # nothing of it is written
+        store.start(thread, Message.user("again"), holder="h:2:b", seconds=30)
+    again = store.load("new", user_id="ann")
+    assert [m.text for m in again.messages] == ["hi"] and again.lease.holder == "h:1:a"
+    assert store.load("new") is None  # another user's
+
+
+def test_a_runs_last_message_frees_its_lease_in_the_same_write(store: Store):
+    thread = Thread(id="ending", agent="a")
+    first = Message.user("hi")
+    store.start(thread, first, holder="h:1:a", seconds=30)
+    thread.messages.append(first)
+    answer = Message.assistant("done")
+    thread.updated_at = answer.created_at
+    assert store.finish(thread, answer, holder="h:1:a")
+    loaded = store.load("ending")
+    assert [m.text for m in loaded.messages] == ["hi", "done"]
+    assert loaded.lease is None and loaded.error is None and loaded.updated_at == answer.created_at
+    # a run whose lease another took: its message is kept, the other's lease stays
+    store.acquire_lease("ending", "h:2:b", 30)
+    store.release_lease("ending", "h:2:b", error="The run was interrupted")
+    store.acquire_lease("ending", "h:2:b", 30)
+    assert not store.finish(thread, Message.assistant("late"), holder="h:1:a")
+    loaded = store.load("ending")
+    assert [m.text for m in loaded.messages] == ["hi", "done", "late"]
+    assert loaded.lease.holder == "h:2:b" and loaded.error == "The run was interrupted"
+    assert store.finish(thread, Message.assistant("ended"), holder="h:2:b")
+    loaded = store.load("ending")
+    assert loaded.lease is None and loaded.error is None  # the run ended well
+
+
 async def test_the_keeper_never_takes_a_thread_back(store: Store):
     from loom_nb._lease import LEASE_SECONDS, ThreadLease
 
@@ -261,6 +306,23 @@ def test_a_result_shows_its_thread_free_once_the_run_ended(store: Store):
     assert agent.run_sync("again", thread_id=first.thread_id).thread.lease is None
     store.acquire_lease(first.thread_id, DEAD, 0)  # a lapsed lease, taken over
     assert agent.run_sync("more", thread_id=first.thread_id).thread.lease is None
+
+
+def test_a_failure_after_the_answer_freed_the_thread_is_still_recorded(store: Store):
+    from loom_nb import MessageAdded
+
+    def on_event(event: object) -> None:  # the user's handler fails on the answer
+        if isinstance(event, MessageAdded) and event.message.text == "one":
+            raise RuntimeError("the handler broke")
+
+    agent = define_agent(name="a", model=ReplayModel(["one", "two"]), store=store)
+    with pytest.raises(RuntimeError, match="the handler broke"):
+        agent.run_sync("hi", on_event=on_event)
+    [info] = agent.threads()
+    saved = store.load(info.id)
+    assert [m.text for m in saved.messages] == ["hi", "one"]  # the answer was saved
+    assert saved.lease is None and saved.error == "RuntimeError: the handler broke"
+    assert agent.run_sync("again", thread_id=info.id).output == "two"
 
 
 def test_a_lease_whose_process_on_this_host_is_gone_is_taken_over_at_once(store: Store):
