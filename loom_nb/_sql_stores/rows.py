@@ -55,11 +55,6 @@ def searchable(out: dict[str, Any]) -> str:
     return "\n".join(texts).casefold()
 
 
-def message_contains(text: str, needle: str) -> bool:
-    """SQL ``loom_contains(json, needle)``: the casefolded ``needle`` is in the message."""
-    return needle in searchable(json.loads(text))
-
-
 def row_message(text: str, data: str | None) -> Message:
     out = json.loads(text)
     message = Message.from_dict(out)
