@@ -198,7 +198,7 @@ class FloorStore:
         a pattern under three characters)."""
         inner = (
             "SELECT m.thread_id FROM messages_tri f JOIN messages m ON m.id = f.rowid "
-            "WHERE messages_tri LIKE ?"
+            "WHERE f.body LIKE ?"
             if trigram
             else "SELECT thread_id FROM messages WHERE body LIKE ?"
         )
