@@ -177,7 +177,8 @@ def _call_cell(
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
     words = call_words(call, tool)
     for call_id, variable in ctx.results.items():  # "bar of result_1", as the code reads
-        words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
+        if call_id in words:  # most calls name no earlier one: no pattern for each
+            words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
     # one line, with what came back as the call header says it: 3 rows (limit 50), 53 groups
     head = f"# Call {number} · {comment_text(words_with_counts(words, _counts_of(result)))}"
     code = call_code(call, tool, ctx)

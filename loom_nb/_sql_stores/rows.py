@@ -181,6 +181,8 @@ def row_thread(
 ) -> Thread:
     """A thread from its row (:data:`THREAD_COLUMNS`) and its messages' ``(json, data)``;
     ``lapsed``: the store found its lease lapsed, by its clock."""
+    with _codec.collector_paused():  # thousands of messages, all kept: nothing to collect
+        loaded = [row_message(text, data) for text, data in messages]
     thread = Thread.from_dict(
         {
             "id": record[0],
@@ -192,7 +194,7 @@ def row_thread(
             "pending": json.loads(record[6]),
             "error": record[7],
         },
-        messages=[row_message(text, data) for text, data in messages],
+        messages=loaded,
     )
     thread.lease = lease_of(record[10], record[11], lapsed=lapsed)
     return thread
