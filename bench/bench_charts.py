@@ -8,7 +8,11 @@ hours (a time axis, in UTC), drawn as each kind, and a scatter coloured by three
 - "draw" is what the thread view does with a saved spec: ``Chart(spec).png()`` from a new
   object (the spec's rows decoded, the figure built, Agg rendering, PNG encoding);
 - "first draw" is the same in a fresh process, with matplotlib's import (the first chart of a
-  kernel).
+  kernel);
+- "matplotlib" is the baseline, what a user would write instead: the same kind drawn by hand
+  with matplotlib's object API over the same frame, labelled axes, the same size, dpi and
+  format (PNG), timed alternating with "draw" (bars once: ``ax.bar`` makes a patch per bar);
+  "ratio" is draw / matplotlib.
 
 Medians of ``--runs``, in one process, kinds alternating. Run:
 ``python -m bench.bench_charts [--points N] [--runs N]``.
@@ -60,6 +64,39 @@ def make_hours(points: int) -> Any:
     )
 
 
+def by_hand(frame: Any, kind: str, color: bool) -> bytes:
+    """The chart as a user would draw it with matplotlib alone: a PNG of the same size."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 3.8), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if kind == "bar":
+        ax.bar(frame["hour"], frame["total"], width=1 / 24)
+    elif kind == "line":
+        ax.plot(frame["hour"], frame["total"])
+    elif kind == "area":
+        ax.fill_between(frame["hour"], frame["total"], alpha=0.4)
+        ax.plot(frame["hour"], frame["total"])
+    elif kind == "scatter" and color:
+        for name, part in frame.groupby("segment"):
+            ax.scatter(part["orders"], part["total"], s=8, alpha=0.6, label=str(name))
+        ax.legend(title="segment")
+    elif kind == "scatter":
+        ax.scatter(frame["orders"], frame["total"], s=8, alpha=0.6)
+    else:
+        ax.hist(frame["total"], bins=30)
+    x = "total" if kind == "histogram" else ("orders" if kind == "scatter" else "hour")
+    ax.set_xlabel(x)
+    ax.set_ylabel("count" if kind == "histogram" else "total")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
 def _call(frame: Any, case: dict[str, Any]) -> Any:
     from loom_nb import RunContext, ToolResult
     from loom_nb.charts import chart_tools
@@ -91,6 +128,7 @@ def main() -> None:
     Chart(specs["bar"]).png()  # matplotlib imported and its fonts loaded once, before timing
     tool_ms: dict[str, list[float]] = {label: [] for label, _ in CASES}
     draw_ms: dict[str, list[float]] = {label: [] for label, _ in CASES}
+    hand_ms: dict[str, list[float]] = {label: [] for label, _ in CASES}
     sizes: dict[str, int] = {}
     for _ in range(args.runs):
         for label, case in CASES:  # alternate, so every kind sees the same machine state
@@ -102,19 +140,28 @@ def main() -> None:
             png = Chart(specs[label]).png()
             draw_ms[label].append((time.perf_counter() - start) * 1000)
             sizes[label] = len(png)
+            if label == "bar" and hand_ms[label]:
+                continue  # ax.bar makes a patch per bar: one run of it is long enough
+            start = time.perf_counter()
+            by_hand(frame, case["kind"], "color" in case)
+            hand_ms[label].append((time.perf_counter() - start) * 1000)
     loop.close()
     print(f"chart of {args.points:,} rows; median of {args.runs} runs (goal: draw ≤ 300 ms)")
-    print(f"{'kind':<20}{'tool ms':>9}{'draw ms':>9}{'PNG KB':>8}{'first draw ms':>15}")
+    print(
+        f"{'kind':<20}{'tool ms':>9}{'draw ms':>9}{'PNG KB':>8}{'first draw ms':>15}"
+        f"{'matplotlib ms':>15}{'ratio':>7}"
+    )
     path = [p for p in sys.path if p]
     for label, case in CASES:
         code = FIRST_DRAW.format(path=path, points=args.points, case=case)
         first = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         )
+        draw, hand = statistics.median(draw_ms[label]), statistics.median(hand_ms[label])
         print(
             f"{label:<20}{statistics.median(tool_ms[label]):>9.1f}"
-            f"{statistics.median(draw_ms[label]):>9.1f}{sizes[label] / 1024:>8.0f}"
-            f"{float(first.stdout) * 1000:>15.0f}"
+            f"{draw:>9.1f}{sizes[label] / 1024:>8.0f}"
+            f"{float(first.stdout) * 1000:>15.0f}{hand:>15.1f}{'x':>3}{draw / hand:.2f}"
         )
 
 

@@ -2,7 +2,10 @@
 
 - ``search``: ``agent.search`` of a selective word over 100,000 saved messages in 10,000
   threads, vs one FTS5 query (SQLite's default tokenizer) over the same texts in a hand-made
-  file that returns the same 50 newest threads as ``ThreadInfo``; and a common word. Then
+  file that returns the same 50 newest threads as ``ThreadInfo``; and a common word. Each
+  also vs the same query through an FTS5 trigram index (any piece of text, as loom_nb finds),
+  and short needles (1-2 characters, rare and common), which no trigram can hold, vs a
+  ``LIKE`` scan of the same texts and the trigram table's own ``LIKE``. Then
   ``agent.threads()`` (50 newest of 10,000) vs one query on an index that fits it.
 - ``first-use``: the first ``frame_tools`` + ``define_agent`` in a fresh process (loom_nb and
   pandas already imported, as in a kernel), vs pydantic-ai's ``Agent`` with one tool.
@@ -79,12 +82,15 @@ def _word(rng: random.Random, length: int) -> str:
 _rng = random.Random(11)
 WORDS = [_word(_rng, 3 + i % 7) for i in range(3000)]
 RARE = "zanzibarite"
+#: A short needle only the rare messages hold (the chat words are lowercase letters), and one
+#: that about one message in three holds.
+SHORT_RARE, SHORT_COMMON = "#7", "qu"
 
 
 def chat_text(rng: random.Random, rare: bool) -> str:
     words = [rng.choice(WORDS) for _ in range(48)]
     if rare:
-        words[rng.randrange(len(words))] = RARE.capitalize()
+        words[rng.randrange(len(words))] = RARE.capitalize() + " " + SHORT_RARE
     return " ".join(words)[:300]
 
 
@@ -110,6 +116,8 @@ def fill_search(threads: int, per_thread: int, loom_path: Path, floor_path: Path
         CREATE TABLE messages (id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, body TEXT);
         CREATE INDEX messages_thread ON messages (thread_id);
         CREATE VIRTUAL TABLE messages_fts USING fts5(body, content='messages', content_rowid='id');
+        CREATE VIRTUAL TABLE messages_tri USING fts5(body, content='messages', content_rowid='id',
+            tokenize='trigram');
         """
     )
     n = 0
@@ -132,6 +140,7 @@ def fill_search(threads: int, per_thread: int, loom_path: Path, floor_path: Path
                 "INSERT INTO messages (id, thread_id, body) VALUES (?, ?, ?)", (n, thread.id, text)
             )
             floor.execute("INSERT INTO messages_fts (rowid, body) VALUES (?, ?)", (n, text))
+            floor.execute("INSERT INTO messages_tri (rowid, body) VALUES (?, ?)", (n, text))
             n += 1
         thread.messages = []
         floor.execute(
@@ -174,12 +183,29 @@ class FloorStore:
             for r in rows
         ]
 
-    def search(self, word: str) -> list[Any]:
+    def search(self, word: str, table: str = "messages_fts") -> list[Any]:
+        """By the word index (``messages_fts``) or the trigram index (``messages_tri``)."""
         rows = self.conn.execute(
             f"SELECT {self.COLUMNS} FROM threads WHERE id IN (SELECT m.thread_id FROM "
-            "messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?) "
+            f"{table} f JOIN messages m ON m.id = f.rowid WHERE {table} MATCH ?) "
             "AND agent = 'bench' AND user_id IS NULL ORDER BY updated_us DESC LIMIT 50",
             ('"' + word.replace('"', '""') + '"',),
+        ).fetchall()
+        return self._infos(rows)
+
+    def scan(self, needle: str, trigram: bool = False) -> list[Any]:
+        """By ``LIKE`` over every message's text, or over the trigram table (which scans for
+        a pattern under three characters)."""
+        inner = (
+            "SELECT m.thread_id FROM messages_tri f JOIN messages m ON m.id = f.rowid "
+            "WHERE f.body LIKE ?"
+            if trigram
+            else "SELECT thread_id FROM messages WHERE body LIKE ?"
+        )
+        rows = self.conn.execute(
+            f"SELECT {self.COLUMNS} FROM threads WHERE id IN ({inner}) "
+            "AND agent = 'bench' AND user_id IS NULL ORDER BY updated_us DESC LIMIT 50",
+            ("%" + needle + "%",),
         ).fetchall()
         return self._infos(rows)
 
@@ -189,6 +215,10 @@ class FloorStore:
             "ORDER BY updated_us DESC LIMIT 50"
         ).fetchall()
         return self._infos(rows)
+
+
+#: The floor's trigram index, for :meth:`FloorStore.search`.
+TRI = "messages_tri"
 
 
 def bench_search(quick: bool) -> dict[str, float]:
@@ -211,13 +241,29 @@ def bench_search(quick: bool) -> dict[str, float]:
         assert [t.id for t in ours] == [t.id for t in theirs] and 3 <= len(ours) <= 5
         common = WORDS[6]  # nine letters: inside no other word
         assert [t.id for t in agent.search(common)] == [t.id for t in floor.search(common)]
+        assert [t.id for t in agent.search(RARE)] == [t.id for t in floor.search(RARE, TRI)]
+        for short in (SHORT_RARE, SHORT_COMMON):
+            ids = [t.id for t in agent.search(short)]
+            assert (
+                ids
+                == [t.id for t in floor.scan(short)]
+                == [t.id for t in floor.scan(short, trigram=True)]
+            )
         assert [t.id for t in agent.threads()] == [t.id for t in floor.list()]
         got = alternate(
             {
                 "search": lambda: agent.search(RARE),
                 "search floor": lambda: floor.search(RARE),
+                "search trigram": lambda: floor.search(RARE, TRI),
                 "common": lambda: agent.search(common),
                 "common floor": lambda: floor.search(common),
+                "common trigram": lambda: floor.search(common, TRI),
+                "short rare": lambda: agent.search(SHORT_RARE),
+                "short rare like": lambda: floor.scan(SHORT_RARE),
+                "short rare trigram": lambda: floor.scan(SHORT_RARE, trigram=True),
+                "short common": lambda: agent.search(SHORT_COMMON),
+                "short common like": lambda: floor.scan(SHORT_COMMON),
+                "short common trigram": lambda: floor.scan(SHORT_COMMON, trigram=True),
                 "list": lambda: agent.threads(),
                 "list floor": lambda: floor.list(),
             },
@@ -228,6 +274,20 @@ def bench_search(quick: bool) -> dict[str, float]:
     print(f"\nsearch and listing: {n:,} messages in {threads:,} threads, median of {repeat}")
     print(ratio_line("agent.search(selective word) vs FTS5", got["search"], got["search floor"]))
     print(ratio_line("agent.search(common word) vs FTS5", got["common"], got["common floor"]))
+    print(
+        ratio_line(
+            "agent.search(selective word) vs FTS5 trigram", got["search"], got["search trigram"]
+        )
+    )
+    print(
+        ratio_line(
+            "agent.search(common word) vs FTS5 trigram", got["common"], got["common trigram"]
+        )
+    )
+    for name, needle in (("short rare", SHORT_RARE), ("short common", SHORT_COMMON)):
+        label = f"agent.search({needle!r}, {name.split()[1]})"
+        print(ratio_line(f"{label} vs LIKE scan", got[name], got[f"{name} like"]))
+        print(ratio_line(f"{label} vs FTS5 trigram LIKE", got[name], got[f"{name} trigram"]))
     print(ratio_line("agent.threads() vs an indexed query", got["list"], got["list floor"]))
     return got
 

@@ -41,7 +41,7 @@ from loom_nb._code import (
     markdown_text,
     py_literal,
 )
-from loom_nb._counts import words_with_counts
+from loom_nb._counts import counts_of, words_with_counts
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._tools import Tool
@@ -149,10 +149,12 @@ class _Body:
 
 
 def _counts_of(result: ToolResult | None) -> dict[str, Any] | None:
-    """The counts a table tool saved with its frame (its head only is decoded)."""
+    """The counts a table tool saved with its frame."""
     if result is None or result.is_error:
         return None
-    head = result.frame_head(0)
+    if result.chart is None:  # its data, which its code read (``_saved``): decoded already
+        return counts_of(result.data) if _codec.is_dataframe(result.data) else None
+    head = result.frame_head(0)  # its head only is decoded
     return head.counts if head is not None else None
 
 
@@ -175,7 +177,8 @@ def _call_cell(
     """The call's cell, and whether its code runs (a read that worked) or is a comment."""
     words = call_words(call, tool)
     for call_id, variable in ctx.results.items():  # "bar of result_1", as the code reads
-        words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
+        if call_id in words:  # most calls name no earlier one: no pattern for each
+            words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
     # one line, with what came back as the call header says it: 3 rows (limit 50), 53 groups
     head = f"# Call {number} · {comment_text(words_with_counts(words, _counts_of(result)))}"
     code = call_code(call, tool, ctx)
@@ -296,14 +299,9 @@ def _format(path: Path) -> str | None:
 def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     nbformat = _nbformat()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_markdown_cell(c.source)
-        if c.kind == "markdown"
-        else nbformat.v4.new_code_cell(
-            c.source, metadata={"jupyter": {"source_hidden": True}} if c.folded else {}
-        )
-        for c in exported.cells
-    ]
+    # The cells as nbformat.v4's new_*_cell make them, without validating each one: the
+    # whole notebook is validated once, when it is written.
+    nb.cells = [_cell(nbformat, c) for c in exported.cells]
     nb.metadata["kernelspec"] = {  # as ipykernel's own, which JupyterLab would write back
         "name": "python3",
         "display_name": "Python 3 (ipykernel)",
@@ -320,15 +318,32 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     return nb
 
 
+def _cell(nbformat: Any, cell: Cell) -> Any:
+    made = {"id": nbformat.v4.nbbase.random_cell_id(), "source": cell.source, "metadata": {}}
+    if cell.kind == "markdown":
+        return nbformat.from_dict({**made, "cell_type": "markdown"})
+    if cell.folded:
+        made["metadata"] = {"jupyter": {"source_hidden": True}}
+    return nbformat.from_dict({**made, "cell_type": "code", "execution_count": None, "outputs": []})
+
+
 def _writes(notebook: Any, fmt: str | None) -> str:
+    nbformat = _nbformat()
+    nbformat.validate(notebook)  # once, the whole notebook (a failure is a loom_nb bug)
+    # nbformat.v4's writer is what nbformat.writes ends in, without validating again
     text: str = (
-        _nbformat().writes(notebook) if fmt is None else _jupytext().writes(notebook, fmt=fmt)
+        nbformat.v4.writes(notebook) if fmt is None else _jupytext().writes(notebook, fmt=fmt)
     )
     return text if text.endswith("\n") else text + "\n"
 
 
-def _reads(text: str, fmt: str | None) -> Any:
-    return _nbformat().reads(text, as_version=4) if fmt is None else _jupytext().reads(text, fmt)
+def _reads(text: str, fmt: str | None, *, checked: bool = True) -> Any:
+    """The notebook in ``text``; ``checked=False`` reads one this module just wrote (and
+    validated) without validating it again."""
+    if fmt is not None:
+        return _jupytext().reads(text, fmt)
+    nbformat = _nbformat()
+    return nbformat.reads(text, as_version=4) if checked else nbformat.v4.reads(text)
 
 
 # ---- the export checks itself --------------------------------------------------------------
@@ -338,7 +353,7 @@ def _check(text: str, fmt: str | None, exported: Exported, thread: Thread) -> No
     """Refuse (writing nothing) unless ``text``, read back, has exactly the code cells meant,
     each of them Python."""
     meant = [c.source for c in exported.cells if c.kind == "code"]
-    read = [c.source for c in _reads(text, fmt).cells if c.cell_type == "code"]
+    read = [c.source for c in _reads(text, fmt, checked=False).cells if c.cell_type == "code"]
     problem = None
     if read != meant:
         problem = f"{len(read)} code cells read back where {len(meant)} were written"

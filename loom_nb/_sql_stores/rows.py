@@ -55,11 +55,6 @@ def searchable(out: dict[str, Any]) -> str:
     return "\n".join(texts).casefold()
 
 
-def message_contains(text: str, needle: str) -> bool:
-    """SQL ``loom_contains(json, needle)``: the casefolded ``needle`` is in the message."""
-    return needle in searchable(json.loads(text))
-
-
 def row_message(text: str, data: str | None) -> Message:
     out = json.loads(text)
     message = Message.from_dict(out)
@@ -186,6 +181,8 @@ def row_thread(
 ) -> Thread:
     """A thread from its row (:data:`THREAD_COLUMNS`) and its messages' ``(json, data)``;
     ``lapsed``: the store found its lease lapsed, by its clock."""
+    with _codec.collector_paused():  # thousands of messages, all kept: nothing to collect
+        loaded = [row_message(text, data) for text, data in messages]
     thread = Thread.from_dict(
         {
             "id": record[0],
@@ -197,7 +194,7 @@ def row_thread(
             "pending": json.loads(record[6]),
             "error": record[7],
         },
-        messages=[row_message(text, data) for text, data in messages],
+        messages=loaded,
     )
     thread.lease = lease_of(record[10], record[11], lapsed=lapsed)
     return thread

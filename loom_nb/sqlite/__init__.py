@@ -24,10 +24,12 @@ How it keeps what it is given:
 - The schema is versioned by named migrations applied on open (see ``loom_nb.sqlite._schema``);
   a file from a newer loom_nb is refused with a message saying to upgrade, never misread.
 - Text search is a case-insensitive (Unicode casefold) substring match over each message's text
-  and tool result contents, like ``memory_store()``. An FTS5 trigram index, written in the
-  append's transaction, finds the messages that hold every three-character piece of the text;
-  each is then checked against the message itself, so the answers are exact. (Texts shorter
-  than three characters, or an SQLite without FTS5's trigram tokenizer, check every message.)
+  and tool result contents, like ``memory_store()``. That searchable text, casefolded, is kept
+  beside each message (``loom_search_text``, written in the append's transaction), so no
+  search parses a message. An FTS5 trigram index, written with it, finds the messages that
+  hold every three-character piece of the text; each is then checked against its stored text,
+  so the answers are exact. (Texts shorter than three characters, or an SQLite without FTS5's
+  trigram tokenizer, scan the stored texts: one pass, no Python per message.)
 - The thread's lease and its pending calls' states change by compare-and-set inside one
   ``BEGIN IMMEDIATE`` transaction each: the write lock makes the read and the write one step,
   so of two kernels claiming one call exactly one wins.

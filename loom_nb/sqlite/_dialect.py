@@ -60,9 +60,19 @@ class SQLiteDialect(Dialect):
             "INSERT INTO loom_messages (thread_id, seq, json, data) VALUES (?, ?, ?, ?)",
             (thread_id, found[0] - 1, text, data),
         ).lastrowid
-        if self.indexed:
-            conn.execute("INSERT INTO loom_search (rowid, text) VALUES (?, ?)", (row, search))
+        self.add_search_text(conn, row, thread_id, search)
         return True
+
+    def add_search_text(
+        self, conn: sqlite3.Connection, row: int | None, thread_id: str, text: str
+    ) -> None:
+        """What search reads of message ``row``: its searchable text, and its index entry."""
+        conn.execute(
+            "INSERT INTO loom_search_text (id, thread_id, text) VALUES (?, ?, ?)",
+            (row, thread_id, text),
+        )
+        if self.indexed:
+            conn.execute("INSERT INTO loom_search (rowid, text) VALUES (?, ?)", (row, text))
 
 
 class Watch:

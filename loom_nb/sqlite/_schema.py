@@ -188,6 +188,30 @@ def m007_eval_suites(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX loom_eval_suites_agent ON loom_eval_suites (agent, user_id)")
 
 
+#: Search reads each message's searchable text (casefolded, as ``searchable`` builds it) from
+#: here, written with the message: no search parses a message's JSON. ``id`` is the message's.
+SEARCH_TEXT_DDL = (
+    "CREATE TABLE loom_search_text (id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, "
+    "text TEXT NOT NULL)"
+)
+
+
+def m008_stored_search_text(conn: sqlite3.Connection) -> None:
+    """Each message's searchable text kept beside it (:data:`SEARCH_TEXT_DDL`), from the
+    messages' JSON once here: short texts, which the trigram index cannot find, are a scan of
+    this compact table, and the index's candidates are checked against it."""
+    conn.execute(SEARCH_TEXT_DDL)
+    conn.executemany(
+        "INSERT INTO loom_search_text (id, thread_id, text) VALUES (?, ?, ?)",
+        (
+            (row, thread_id, searchable(json.loads(text)))
+            for row, thread_id, text in conn.execute(
+                "SELECT id, thread_id, json FROM loom_messages"
+            ).fetchall()
+        ),
+    )
+
+
 #: Every migration, oldest first. Append only.
 MIGRATIONS: list[Migration] = [
     m001_threads_and_messages,
@@ -197,6 +221,7 @@ MIGRATIONS: list[Migration] = [
     m005_lease_length,
     m006_rules,
     m007_eval_suites,
+    m008_stored_search_text,
 ]
 
 #: The schema version this code writes: the number of migrations it knows.

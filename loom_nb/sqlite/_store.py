@@ -21,7 +21,7 @@ from loom_nb._errors import StoreError, UserError
 from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
 from loom_nb._rules import Rule
 from loom_nb._sql_stores import steps
-from loom_nb._sql_stores.rows import THREAD_COLUMNS, message_contains, row_thread, searchable
+from loom_nb._sql_stores.rows import THREAD_COLUMNS, row_thread
 from loom_nb._store import LeasedWrites, Store, ThreadVersion, check_update
 from loom_nb.sqlite import _given as given
 from loom_nb.sqlite import _schema as schema
@@ -232,23 +232,22 @@ class SQLiteStore(Store, LeasedWrites):  # the methods say what they do once, in
             sql += " AND agent = ?"
             params.append(agent)
         pieces = _trigrams(needle)
+        # Each message's stored searchable text holds the needle (instr: exact, any length).
+        found = "instr(s.text, ?) > 0"
         if self._indexed and pieces:
             # Candidates from the index (the needle's pieces all present), each confirmed by
-            # its own text; threads newest first, so a common text stops after ``limit``.
+            # its stored text.
             match = " AND ".join('"' + p.replace('"', '""') + '"' for p in pieces)
             sql = (
                 "WITH hits (id) AS (SELECT rowid FROM loom_search WHERE loom_search MATCH ?) "
                 + sql
-                + " AND t.id IN (SELECT m.thread_id FROM loom_messages m WHERE m.id IN hits)"
-                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
-                " AND m.id IN hits AND loom_contains(m.json, ?))"
+                + " AND t.id IN (SELECT s.thread_id FROM loom_search_text s"
+                f" WHERE s.id IN hits AND {found})"
             )
             params = [match, *params, needle]
         else:
-            sql += (
-                " AND EXISTS (SELECT 1 FROM loom_messages m WHERE m.thread_id = t.id"
-                " AND loom_contains(m.json, ?))"
-            )
+            # Shorter than the index's pieces: one pass over the compact stored texts.
+            sql += f" AND t.id IN (SELECT s.thread_id FROM loom_search_text s WHERE {found})"
             params.append(needle)
         sql += " ORDER BY updated_us DESC, rowid LIMIT ?"
         params.append(max(int(limit), 0))
@@ -259,16 +258,8 @@ class SQLiteStore(Store, LeasedWrites):  # the methods say what they do once, in
             gone = conn.execute(
                 "DELETE FROM loom_threads WHERE id = ? AND user_id IS ?", (thread_id, user_id)
             ).rowcount
-            if gone and self._indexed:
-                # A contentless index forgets a row when told the text it was given.
-                rows = conn.execute(
-                    "SELECT id, json FROM loom_messages WHERE thread_id = ?", (thread_id,)
-                ).fetchall()
-                conn.executemany(
-                    "INSERT INTO loom_search (loom_search, rowid, text) VALUES ('delete', ?, ?)",
-                    [(row, searchable(json.loads(text))) for row, text in rows],
-                )
             if gone:
+                _delete_search_text(conn, thread_id, self._indexed)
                 conn.execute("DELETE FROM loom_messages WHERE thread_id = ?", (thread_id,))
             return bool(gone)
 
@@ -392,7 +383,6 @@ class SQLiteStore(Store, LeasedWrites):  # the methods say what they do once, in
                 raise self._newer(newer)
             if len(done) < schema.VERSION:
                 self._write(self._migrate, "creating tables")
-            conn.create_function("loom_contains", 2, message_contains, deterministic=True)
             conn.create_function("loom_now_us", 0, now_us)
             #: Whether the file has the search index (not when its SQLite had no trigram FTS5).
             self._indexed = self._read(_has_search_index)
@@ -571,6 +561,19 @@ def _translate(exc: sqlite3.Error, path: str, doing: str | None = None) -> Excep
             "close the other kernel or program that holds it, then try again"
         )
     return exc
+
+
+def _delete_search_text(conn: sqlite3.Connection, thread_id: str, indexed: bool) -> None:
+    """Take a thread's messages out of what search reads (before the messages go)."""
+    ids = "SELECT id FROM loom_messages WHERE thread_id = ?"
+    if indexed:
+        # A contentless index forgets a row when told the text it was given.
+        conn.execute(
+            "INSERT INTO loom_search (loom_search, rowid, text) "
+            f"SELECT 'delete', id, text FROM loom_search_text WHERE id IN ({ids})",
+            (thread_id,),
+        )
+    conn.execute(f"DELETE FROM loom_search_text WHERE id IN ({ids})", (thread_id,))
 
 
 def _has_search_index(conn: sqlite3.Connection) -> bool:

@@ -29,9 +29,9 @@ SMOKE = {
     "bench_frames": (["--rows", "20000", "--runs", "2"], r"DuckDB ms +ratio"),
     "bench_joins": (["--rows", "20000", "--runs", "2"], r"join \+ p90 .* x +\d"),
     "bench_buckets": (["--rows", "20000", "--runs", "2", "--grouper-runs", "1"], r"Grouper ms"),
-    "bench_charts": (["--points", "200", "--runs", "2"], r"goal: draw"),
+    "bench_charts": (["--points", "200", "--runs", "2"], r"matplotlib ms +ratio\n.* x\d"),
     "bench_widget": (["--quick"], r"naive: HTML\.value per delta"),
-    "bench_export": (["--calls", "10", "--runs", "2"], r"goal: at most 1000 ms"),
+    "bench_export": (["--calls", "10", "--runs", "2"], r"floor: x\d.*\n.*goal: at most 1000 ms"),
     "bench_http": (["--messages", "200", "--repeat", "2"], r"vs agent\.thread"),
     "bench_history": (["--turns", "30"], r"ratio whole / by reference \(input tokens\): x\d"),
 }

@@ -215,3 +215,59 @@ def test_listing_search_loading_and_appending_use_indexes(store_path: Path, call
         )
         assert "TEMP B-TREE" not in steps, (sql, steps)
     store.close()
+
+
+def test_a_file_from_before_the_stored_text_finds_its_old_messages(store_path: Path):
+    # A file as the previous version wrote it: every migration but the stored search text,
+    # messages with their trigram index rows only.
+    conn = sqlite3.connect(store_path, isolation_level=None)
+    schema.applied(conn)
+    previous = [m for m in MIGRATIONS if m is not schema.m008_stored_search_text]
+    for migration in previous:
+        migration(conn)
+        conn.execute("INSERT INTO loom_migrations (name) VALUES (?)", (migration.__name__,))
+    texts = {"old-1": ["Invoice #7 for ACME", "ok"], "old-2": ["Überweisung", "x"]}
+    for n, (thread_id, items) in enumerate(texts.items()):
+        conn.execute(
+            "INSERT INTO loom_threads (id, agent, created_at, updated_at, updated_us, "
+            "message_count) VALUES (?, 'a', ?, ?, ?, ?)",
+            (thread_id, T0.isoformat(), T0.isoformat(), n, len(items)),
+        )
+        for seq, text in enumerate(items):
+            message = Message("user", [TextPart(text)], created_at=T0)
+            row = conn.execute(
+                "INSERT INTO loom_messages (thread_id, seq, json) VALUES (?, ?, ?)",
+                (thread_id, seq, json.dumps(message.to_dict())),
+            ).lastrowid
+            conn.execute(
+                "INSERT INTO loom_search (rowid, text) VALUES (?, ?)", (row, text.casefold())
+            )
+    conn.close()
+
+    store = sqlite_store(store_path)
+    assert store.schema_version == len(MIGRATIONS)
+    assert [t.id for t in store.search("acme")] == ["old-1"]  # through the trigram index
+    assert [t.id for t in store.search("#7")] == ["old-1"]  # short: the stored text
+    assert [t.id for t in store.search("OK")] == ["old-1"]
+    assert [t.id for t in store.search("X")] == ["old-2"]
+    assert [t.id for t in store.search("ÜBERWEISUNG")] == ["old-2"]
+    assert store.delete("old-1")  # its index rows go with the stored text
+    assert store.search("acme") == [] and store.search("ok") == []
+    assert store._conn.execute("SELECT count(*) FROM loom_search_text").fetchone() == (2,)
+    assert store._conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    store.close()
+
+
+def test_no_search_parses_a_message(store_path: Path, monkeypatch: pytest.MonkeyPatch):
+    store = sqlite_store(store_path)
+    _thread_of(store, "t1", ["Quarterly numbers", "ok"], T0)
+    _thread_of(store, "t2", ["quarterly plans"], T0 + timedelta(minutes=1))
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("search parsed a message's JSON")
+
+    monkeypatch.setattr(json, "loads", refuse)
+    assert [t.id for t in store.search("QUARTERLY")] == ["t2", "t1"]
+    assert [t.id for t in store.search("k")] == ["t1"]
+    assert [t.id for t in store.search("ok numbers")] == []
+    store.close()
