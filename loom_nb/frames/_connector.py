@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from loom_nb._code import CodeContext
 from loom_nb._tables.builder import Read, Write, rows_rule, table_connector, words_tables
 from loom_nb._tables.filter_text import aggregate_words
 from loom_nb._tables.grammar import parse_aggregate
 from loom_nb._tables.schemas import aggregate_schema
 from loom_nb._tools import Connector, tool
 from loom_nb.frames import _code as code
+from loom_nb.frames import _duck_code as duck_code
 from loom_nb.frames import _duck_reads as duck_reads
 from loom_nb.frames import _reads as reads
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
@@ -64,7 +66,7 @@ def frame_connector(tables: AllowedFrames, approve_writes: bool) -> Connector:
         ),
         run=lambda args, ctx=None: _aggregate(tables.for_run(ctx), args),
         describe=aggregate_described,
-        code=lambda args, ctx: code.aggregate_code(tables.for_run(None), args, ctx),
+        code=lambda args, ctx: _aggregate_code(tables.for_run(None), args, ctx),
     )
     return table_connector(
         n,
@@ -85,7 +87,7 @@ def frame_connector(tables: AllowedFrames, approve_writes: bool) -> Connector:
             lambda args, ctx=None: _select(tables.for_run(ctx), args),
             notes=" Missing values match only is_null. Give timestamps as ISO 8601 strings. "
             "order sorts (missing values last).",
-            code=lambda args, ctx: code.select_code(tables.for_run(None), args, ctx),
+            code=lambda args, ctx: _select_code(tables.for_run(None), args, ctx),
         ),
         more_reads={"aggregate": aggregate},
         insert_as="append",
@@ -116,3 +118,16 @@ def _aggregate(tables: AllowedFrames, args: dict[str, Any]) -> Any:
     if duck_reads.uses_duckdb(tables, args):
         return duck_reads.aggregate(tables, args)
     return reads.aggregate(tables, args)
+
+
+def _select_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
+    """A select's code: the DuckDB statement the tool ran, or the pandas."""
+    if duck_reads.uses_duckdb(tables, args):
+        return duck_code.select_code(tables, args, ctx)
+    return code.select_code(tables, args, ctx)
+
+
+def _aggregate_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
+    if duck_reads.uses_duckdb(tables, args):
+        return duck_code.aggregate_code(tables, args, ctx)
+    return code.aggregate_code(tables, args, ctx)
