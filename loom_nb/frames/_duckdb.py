@@ -179,8 +179,30 @@ def _link(con: Any) -> Link:
 
 
 def new_link() -> Link:
-    """A connection of the connector's own, for its files."""
-    return Link(load_duckdb().connect(), threading.RLock())
+    """A connection of the connector's own, for its files: within the process's address
+    space limit when one is set (``resource.setrlimit``), which DuckDB does not read itself
+    (it plans for 80 % of the machine's memory, and fails where it would have spilled)."""
+    con = load_duckdb().connect()
+    budget = memory_budget()  # after connecting: DuckDB's threads reserve their own space
+    if budget is not None:
+        con.execute(f"SET memory_limit = '{budget // 2**20}MB'")  # a number of ours
+    return Link(con, threading.RLock())
+
+
+def memory_budget() -> int | None:
+    """Half the address space left under ``RLIMIT_AS`` (the rest for Python, the results and
+    what DuckDB allocates outside its buffer manager), or None without a limit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):  # not Linux: no limit to read
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return max((soft - used) // 2, 32 * 2**20)
 
 
 def _opened(
