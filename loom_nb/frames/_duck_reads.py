@@ -161,12 +161,12 @@ def _groups(
     edges: dict[str, list[float]],
 ) -> int:
     """The number of groups: beside each row of the page, or counted again for a page past
-    the last group."""
+    the last group (or of none, ``limit: 0``)."""
     if not q.group_by:
         return 1
     if len(out):
         return int(out[sql.GROUPS].iloc[0])
-    if not q.offset:
+    if not q.offset and q.limit:  # the page starts at the first group: there is none
         return 0
     whole = AggregateQuery(q.table, q.group_by, q.aggregates, q.filters, (), 1, 0, None, q.joins)
     statement, _ = sql.aggregate_statement(src, whole, edges)

@@ -287,7 +287,7 @@ def _group_key(
 ) -> str:
     c = column(joins, k.column)
     if k.bucket is not None:
-        return f"date_trunc({_PARTS[k.bucket]}, {c})"
+        return _bucket(c, sample[k.column].dtype, k.bucket)
     if k.bins is None:
         return c
     # Each value's bin by its left edge, as pd.cut over the edges: [e0, e1), ..., [e_{n-1},
@@ -302,6 +302,28 @@ def _group_key(
     branches += [f"WHEN {c} < {edge(i + 1)} THEN {edge(i)}" for i in range(n - 1)]
     branches.append(f"WHEN {c} <= {edge(n)} THEN {edge(n - 1)}")
     return f"CASE {' '.join(branches)} END"
+
+
+#: Time zones whose wall clock is UTC's: their buckets need no time zone rules.
+_UTC = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Etc/Universal", "Universal", "Zulu"})
+_DAY_US = 86_400_000_000
+#: 1970-01-05, the first Monday after day 0, in microseconds.
+_MONDAY_US = 4 * _DAY_US
+
+
+def _bucket(c: str, dtype: Any, bucket: str) -> str:
+    """The start of each value's bucket, with the column's type. A ``TIMESTAMPTZ`` column
+    comes back in the connection's time zone, whose calendar ``date_trunc`` follows (with ICU,
+    about 7x slower than without); in UTC, the bucket is plain arithmetic on microseconds since
+    1970 (days, Monday weeks) or ``date_trunc`` of the same instant without a zone."""
+    if str(getattr(dtype, "tz", None)) not in _UTC:
+        return f"date_trunc({_PARTS[bucket]}, {c})"
+    us = f"epoch_us({c})"
+    if bucket in ("day", "week"):
+        width = _DAY_US if bucket == "day" else 7 * _DAY_US
+        start = 0 if bucket == "day" else _MONDAY_US
+        return f"make_timestamptz(({us} - {start}) // {width} * {width} + {start})"
+    return f"make_timestamptz(epoch_us(date_trunc({_PARTS[bucket]}, make_timestamp({us}))))"
 
 
 def _aggregate(
