@@ -105,9 +105,7 @@ def aggregate_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext
         edges[k.output] = _Named(name)
     statement, _ = sql.aggregate_statement(source, q, edges)
     fetch = "df()"
-    if q.group_by:
-        fetch += f".drop(columns=[{py_literal(sql.GROUPS)}])"
-    elif q.offset or q.limit < 1:
+    if not q.group_by and (q.offset or q.limit < 1):
         fetch += f".iloc[{q.offset} : {q.offset + q.limit}].reset_index(drop=True)"
     lines.append(f"{ctx.result} = {_execute(statement, fetch)}")
     return "\n".join(lines)

@@ -133,7 +133,7 @@ def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
         out = fetch(driver, statement, registered)
         groups = _groups(q, out, driver, src, registered, edges)
     if q.group_by:
-        frame = out.drop(columns=[sql.GROUPS]).reset_index(drop=True)
+        frame = out.reset_index(drop=True)
     else:
         frame = out.iloc[q.offset : q.offset + q.limit].reset_index(drop=True)
     what = "group" if q.group_by else "row"
@@ -160,15 +160,9 @@ def _groups(
     registered: dict[str, pd.DataFrame],
     edges: dict[str, list[float]],
 ) -> int:
-    """The number of groups: beside each row of the page, or counted again for a page past
-    the last group (or of none, ``limit: 0``)."""
+    """The number of groups: told by a page that ends before its limit, else counted."""
     if not q.group_by:
         return 1
-    if len(out):
-        return int(out[sql.GROUPS].iloc[0])
-    if not q.offset and q.limit:  # the page starts at the first group: there is none
-        return 0
-    whole = AggregateQuery(q.table, q.group_by, q.aggregates, q.filters, (), 1, 0, None, q.joins)
-    statement, _ = sql.aggregate_statement(src, whole, edges)
-    first = fetch(driver, statement, registered)
-    return int(first[sql.GROUPS].iloc[0]) if len(first) else 0
+    if len(out) < q.limit and (len(out) or not q.offset):
+        return q.offset + len(out)
+    return int(fetch_one(driver, sql.groups_statement(src, q, edges), registered)[0])

@@ -30,8 +30,6 @@ from loom_nb.frames._values import BadValue, dtype_kind, fenced_categories, is_t
 
 #: Each row's position in its table: the index of a select's result, and its tie-break.
 ROW = "__loom_row"
-#: The number of groups, beside each group (dropped before the frame is returned).
-GROUPS = "__loom_groups"
 
 _COMPARE = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _FUNCTIONS = {
@@ -256,9 +254,9 @@ def aggregate_statement(
     source: Source, q: AggregateQuery, edges: Mapping[str, Any]
 ) -> tuple[Statement, pd.DataFrame]:
     """One row per group, in ``GROUP BY``'s order (then the call's ``order``), the page of
-    them, and the number of groups beside each (``__loom_groups``); one row without
-    ``group_by``. ``edges`` holds each bins group's edges (a list, or what the export's code
-    names them by). Also the zero-row frame the call reads, for the checks."""
+    them; one row without ``group_by``. ``edges`` holds each bins group's edges (a list, or
+    what the export's code names them by). Also the zero-row frame the call reads, for the
+    checks."""
     p = plan(source, q.table, q.joins, aggregate_names(q), q.filters)
     check_aggregate_query(source, q, p.sample)
     s = p.statement
@@ -268,7 +266,6 @@ def aggregate_statement(
     if not q.group_by:
         s.sql = f"SELECT {', '.join(outputs)}{_clauses(p)}"
         return s, p.sample
-    outputs.append(f"count(*) OVER () AS {quote(GROUPS)}")
     order = [f"{quote(c)} {'DESC' if d else 'ASC'} NULLS LAST" for c, d in q.order]
     order += [f"{quote(k.output)} ASC NULLS LAST" for k in q.group_by]
     s.sql = (
@@ -360,3 +357,12 @@ def join_checks(source: Source, table: str, r: Relationship) -> tuple[Statement,
         f'ON "b".{quote(r.column)} = "j".{key} WHERE "j".{key} IS NULL'
     )
     return repeats, unmatched
+
+
+def groups_statement(source: Source, q: AggregateQuery, edges: Mapping[str, Any]) -> Statement:
+    """The number of groups, when the page does not tell (a full page, or one past the
+    last group): a count beside each group would cost as much again as the groups."""
+    p = plan(source, q.table, q.joins, aggregate_names(q), q.filters)
+    keys = [_group_key(p.statement, q.joins, p.sample, k, edges) for k in q.group_by]
+    p.statement.sql = f"SELECT count(*) FROM (SELECT {', '.join(keys)}{_clauses(p)} GROUP BY ALL)"
+    return p.statement
