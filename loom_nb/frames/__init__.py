@@ -78,6 +78,27 @@ Rules, as the model meets them:
 - Results are new DataFrames (copies that keep your frame's index labels, so
   ``orders.loc[result.index]`` finds the rows); the model sees a compact bounded rendering.
 
+DuckDB tables: relations, Parquet and CSV files
+-----------------------------------------------
+
+With the ``duckdb`` extra, a table may be a DuckDB relation (``{"trips": rel}``, or
+``{"frame": rel, "connection": con}`` when it was made on a connection of your own) or a
+Parquet or CSV path or glob (``{"trips": {"path": "trips/*.parquet"}}``, with ``columns`` and
+``description`` as for a frame). DuckDB computes each call on such a table (and a call that
+joins one, the DataFrames it joins registered for the call) as one statement: the allowlisted
+names quoted, every value a named parameter converted as above. Same grammar and answers as
+for DataFrames (``tests/frames/test_duckdb_contract.py`` holds both backends to the same
+frames); each select row's index is its position in the table; a ``TIMESTAMPTZ`` column reads
+in the connection's time zone. Results are pandas DataFrames; the export is the same statement
+on ``duckdb.execute``, reading the files again. Paths are checked when ``frame_tools`` is
+called (the file or a match of the glob exists, the type is known); DuckDB tables are
+read-only. DuckDB is imported only for them.
+
+In-memory DataFrames stay on pandas: DuckDB over a registered DataFrame answers a filtered
+group-by of 10M rows several times faster, but not a tz-aware column's buckets in its own zone,
+an ordered categorical, a timedelta, the frame's own index labels or its in-place writes, all
+of which the pandas backend keeps; pass ``duckdb.from_df(df)`` to choose DuckDB for a frame.
+
 The notebook's DataFrames, opt-in
 ---------------------------------
 
