@@ -15,6 +15,7 @@ BENCHES = [
     "bench_frames",
     "bench_joins",
     "bench_buckets",
+    "bench_duckdb",
     "bench_charts",
     "bench_widget",
     "bench_export",

@@ -78,6 +78,27 @@ Rules, as the model meets them:
 - Results are new DataFrames (copies that keep your frame's index labels, so
   ``orders.loc[result.index]`` finds the rows); the model sees a compact bounded rendering.
 
+DuckDB tables: relations, Parquet and CSV files
+-----------------------------------------------
+
+With the ``duckdb`` extra, a table may be a DuckDB relation (``{"trips": rel}``, or
+``{"frame": rel, "connection": con}`` when it was made on a connection of your own) or a
+Parquet or CSV path or glob (``{"trips": {"path": "trips/*.parquet"}}``, with ``columns`` and
+``description`` as for a frame). DuckDB computes each call on such a table (and a call that
+joins one, the DataFrames it joins registered for the call) as one statement: the allowlisted
+names quoted, every value a named parameter converted as above. Same grammar and answers as
+for DataFrames (``tests/frames/test_duckdb_contract.py`` holds both backends to the same
+frames); each select row's index is its position in the table; a ``TIMESTAMPTZ`` column reads
+in the connection's time zone. Results are pandas DataFrames; the export is the same statement
+on ``duckdb.execute``, reading the files again. Paths are checked when ``frame_tools`` is
+called (the file or a match of the glob exists, the type is known); DuckDB tables are
+read-only. DuckDB is imported only for them.
+
+In-memory DataFrames stay on pandas: DuckDB over a registered DataFrame answers a filtered
+group-by of 10M rows several times faster, but not a tz-aware column's buckets in its own zone,
+an ordered categorical, a timedelta, the frame's own index labels or its in-place writes, all
+of which the pandas backend keeps; pass ``duckdb.from_df(df)`` to choose DuckDB for a frame.
+
 The notebook's DataFrames, opt-in
 ---------------------------------
 
@@ -146,6 +167,7 @@ import pandas as pd
 from loom_nb._errors import UserError
 from loom_nb._tables.options import (
     FRAME_ROWS,
+    TableSpec,
     check_connector_options,
     check_frame_rows,
     parse_relationships,
@@ -155,11 +177,20 @@ from loom_nb._tools import Connector
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 from loom_nb.frames._allowlist import AllowedFrames, check_frame, usable_name
 from loom_nb.frames._connector import frame_connector
+from loom_nb.frames._duckdb import (
+    DuckTable,
+    Link,
+    check_path,
+    is_relation,
+    new_link,
+    open_path,
+    open_relation,
+)
 from loom_nb.frames._namespace import NAMESPACE_FRAMES, namespace_source
 
 __all__ = ["AGGREGATE_FUNCTIONS", "NAMESPACE_FRAMES", "frame_tools"]
 
-_OPTIONS = ("frame", "description", "columns", "write")
+_OPTIONS = ("frame", "path", "connection", "description", "columns", "write")
 
 
 def frame_tools(
@@ -200,26 +231,32 @@ def frame_tools(
         )
     options: dict[str, Mapping[str, Any]] = {}
     for table, value in frames.items():
-        if isinstance(value, pd.DataFrame):
+        if isinstance(value, pd.DataFrame) or is_relation(value):
             options[table] = {"frame": value}
         elif isinstance(value, Mapping):
             options[table] = value
         else:
             raise UserError(
-                f"frames[{table!r}] must be a DataFrame or a dict of options with 'frame', "
-                f"got {type(value).__name__}"
+                f"frames[{table!r}] must be a DataFrame, a DuckDB relation, or a dict of "
+                f"options with 'frame' or 'path', got {type(value).__name__}"
             )
     # Names, unknown options, column lists, description and write flags: the shared rules.
     specs = parse_tables(options, allowed_options=_OPTIONS, argument="frames") if options else {}
     data: dict[str, pd.DataFrame] = {}
+    duck: dict[str, DuckTable] = {}
+    files: list[Link] = []  # the connector's own connection, opened for its first file
     for table, spec in specs.items():
-        frame = options[table].get("frame")
+        duck_table = _duck_table(table, spec, options[table], files)
+        frame = duck_table.sample if duck_table is not None else options[table].get("frame")
         if not isinstance(frame, pd.DataFrame):
             raise UserError(
-                f"frames[{table!r}]['frame'] must be a pandas DataFrame, got {type(frame).__name__}"
+                f"frames[{table!r}]['frame'] must be a pandas DataFrame or a DuckDB relation, "
+                f"got {type(frame).__name__}"
             )
         check_frame(table, spec, frame)
         data[table] = frame
+        if duck_table is not None:
+            duck[table] = duck_table
     related = parse_relationships(relationships, specs)
     for r in related:  # the keys exist in the frames, and the agent may name them
         for t, c in ((r.table, r.column), (r.other, r.other_column)):
@@ -227,7 +264,53 @@ def frame_tools(
                 raise UserError(
                     f"relationships names {t}.{c}, but frame {t!r} has no usable column {c!r}"
                 )
+    for r in related:  # DuckDB joins tables of one connection (and DataFrames) only
+        a, b = duck.get(r.table), duck.get(r.other)
+        if a is not None and b is not None and a.link is not b.link:
+            raise UserError(
+                f"relationships joins {r.table!r} and {r.other!r}, which DuckDB reads on two "
+                "connections; give both as paths, or relations of one connection"
+            )
     tables = AllowedFrames(
-        specs, data, max_rows, name, source, frame_rows=frame_rows, relationships=related
+        specs,
+        data,
+        max_rows,
+        name,
+        source,
+        frame_rows=frame_rows,
+        relationships=related,
+        duck=duck,
     )
     return frame_connector(tables, approve_writes)
+
+
+def _duck_table(
+    table: str, spec: TableSpec, options: Mapping[str, Any], files: list[Link]
+) -> DuckTable | None:
+    """The DuckDB table ``options`` give (a relation as 'frame', or a 'path'), opened and
+    checked now; None for a DataFrame."""
+    frame, path = options.get("frame"), options.get("path")
+    if path is not None and frame is not None:
+        raise UserError(f"frames[{table!r}] gives both 'frame' and 'path'; keep one")
+    if path is None and not is_relation(frame):
+        if "connection" in options:
+            raise UserError(
+                f"frames[{table!r}]['connection'] goes with a DuckDB relation as 'frame'"
+            )
+        return None
+    if spec.write:
+        raise UserError(
+            f"frames[{table!r}] is read by DuckDB, which frame_tools does not write; "
+            "drop 'write', or pass a DataFrame (rel.df()) to write to"
+        )
+    if path is None:
+        return open_relation(table, frame, options.get("connection"))
+    if "connection" in options:
+        raise UserError(
+            f"frames[{table!r}]['connection'] goes with a relation; a 'path' is read on the "
+            "connector's own connection"
+        )
+    checked = check_path(table, path)
+    if not files:
+        files.append(new_link())
+    return open_path(table, checked, files[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pandas.api import types as ptypes
@@ -16,6 +16,9 @@ from loom_nb._tables.options import FRAME_ROWS, IDENTIFIER, RESERVED, Relationsh
 from loom_nb._tools import ToolInputError
 from loom_nb.frames._namespace import Namespace, namespace_frames
 from loom_nb.frames._values import holds_missing
+
+if TYPE_CHECKING:  # DuckDB is imported only where a DuckDB table needs it
+    from loom_nb.frames._duckdb import DuckTable
 
 
 def check_frame(table: str, spec: TableSpec, frame: pd.DataFrame) -> None:
@@ -88,9 +91,13 @@ class AllowedFrames:
         locks: dict[str, threading.RLock] | None = None,
         frame_rows: int | None = None,
         relationships: tuple[Relationship, ...] = (),
+        duck: dict[str, DuckTable] | None = None,
     ) -> None:
         self.specs = specs
+        #: Each table's DataFrame; a DuckDB table's is its zero-row sample (its columns).
         self.frames = frames
+        #: The tables DuckDB runs: relations, Parquet and CSV files.
+        self.duck = duck or {}
         self.max_rows = max_rows
         #: The rows of a call's DataFrame for the user (the model sees ``max_rows`` of them).
         self.frame_rows = frame_rows if frame_rows is not None else max(max_rows, FRAME_ROWS)
@@ -126,6 +133,7 @@ class AllowedFrames:
             locks,
             self.frame_rows,
             self.relationships,
+            self.duck,
         )
         tables.unlisted = unlisted
         if ctx is not None:

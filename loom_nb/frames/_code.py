@@ -167,7 +167,7 @@ def _written(col: pd.Series | None, value: Any) -> str:
         converted = value_to_write(col, value)
     except BadValue:
         return py_literal(value)
-    return _literal(converted)
+    return literal(converted)
 
 
 def update_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
@@ -315,11 +315,11 @@ def _value(col: pd.Series | None, value: Any, ctx: CodeContext) -> str:
         converted = value_for(col, value)
     except BadValue:
         return py_literal(value)
-    return _literal(converted)
+    return literal(converted)
 
 
-def _literal(converted: Any) -> str:
-    """A converted value as Python source."""
+def literal(converted: Any) -> str:
+    """A converted value as Python source (a timestamp as ``pd.Timestamp(...)``)."""
     if isinstance(converted, pd.Timestamp):
         return f"pd.Timestamp({py_literal(converted.isoformat())})"
     if isinstance(converted, pd.Timedelta):

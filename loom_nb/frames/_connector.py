@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from loom_nb._code import CodeContext
 from loom_nb._tables.builder import Read, Write, rows_rule, table_connector, words_tables
 from loom_nb._tables.filter_text import aggregate_words
 from loom_nb._tables.grammar import parse_aggregate
 from loom_nb._tables.schemas import aggregate_schema
 from loom_nb._tools import Connector, tool
 from loom_nb.frames import _code as code
+from loom_nb.frames import _duck_code as duck_code
+from loom_nb.frames import _duck_reads as duck_reads
 from loom_nb.frames import _reads as reads
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import AllowedFrames
@@ -61,9 +64,9 @@ def frame_connector(tables: AllowedFrames, approve_writes: bool) -> Connector:
             frame_rows=frame_rows,
             relationships=tables.relationships,
         ),
-        run=lambda args, ctx=None: reads.aggregate(tables.for_run(ctx), args),
+        run=lambda args, ctx=None: _aggregate(tables.for_run(ctx), args),
         describe=aggregate_described,
-        code=lambda args, ctx: code.aggregate_code(tables.for_run(None), args, ctx),
+        code=lambda args, ctx: _aggregate_code(tables.for_run(None), args, ctx),
     )
     return table_connector(
         n,
@@ -75,14 +78,16 @@ def frame_connector(tables: AllowedFrames, approve_writes: bool) -> Connector:
         relationships=tables.relationships,
         list_tables=Read(
             lambda _args, ctx=None: reads.list_tables(tables.for_run(ctx)),
-            notes=" The tables are pandas DataFrames: each also gives its row count, and each "
-            "column its dtype (and the values of a categorical column). Call this first.",
+            notes=" The tables are pandas DataFrames"
+            + (" and DuckDB tables (files)" if tables.duck else "")
+            + ": each also gives its row count, and each column its dtype (and the values "
+            "of a categorical column). Call this first.",
         ),
         select=Read(
-            lambda args, ctx=None: reads.select(tables.for_run(ctx), args),
+            lambda args, ctx=None: _select(tables.for_run(ctx), args),
             notes=" Missing values match only is_null. Give timestamps as ISO 8601 strings. "
             "order sorts (missing values last).",
-            code=lambda args, ctx: code.select_code(tables.for_run(None), args, ctx),
+            code=lambda args, ctx: _select_code(tables.for_run(None), args, ctx),
         ),
         more_reads={"aggregate": aggregate},
         insert_as="append",
@@ -100,3 +105,29 @@ def frame_connector(tables: AllowedFrames, approve_writes: bool) -> Connector:
             code=lambda args, ctx: code.update_code(tables, args, ctx),
         ),
     )
+
+
+def _select(tables: AllowedFrames, args: dict[str, Any]) -> Any:
+    """A select, by DuckDB when it reads a DuckDB table, else by pandas."""
+    if duck_reads.uses_duckdb(tables, args):
+        return duck_reads.select(tables, args)
+    return reads.select(tables, args)
+
+
+def _aggregate(tables: AllowedFrames, args: dict[str, Any]) -> Any:
+    if duck_reads.uses_duckdb(tables, args):
+        return duck_reads.aggregate(tables, args)
+    return reads.aggregate(tables, args)
+
+
+def _select_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
+    """A select's code: the DuckDB statement the tool ran, or the pandas."""
+    if duck_reads.uses_duckdb(tables, args):
+        return duck_code.select_code(tables, args, ctx)
+    return code.select_code(tables, args, ctx)
+
+
+def _aggregate_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -> str:
+    if duck_reads.uses_duckdb(tables, args):
+        return duck_code.aggregate_code(tables, args, ctx)
+    return code.aggregate_code(tables, args, ctx)

@@ -22,6 +22,7 @@ from loom_nb.frames._aggregate import (
 )
 from loom_nb.frames._allowlist import AllowedFrames
 from loom_nb.frames._buckets import check_bucket
+from loom_nb.frames._duckdb import row_count
 from loom_nb.frames._filters import filter_mask
 from loom_nb.frames._joins import inner_tables, join, joined_columns, unmatched_text
 from loom_nb.frames._values import category_list
@@ -37,15 +38,17 @@ def list_tables(tables: AllowedFrames) -> ToolOutput:
     for table, spec in tables.specs.items():
         with tables.locks[table]:
             df = tables.frames[table]
+            duck = tables.duck.get(table)
             columns = []
             for c in tables.columns(table):
                 if c not in df.columns:
                     continue
-                entry: dict[str, Any] = {"name": c, "dtype": str(df[c].dtype)}
+                dtype = duck.type_of(c) if duck is not None else str(df[c].dtype)
+                entry: dict[str, Any] = {"name": c, "dtype": dtype}
                 if isinstance(df[c].dtype, pd.CategoricalDtype):
                     entry["categories"] = category_list(df[c])
                 columns.append(entry)
-            rows = len(df)
+            rows = row_count(duck) if duck is not None else len(df)
         entries.append(
             {
                 "table": table,

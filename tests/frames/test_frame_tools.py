@@ -43,7 +43,7 @@ def test_tool_names_follow_the_prefix_and_writes_exist_only_for_writable_frames(
             {"orders": {"frame": "ORDERS", "writable": True}},
             {},
             r"^frames\['orders'\] has no option 'writable': did you mean 'write'\? the options "
-            "are frame, description, columns, write$",
+            "are frame, path, connection, description, columns, write$",
         ),
         ({"orders": {"frame": "ORDERS", "columns": ["id", "nope"]}}, {}, "does not have"),
         ({"orders": {"frame": "ORDERS", "columns": ["id", "x-y"]}}, {}, "not a plain identifier"),

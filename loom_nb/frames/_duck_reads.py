@@ -1,0 +1,168 @@
+"""The read tools over DuckDB tables: a call on a DuckDB table, or one that joins one, runs as
+the statements of ``_sql`` on that table's connection (the DataFrames it joins registered for
+the call), and answers as the pandas backend does: the same counts, words and boundary, the
+results pandas DataFrames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loom_nb._counts import counts, with_counts
+from loom_nb._tables.grammar import AggregateQuery, parse_aggregate, parse_select
+from loom_nb._tools import ToolInputError, ToolOutput
+from loom_nb.frames import _sql as sql
+from loom_nb.frames._aggregate import FRAME_AGGREGATES
+from loom_nb.frames._allowlist import AllowedFrames
+from loom_nb.frames._duckdb import DuckTable, fetch, fetch_one, frame_views
+from loom_nb.frames._joins import inner_tables, unmatched_text
+from loom_nb.frames._reads import _every_column, _page_text
+
+
+def uses_duckdb(tables: AllowedFrames, args: dict[str, Any]) -> bool:
+    """Does the call read a DuckDB table (as its table, or one it joins)?"""
+    join = args.get("join")
+    named = [args.get("table"), *(join if isinstance(join, list) else [])]
+    return any(isinstance(t, str) and t in tables.duck for t in named)
+
+
+def source(tables: AllowedFrames, names: dict[str, str]) -> sql.Source:
+    """The tables as the tool's statements name them: each DuckDB table by its view, each
+    joined DataFrame by the name it is registered under for the call."""
+
+    def ref(table: str) -> str:
+        duck = tables.duck.get(table)
+        return sql.quote(duck.view if duck is not None else names[table])
+
+    return sql.Source(ref, tables.frames, tables.columns)
+
+
+def _driver(tables: AllowedFrames, table: str, others: list[str]) -> DuckTable:
+    """The DuckDB table whose connection runs the call."""
+    return next(tables.duck[t] for t in [table, *others] if t in tables.duck)
+
+
+def select(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
+    q = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
+    others = [r.other for r in q.joins]
+    with tables.locked([q.table, *others]):
+        columns = list(q.columns) if q.columns is not None else _every_column(tables, q)
+        names = [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
+        tables.check_columns(q.table, names)
+        views = frame_views([q.table, *others], tables.frames)
+        registered = {views[t]: tables.frames[t] for t in views}
+        src = source(tables, views)
+        driver = _driver(tables, q.table, others)
+        joined = _join_text(tables, src, driver, q.table, q.joins, q.filters, registered)
+        page, count = sql.select_statements(src, q, columns)
+        frame = fetch(driver, page, registered)
+        matched = int(fetch_one(driver, count, registered)[0])
+    frame = frame.set_index(sql.ROW).rename_axis(None)
+    found = counts(
+        rows=len(frame),
+        matched=matched,
+        limit=q.asked,
+        offset=q.offset,
+        frame_rows=tables.frame_rows,
+        max_rows=tables.max_rows,
+    )
+    text = joined + _page_text(tables, q.table, frame, matched, q.offset, q.count, found)
+    return ToolOutput(text, with_counts(frame, found))
+
+
+def _join_text(
+    tables: AllowedFrames,
+    src: sql.Source,
+    driver: DuckTable,
+    table: str,
+    joins: Any,
+    filters: Any,
+    registered: dict[str, pd.DataFrame],
+) -> str:
+    """Refuse a relationship whose key repeats; what the model is told of rows without a
+    match (as the pandas backend tells it)."""
+    if not joins:
+        return ""
+    tables.check_columns(table, [r.column for r in joins])
+    unmatched = {}
+    for r in joins:
+        repeats, missing = sql.join_checks(src, table, r)
+        if int(fetch_one(driver, repeats, registered)[0]):
+            raise ToolInputError(
+                f"{r.other}.{r.other_column} repeats a value, so {r.text} does not give each "
+                f"{r.table} row one {r.other} row; tell the user, whose relationship it is"
+            )
+        unmatched[r.other] = int(fetch_one(driver, missing, registered)[0])
+    return unmatched_text(table, unmatched, inner_tables(filters)) + "\n"
+
+
+def bin_edges(low: Any, high: Any, bins: int | tuple[float, ...]) -> list[float]:
+    """The edges of a bins group: the given ones, or ``np.histogram_bin_edges`` over the
+    smallest and largest matching value (the same edges as over all of them)."""
+    if isinstance(bins, tuple):
+        return [float(e) for e in bins]
+    present = [float(v) for v in (low, high) if v is not None and not pd.isna(v)]
+    return [float(e) for e in np.histogram_bin_edges(np.asarray(present, "float64"), bins=bins)]
+
+
+def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
+    q: AggregateQuery = parse_aggregate(
+        args, tables.specs, tables.frame_rows, FRAME_AGGREGATES, tables.relationships
+    )
+    others = [r.other for r in q.joins]
+    with tables.locked([q.table, *others]):
+        tables.check_columns(q.table, sql.aggregate_names(q))
+        views = frame_views([q.table, *others], tables.frames)
+        registered = {views[t]: tables.frames[t] for t in views}
+        src = source(tables, views)
+        driver = _driver(tables, q.table, others)
+        joined = _join_text(tables, src, driver, q.table, q.joins, q.filters, registered)
+        sql.check_aggregate_query(
+            src, q, sql.plan(src, q.table, q.joins, sql.aggregate_names(q), q.filters).sample
+        )
+        edges: dict[str, list[float]] = {}
+        for k in q.group_by:
+            if k.bins is not None:
+                low, high = (None, None)
+                if not isinstance(k.bins, tuple):
+                    low, high = fetch_one(driver, sql.range_statement(src, q, k), registered)
+                edges[k.output] = bin_edges(low, high, k.bins)
+        statement, _ = sql.aggregate_statement(src, q, edges)
+        out = fetch(driver, statement, registered)
+        groups = _groups(q, out, driver, src, registered, edges)
+    if q.group_by:
+        frame = out.reset_index(drop=True)
+    else:
+        frame = out.iloc[q.offset : q.offset + q.limit].reset_index(drop=True)
+    what = "group" if q.group_by else "row"
+    found = counts(
+        rows=len(frame),
+        matched=groups,
+        what=what,
+        limit=q.asked,
+        offset=q.offset,
+        frame_rows=tables.frame_rows,
+        max_rows=tables.max_rows,
+        buckets={k.output: k.bucket for k in q.group_by if k.bucket is not None},
+        edges=edges,
+    )
+    text = joined + _page_text(tables, q.table, frame, groups, q.offset, True, found)
+    return ToolOutput(text, with_counts(frame, found))
+
+
+def _groups(
+    q: AggregateQuery,
+    out: pd.DataFrame,
+    driver: DuckTable,
+    src: sql.Source,
+    registered: dict[str, pd.DataFrame],
+    edges: dict[str, list[float]],
+) -> int:
+    """The number of groups: told by a page that ends before its limit, else counted."""
+    if not q.group_by:
+        return 1
+    if len(out) < q.limit and (len(out) or not q.offset):
+        return q.offset + len(out)
+    return int(fetch_one(driver, sql.groups_statement(src, q, edges), registered)[0])

@@ -1,0 +1,368 @@
+"""The DuckDB statements of the frames calls, built from the parsed call (``_tables.grammar``)
+and never from the model's text: identifiers only after the allowlist check, always quoted;
+every value a named parameter (``$p1``), converted to the column's dtype as the pandas
+backend converts it (``_values.value_for`` on the column's zero-row sample).
+
+The statements follow the pandas backend's rules: a missing value (NULL, and NaN, made NULL
+as the table is read) matches only ``is_null``; sorting puts missing values last both ways and
+keeps the table's row order among ties (``__loom_row``, each row's position); groups are
+``GROUP BY``'s, the missing group last; a bins group holds each bin's left edge, bins
+``[left, right)``, the last ``[left, right]``. The tool runs the very text the export shows
+(``_code.py``), with the tables' names the connection knows (``ref``).
+
+No DuckDB import here: the text is built the same way whether or not it is run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from loom_nb._tables.grammar import Aggregate, AggregateQuery, Filter, GroupKey, Select
+from loom_nb._tables.options import Relationship
+from loom_nb._tools import ToolInputError
+from loom_nb.frames._aggregate import check_aggregate, check_bins
+from loom_nb.frames._buckets import check_bucket
+from loom_nb.frames._values import BadValue, dtype_kind, fenced_categories, is_text, value_for
+
+#: Each row's position in its table: the index of a select's result, and its tie-break.
+ROW = "__loom_row"
+
+_COMPARE = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+_FUNCTIONS = {
+    "mean": "avg",
+    "median": "median",
+    "min": "min",
+    "max": "max",
+    "std": "stddev_samp",
+    "var": "var_samp",
+}
+#: The grammar's buckets as date_trunc's parts (constants: the grammar checked the name).
+_PARTS = {"day": "'day'", "week": "'week'", "month": "'month'", "quarter": "'quarter'"}
+_PARTS["year"] = "'year'"
+
+
+def quote(name: str) -> str:
+    """An identifier as SQL: always quoted (the allowlist has checked it already)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class Statement:
+    """One statement: its text and its named parameters."""
+
+    sql: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def param(self, value: Any) -> str:
+        """A placeholder for ``value``."""
+        name = f"p{len(self.params) + 1}"
+        self.params[name] = value
+        return f"${name}"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the statements read: each table's name on the connection (``ref``) and its
+    zero-row sample (the dtypes DuckDB gives its columns)."""
+
+    ref: Callable[[str], str]
+    samples: Mapping[str, pd.DataFrame]
+    #: The columns a call may name of each table, as the allowlist has them.
+    allowed: Callable[[str], list[str]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The FROM and WHERE of a call, the statement they were built in, and the zero-row frame
+    the call reads (its own columns, and ``customers.tier`` for a joined one)."""
+
+    statement: Statement
+    from_: str
+    where: str
+    sample: pd.DataFrame
+
+
+def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool = False) -> str:
+    """A table with only ``columns``, its float NaN as NULL (Parquet keeps NaN apart from
+    NULL; pandas calls both missing) and, ``with_row``, each row's position."""
+    sample = source.samples[table]
+    parts = []
+    for c in dict.fromkeys(columns):
+        if dtype_kind(sample[c].dtype) == "float":
+            parts.append(f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}")
+        else:
+            parts.append(quote(c))
+    if with_row:
+        parts.append(f"row_number() OVER () - 1 AS {quote(ROW)}")
+    return f"(SELECT {', '.join(parts) or '1'} FROM {source.ref(table)})"
+
+
+def plan(
+    source: Source,
+    table: str,
+    joins: Sequence[Relationship],
+    names: Sequence[str],
+    filters: Sequence[Filter],
+    *,
+    with_row: bool = False,
+) -> Plan:
+    """The FROM (the table, each join a LEFT JOIN or, when a filter names its columns, an
+    INNER one, of its rows with a key) and the WHERE of ``filters``."""
+    statement = Statement("")
+    own = [n for n in names if "." not in n]
+    base = [*own, *(r.column for r in joins)]
+    from_ = f'{_read(source, table, base, with_row=with_row)} AS "b"'
+    sample = source.samples[table][list(dict.fromkeys(own))]
+    inner = {f.column.partition(".")[0] for f in filters if "." in f.column}
+    for i, r in enumerate(joins):
+        used = [r.other_column]
+        used += [n.partition(".")[2] for n in names if n.partition(".")[0] == r.other]
+        alias = quote(f"j{i}")
+        kind = "JOIN" if r.other in inner else "LEFT JOIN"
+        right = _read(source, r.other, used)
+        from_ += (
+            f" {kind} (SELECT * FROM {right} WHERE {quote(r.other_column)} IS NOT NULL) AS "
+            f'{alias} ON "b".{quote(r.column)} = {alias}.{quote(r.other_column)}'
+        )
+        other = source.samples[r.other][list(dict.fromkeys(used))]
+        sample = pd.concat([sample, other.add_prefix(f"{r.other}.")], axis=1)
+    where = [_filter(statement, table, sample, joins, f) for f in filters]
+    return Plan(statement, from_, " AND ".join(where), sample)
+
+
+def column(joins: Sequence[Relationship], name: str) -> str:
+    """A column a call names, as SQL: ``"b"."total"``, or ``"j0"."tier"`` for
+    ``customers.tier``."""
+    other, _, col = name.partition(".")
+    if not col:
+        return f'"b".{quote(name)}'
+    at = next(i for i, r in enumerate(joins) if r.other == other)
+    return f"{quote(f'j{at}')}.{quote(col)}"
+
+
+def _filter(
+    statement: Statement,
+    table: str,
+    sample: pd.DataFrame,
+    joins: Sequence[Relationship],
+    f: Filter,
+) -> str:
+    c = column(joins, f.column)
+    col = sample[f.column]
+    if f.op == "is_null":
+        return f"{c} IS NOT NULL" if f.negate else f"{c} IS NULL"
+    try:
+        if f.op in ("like", "ilike"):
+            if not is_text(col):
+                raise ToolInputError(
+                    f"{f.op} works on text columns; {table}.{f.column} is {col.dtype}. "
+                    "Use eq, gt, lt or in instead"
+                )
+            text = f"CAST({c} AS VARCHAR)" if dtype_kind(col.dtype) == "category" else c
+            op = "ILIKE" if f.op == "ilike" else "LIKE"
+            hit = f"{text} {op} {statement.param(like_pattern(f.value))} ESCAPE '\\'"
+        elif f.op == "in":
+            values = [statement.param(value_for(col, v)) for v in f.value]
+            hit = f"{c} IN ({', '.join(values)})"
+        else:
+            value = value_for(col, f.value)
+            ordered = f.op not in ("eq", "neq")
+            if ordered and isinstance(col.dtype, pd.CategoricalDtype) and not col.cat.ordered:
+                raise ToolInputError(
+                    f"{table}.{f.column} is an unordered category; use eq, neq or in "
+                    f"(its values are below){fenced_categories(col)}"
+                )
+            hit = f"{c} {_COMPARE[f.op]} {statement.param(value)}"
+    except BadValue as exc:
+        raise ToolInputError(f"column {table}.{f.column} {exc}") from None
+    # NOT of NULL is NULL: a missing value matches no comparison, negated or not, as in pandas'
+    # backend.
+    return f"NOT ({hit})" if f.negate else f"({hit})"
+
+
+def like_pattern(pattern: str) -> str:
+    """The model's LIKE pattern as DuckDB reads it with ``ESCAPE '\\'``: the same, except a
+    lone backslash at the end, which the pandas backend takes literally and DuckDB refuses."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            out.append("\\" + pattern[i + 1] if i + 1 < len(pattern) else "\\\\")
+            i += 2
+            continue
+        out.append(pattern[i])
+        i += 1
+    return "".join(out)
+
+
+def _clauses(p: Plan) -> str:
+    return f" FROM {p.from_}" + (f" WHERE {p.where}" if p.where else "")
+
+
+def select_statements(source: Source, q: Select, columns: Sequence[str]) -> tuple[Statement, ...]:
+    """The page (each row's position beside it, as ``__loom_row``) and the count of all
+    matching rows."""
+    names = [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
+    p = plan(source, q.table, q.joins, names, q.filters, with_row=True)
+    picked = [f"{column(q.joins, c)} AS {quote(c)}" for c in columns]
+    desc: dict[str, bool] = {}
+    for c, descending in q.order:
+        desc.setdefault(c, descending)  # the first mention of a column decides
+    order = [f"{column(q.joins, c)} {'DESC' if d else 'ASC'} NULLS LAST" for c, d in desc.items()]
+    order.append(f'"b".{quote(ROW)}')
+    page = p.statement
+    count = Statement(f"SELECT count(*){_clauses(p)}", dict(page.params))
+    page.sql = (
+        f"SELECT {', '.join([*picked, f'{column(q.joins, ROW)} AS {quote(ROW)}'])}"
+        + _clauses(p)
+        + f" ORDER BY {', '.join(order)}"
+    )
+    page.sql += f" LIMIT {page.param(q.limit)} OFFSET {page.param(q.offset)}"
+    return page, count
+
+
+def check_aggregate_query(source: Source, q: AggregateQuery, sample: pd.DataFrame) -> None:
+    """The pandas backend's refusals, on the zero-row sample: the same messages."""
+    for k in q.group_by:
+        if k.bucket is not None:
+            check_bucket(q.table, sample, k, source.allowed(q.table))
+        if k.bins is not None:
+            check_bins(q.table, sample[k.column], k)
+    for a in q.aggregates:
+        if a.column is not None:
+            check_aggregate(q.table, sample[a.column], a)
+
+
+def aggregate_names(q: AggregateQuery) -> list[str]:
+    used = [*(k.column for k in q.group_by), *(a.column for a in q.aggregates if a.column)]
+    return [*dict.fromkeys(used), *(f.column for f in q.filters)]
+
+
+def range_statement(source: Source, q: AggregateQuery, key: GroupKey) -> Statement:
+    """The smallest and largest matching value of a ``bins: N`` group's column: its edges
+    are ``np.histogram_bin_edges`` of them, as the pandas backend's."""
+    p = plan(source, q.table, q.joins, aggregate_names(q), q.filters)
+    c = column(q.joins, key.column)
+    p.statement.sql = f"SELECT min({c}), max({c}){_clauses(p)}"
+    return p.statement
+
+
+def aggregate_statement(
+    source: Source, q: AggregateQuery, edges: Mapping[str, Any]
+) -> tuple[Statement, pd.DataFrame]:
+    """One row per group, in ``GROUP BY``'s order (then the call's ``order``), the page of
+    them; one row without ``group_by``. ``edges`` holds each bins group's edges (a list, or
+    what the export's code names them by). Also the zero-row frame the call reads, for the
+    checks."""
+    p = plan(source, q.table, q.joins, aggregate_names(q), q.filters)
+    check_aggregate_query(source, q, p.sample)
+    s = p.statement
+    keys = [_group_key(s, q.joins, p.sample, k, edges) for k in q.group_by]
+    outputs = [f"{sql} AS {quote(k.output)}" for sql, k in zip(keys, q.group_by, strict=True)]
+    outputs += [f"{_aggregate(s, q.joins, p.sample, a)} AS {quote(a.output)}" for a in q.aggregates]
+    if not q.group_by:
+        s.sql = f"SELECT {', '.join(outputs)}{_clauses(p)}"
+        return s, p.sample
+    order = [f"{quote(c)} {'DESC' if d else 'ASC'} NULLS LAST" for c, d in q.order]
+    order += [f"{quote(k.output)} ASC NULLS LAST" for k in q.group_by]
+    s.sql = (
+        f"SELECT {', '.join(outputs)}{_clauses(p)} GROUP BY ALL ORDER BY {', '.join(order)}"
+        f" LIMIT {s.param(q.limit)} OFFSET {s.param(q.offset)}"
+    )
+    return s, p.sample
+
+
+def _group_key(
+    s: Statement,
+    joins: Sequence[Relationship],
+    sample: pd.DataFrame,
+    k: GroupKey,
+    edges: Mapping[str, Any],
+) -> str:
+    c = column(joins, k.column)
+    if k.bucket is not None:
+        return _bucket(c, sample[k.column].dtype, k.bucket)
+    if k.bins is None:
+        return c
+    # Each value's bin by its left edge, as pd.cut over the edges: [e0, e1), ..., [e_{n-1},
+    # e_n]; below, above or missing: NULL, a group of its own.
+    found = s.param(edges[k.output])
+    n = len(k.bins) - 1 if isinstance(k.bins, tuple) else k.bins
+
+    def edge(i: int) -> str:
+        return f"({found}::DOUBLE[])[{i + 1}]"
+
+    branches = [f"WHEN {c} < {edge(0)} THEN NULL"]
+    branches += [f"WHEN {c} < {edge(i + 1)} THEN {edge(i)}" for i in range(n - 1)]
+    branches.append(f"WHEN {c} <= {edge(n)} THEN {edge(n - 1)}")
+    return f"CASE {' '.join(branches)} END"
+
+
+#: Time zones whose wall clock is UTC's: their buckets need no time zone rules.
+_UTC = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Etc/Universal", "Universal", "Zulu"})
+_DAY_US = 86_400_000_000
+#: 1970-01-05, the first Monday after day 0, in microseconds.
+_MONDAY_US = 4 * _DAY_US
+
+
+def _bucket(c: str, dtype: Any, bucket: str) -> str:
+    """The start of each value's bucket, with the column's type. A ``TIMESTAMPTZ`` column
+    comes back in the connection's time zone, whose calendar ``date_trunc`` follows (with ICU,
+    about 7x slower than without); in UTC, the bucket is plain arithmetic on microseconds since
+    1970 (days, Monday weeks) or ``date_trunc`` of the same instant without a zone."""
+    if str(getattr(dtype, "tz", None)) not in _UTC:
+        return f"date_trunc({_PARTS[bucket]}, {c})"
+    us = f"epoch_us({c})"
+    if bucket in ("day", "week"):
+        width = _DAY_US if bucket == "day" else 7 * _DAY_US
+        start = 0 if bucket == "day" else _MONDAY_US
+        return f"make_timestamptz(({us} - {start}) // {width} * {width} + {start})"
+    return f"make_timestamptz(epoch_us(date_trunc({_PARTS[bucket]}, make_timestamp({us}))))"
+
+
+def _aggregate(
+    s: Statement, joins: Sequence[Relationship], sample: pd.DataFrame, a: Aggregate
+) -> str:
+    """SQL's aggregate of the pandas backend's: a sum of no values is NULL, count_distinct
+    and median ignore missing values, std and var the sample's, a percentile
+    ``quantile_cont`` (linear, as ``Series.quantile``); booleans count as 0 and 1."""
+    if a.column is None:
+        return "count(*)"
+    c = column(joins, a.column)
+    kind = dtype_kind(sample[a.column].dtype)
+    if kind == "bool" and a.fn not in ("count", "count_distinct", "min", "max"):
+        c = f"CAST({c} AS INTEGER)"
+    if a.fn == "count":
+        return f"count({c})"
+    if a.fn == "count_distinct":
+        return f"count(DISTINCT {c})"
+    if a.fn == "sum":
+        return f"CAST(sum({c}) AS BIGINT)" if kind in ("int", "bool") else f"sum({c})"
+    if a.fn == "percentile":
+        return f"quantile_cont({c}, {s.param(float(a.p or 0.0))})"
+    return f"{_FUNCTIONS[a.fn]}({c})"
+
+
+def join_checks(source: Source, table: str, r: Relationship) -> tuple[Statement, Statement]:
+    """How often the target key repeats (a relationship must give each row at most one
+    match, as ``validate="many_to_one"``), and how many of ``table``'s rows have no match."""
+    key = quote(r.other_column)
+    repeats = Statement(f"SELECT count({key}) - count(DISTINCT {key}) FROM {source.ref(r.other)}")
+    unmatched = Statement(
+        f'SELECT count(*) FROM {source.ref(table)} AS "b" LEFT JOIN '
+        f'(SELECT {key} FROM {source.ref(r.other)} WHERE {key} IS NOT NULL) AS "j" '
+        f'ON "b".{quote(r.column)} = "j".{key} WHERE "j".{key} IS NULL'
+    )
+    return repeats, unmatched
+
+
+def groups_statement(source: Source, q: AggregateQuery, edges: Mapping[str, Any]) -> Statement:
+    """The number of groups, when the page does not tell (a full page, or one past the
+    last group): a count beside each group would cost as much again as the groups."""
+    p = plan(source, q.table, q.joins, aggregate_names(q), q.filters)
+    keys = [_group_key(p.statement, q.joins, p.sample, k, edges) for k in q.group_by]
+    p.statement.sql = f"SELECT count(*) FROM (SELECT {', '.join(keys)}{_clauses(p)} GROUP BY ALL)"
+    return p.statement

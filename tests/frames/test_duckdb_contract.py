@@ -1,0 +1,353 @@
+"""The frames contract over both backends: the same random calls (every operator, negated or
+not, every bucket, every aggregate, bins, orders, pages, joins) on pandas DataFrames and on
+DuckDB (a Parquet glob, a CSV file, a DuckDB relation, a Parquet table joined to a DataFrame)
+give the same frames, the same counts and the same refusals; and the code each DuckDB call
+exports, run, gives its frame."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pandas.testing import assert_frame_equal
+
+from loom_nb import RunContext
+from loom_nb._code import CodeContext
+from loom_nb._counts import counts_of
+from loom_nb._tables.grammar import BUCKETS, OPERATORS
+from loom_nb._tools import Connector, ToolInputError
+from loom_nb.frames import frame_tools
+from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
+
+RELATIONSHIPS = {"trips.driver_id": "drivers.id"}
+
+
+def trips_frame(n: int = 60) -> pd.DataFrame:
+    """Trips of every dtype Parquet and DuckDB keep as pandas does, missing values in most."""
+    rng = np.random.default_rng(7)
+    start = pd.Timestamp("2024-02-26T22:00:00Z")  # weeks, months and a quarter cross
+    created = start + pd.to_timedelta(rng.integers(0, 60 * 24 * 70, n), unit="min")
+    fare = rng.gamma(2.0, 12.0, n).round(2)
+    fare[[3, 17]] = np.nan
+    city = rng.choice(np.array(["Paris", "paris", "Lyon", "Nice_1", "a%b", "ß"], dtype=object), n)
+    city[[5, 40]] = None
+    shipped = pd.Series(created.tz_localize(None).floor("D"))
+    shipped[[2, 9]] = pd.NaT
+    created = pd.Series(created)
+    created[[4]] = pd.NaT
+    return pd.DataFrame(
+        {
+            "id": np.arange(n, dtype="int64"),
+            "fare": fare,
+            "city": city,
+            "paid": rng.random(n) < 0.6,
+            "riders": pd.array(
+                [None if i % 11 == 0 else int(v) for i, v in enumerate(rng.integers(1, 5, n))],
+                dtype="Int64",
+            ),
+            "driver_id": pd.array(
+                [None if i % 13 == 0 else int(v) for i, v in enumerate(rng.integers(1, 9, n))],
+                dtype="Int64",
+            ),
+            "created_at": created.dt.as_unit("us"),
+            "day": shipped.dt.as_unit("us"),
+        }
+    )
+
+
+def drivers_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": np.arange(1, 8, dtype="int64"),  # driver 8 is missing: unmatched trips
+            "tier": np.array(["gold", "silver", None, "gold", "bronze", "silver", "gold"], object),
+            "rating": [4.5, 3.9, np.nan, 4.9, 4.1, 3.2, 4.4],
+        }
+    )
+
+
+TRIPS, DRIVERS = trips_frame(), drivers_frame()
+COLUMNS = list(TRIPS.columns)
+
+
+@pytest.fixture(scope="module")
+def backends(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Connector]:
+    """The same two tables five ways."""
+    root = tmp_path_factory.mktemp("duck")
+    (root / "trips").mkdir()
+    for i in range(3):  # a glob of three files, in order
+        part = TRIPS.iloc[i * 20 : (i + 1) * 20]
+        duckdb.from_df(part).write_parquet(str(root / "trips" / f"part-{i}.parquet"))
+    duckdb.from_df(DRIVERS).write_parquet(str(root / "drivers.parquet"))
+    duckdb.from_df(TRIPS).write_csv(str(root / "trips.csv"))
+    trips_glob = str(root / "trips" / "*.parquet")
+
+    def make(trips: Any, drivers: Any) -> Connector:
+        return frame_tools(
+            {"trips": trips, "drivers": drivers}, max_rows=5, relationships=RELATIONSHIPS
+        )
+
+    return {
+        "pandas": make(TRIPS, DRIVERS),
+        "parquet": make({"path": trips_glob}, {"path": str(root / "drivers.parquet")}),
+        "parquet+frame": make({"path": trips_glob}, DRIVERS),
+        "relation": make(duckdb.from_df(TRIPS), duckdb.from_df(DRIVERS)),
+        "csv": make({"path": str(root / "trips.csv")}, DRIVERS),
+    }
+
+
+def normal(df: pd.DataFrame) -> pd.DataFrame:
+    """A frame's values as a user compares them: numbers as floats, timestamps in one unit,
+    the rest as objects with None for missing (DuckDB's ``str`` and int dtypes are pandas'
+    ``object`` and ``Int64`` here)."""
+    out = {}
+    for c in df.columns:
+        col = df[c]
+        if pd.api.types.is_bool_dtype(col.dtype) or pd.api.types.is_numeric_dtype(col.dtype):
+            out[c] = col.astype("Float64").astype("float64")
+        elif pd.api.types.is_datetime64_any_dtype(col.dtype):
+            tz = getattr(col.dtype, "tz", None)
+            wall = col.dt.tz_convert("UTC") if tz is not None else col
+            out[c] = wall.dt.as_unit("ns")
+        else:
+            out[c] = col.astype(object).where(col.notna(), None)
+    return pd.DataFrame(out, index=df.index)
+
+
+def run(conn: Connector, tool: str, args: dict[str, Any]) -> Any:
+    return asyncio.run(conn.tools[tool].call(args, RunContext("a", "t")))
+
+
+def answer(conn: Connector, tool: str, args: dict[str, Any]) -> pd.DataFrame | str:
+    try:
+        return run(conn, tool, args).data  # type: ignore[no-any-return]
+    except ToolInputError as exc:
+        return f"refused: {exc}"
+
+
+def code_frame(conn: Connector, tool: str, args: dict[str, Any], root: Any = None) -> Any:
+    hook = conn.tools[tool].code
+    assert hook is not None
+    ctx = CodeContext("result_1")
+    source = hook(args, ctx)
+    assert source is not None
+    namespace: dict[str, Any] = {"trips": TRIPS.copy(), "drivers": DRIVERS.copy()}
+    for name in ctx.expected:  # relations: the notebook's variables, DuckDB finds by name
+        if name not in namespace:
+            raise AssertionError(f"unexpected variable {name}")
+    exec("\n\n".join([*ctx.setups, source]), namespace)
+    return namespace["result_1"], source
+
+
+def check_same(backends: dict[str, Connector], tool: str, args: dict[str, Any]) -> bool:
+    expected = answer(backends["pandas"], tool, args)
+    for name, conn in backends.items():
+        if name == "pandas":
+            continue
+        got = answer(conn, tool, args)
+        if isinstance(expected, str) or isinstance(got, str):
+            assert isinstance(expected, str) == isinstance(got, str), (name, args, expected, got)
+            continue
+        try:
+            assert_frame_equal(normal(got), normal(expected), check_exact=False, rtol=1e-9)
+            assert counts_of(got) == counts_of(expected)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {args}\n{got}\n{expected}") from exc
+        if name in ("parquet", "parquet+frame"):
+            by_code, source = code_frame(conn, tool, args)
+            try:
+                assert_frame_equal(by_code, got)
+            except AssertionError as exc:
+                raise AssertionError(f"{name} code: {args}\n{source}") from exc
+    return not isinstance(expected, str)
+
+
+values = st.one_of(
+    st.sampled_from(
+        [
+            "Paris",
+            "paris",
+            "Lyon",
+            "ß",
+            "a%b",
+            "2024-03-04",
+            "2024-03-10T12:00:00+01:00",
+            "2024-04-01T00:00:00",
+            "true",
+            "4",
+            "12.5",
+            "gold",
+        ]
+    ),
+    st.integers(-2, 60),
+    st.floats(-1, 80, allow_nan=False),
+    st.booleans(),
+)
+patterns = st.sampled_from(["P%", "%is", "%ar%", "Paris", "P_ris", "%", "a\\%b", "%\\", "ß", "%_1"])
+
+
+@st.composite
+def filters(draw: Any, columns: list[str] = COLUMNS) -> dict[str, Any]:
+    op = draw(st.sampled_from(OPERATORS))
+    f: dict[str, Any] = {"column": draw(st.sampled_from(columns)), "op": op}
+    if op in ("like", "ilike"):
+        f["value"] = draw(patterns)
+    elif op == "in":
+        f["value"] = draw(st.lists(values, min_size=1, max_size=3))
+    elif op != "is_null":
+        f["value"] = draw(values)
+    if draw(st.booleans()):
+        f["not"] = True
+    return f
+
+
+select_args = st.fixed_dictionaries(
+    {"table": st.just("trips")},
+    optional={
+        "columns": st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=4, unique=True),
+        "filters": st.lists(filters(), max_size=3),
+        "order": st.lists(
+            st.fixed_dictionaries(
+                {"column": st.sampled_from(COLUMNS)}, optional={"desc": st.booleans()}
+            ),
+            max_size=3,
+        ),
+        "limit": st.integers(0, 30),
+        "offset": st.integers(0, 70),
+        "count": st.booleans(),
+    },
+)
+group_keys = st.one_of(
+    st.sampled_from(["city", "paid", "riders", "driver_id"]),
+    st.fixed_dictionaries(
+        {"column": st.sampled_from(["created_at", "day"]), "bucket": st.sampled_from(BUCKETS)}
+    ),
+    st.fixed_dictionaries(
+        {
+            "column": st.sampled_from(["fare", "riders", "id"]),
+            "bins": st.one_of(st.integers(1, 8), st.just([0, 10.5, 20, 80])),
+        }
+    ),
+)
+aggregate_args = st.fixed_dictionaries(
+    {"table": st.just("trips")},
+    optional={
+        "group_by": st.lists(group_keys, max_size=2),
+        "aggregates": st.lists(
+            st.fixed_dictionaries(
+                {"fn": st.sampled_from(AGGREGATE_FUNCTIONS)},
+                optional={
+                    "column": st.sampled_from(["fare", "riders", "paid", "id", "city"]),
+                    "p": st.sampled_from([0, 0.5, 0.9, 1]),
+                },
+            ),
+            max_size=3,
+        ),
+        "filters": st.lists(filters(), max_size=2),
+        "limit": st.integers(0, 12),
+        "offset": st.integers(0, 4),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(select_args)
+def test_a_select_is_the_same_on_every_backend(backends: Any, args: dict[str, Any]) -> None:
+    check_same(backends, "frames_select", args)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(aggregate_args)
+def test_an_aggregate_is_the_same_on_every_backend(backends: Any, args: dict[str, Any]) -> None:
+    check_same(backends, "frames_aggregate", args)
+
+
+joined = ["drivers.tier", "drivers.rating", "drivers.id"]
+join_args = st.fixed_dictionaries(
+    {"table": st.just("trips"), "join": st.just(["drivers"])},
+    optional={
+        "group_by": st.lists(st.sampled_from(["drivers.tier", "city", "paid"]), max_size=2),
+        "aggregates": st.lists(
+            st.fixed_dictionaries(
+                {"fn": st.sampled_from(["count", "sum", "mean", "percentile", "max"])},
+                optional={"column": st.sampled_from(["fare", "drivers.rating"]), "p": st.just(0.9)},
+            ),
+            max_size=2,
+        ),
+        "filters": st.lists(filters([*COLUMNS, *joined]), max_size=2),
+    },
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(join_args, st.booleans())
+def test_a_join_is_the_same_on_every_backend(
+    backends: Any, args: dict[str, Any], select: bool
+) -> None:
+    if select:
+        args = {
+            "table": "trips",
+            "join": ["drivers"],
+            "columns": ["id", "fare", "drivers.tier", "drivers.rating"],
+            "filters": args.get("filters", []),
+            "order": [{"column": "drivers.rating", "desc": True}],
+        }
+    check_same(backends, "frames_select" if select else "frames_aggregate", args)
+
+
+@pytest.mark.parametrize("bucket", BUCKETS)
+@pytest.mark.parametrize("fn", AGGREGATE_FUNCTIONS)
+def test_every_bucket_and_aggregate_is_the_same_on_every_backend(
+    backends: Any, bucket: str, fn: str
+) -> None:
+    args = {
+        "table": "trips",
+        "group_by": [{"column": "created_at", "bucket": bucket}],
+        "aggregates": [
+            {"fn": fn, "column": "fare", **({"p": 0.75} if fn == "percentile" else {})},
+            {"fn": "count"},
+        ],
+        "filters": [{"column": "paid", "op": "eq", "value": True}],
+        "order": [{"column": "count", "desc": True}],
+    }
+    assert check_same(backends, "frames_aggregate", args)
+
+
+@pytest.mark.parametrize("op", OPERATORS)
+@pytest.mark.parametrize("negate", [False, True])
+def test_every_operator_is_the_same_on_every_backend(backends: Any, op: str, negate: bool) -> None:
+    value: Any = {"like": "P%", "ilike": "p%", "in": ["Lyon", "ß"], "is_null": None}.get(
+        op, "Paris"
+    )
+    f: dict[str, Any] = {"column": "city", "op": op, "not": negate}
+    if value is not None:
+        f["value"] = value
+    numbers = {"column": "fare", "op": op if op not in ("like", "ilike") else "gt", "not": negate}
+    if op != "is_null":
+        numbers["value"] = [10, 20.5] if op == "in" else 20.5
+    for filt in (f, numbers):
+        args = {"table": "trips", "filters": [filt], "order": [{"column": "fare"}]}
+        assert check_same(backends, "frames_select", args)
+
+
+def test_the_frames_are_pandas_with_every_matching_row_counted(backends: Any) -> None:
+    args = {"table": "trips", "filters": [{"column": "fare", "op": "gt", "value": 5}], "limit": 3}
+    out = run(backends["parquet"], "frames_select", args)
+    assert isinstance(out.data, pd.DataFrame) and len(out.data) == 3
+    matched = int((TRIPS["fare"] > 5).sum())
+    assert counts_of(out.data)["matched"] == matched
+    assert f"{matched} rows match" in out.content or "More match" in out.content
+    assert list(out.data.index) == list(TRIPS.index[TRIPS["fare"] > 5][:3])
+
+
+def test_list_tables_counts_the_rows_and_names_duckdbs_types(backends: Any) -> None:
+    out = run(backends["parquet"], "frames_list_tables", {})
+    trips = next(e for e in out.data if e["table"] == "trips")
+    assert trips["rows"] == len(TRIPS) and trips["writable"] is False
+    types = {c["name"]: c["dtype"] for c in trips["columns"]}
+    assert types["created_at"] == "TIMESTAMP WITH TIME ZONE" and types["fare"] == "DOUBLE"
