@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
-from loom_nb import _codec, _loop_thread, _user_errors
+from loom_nb import _codec, _user_errors
 from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
@@ -97,6 +97,8 @@ class Tool:
         the preview raised, for ``call_id``)."""
         if self.preview is None:
             return None
+        from loom_nb import _loop_thread  # the loop: imported with the first run, not the tool
+
         try:
             takes_ctx = len(inspect.signature(self.preview).parameters) >= 2
             args = (arguments, ctx) if takes_ctx else (arguments,)
@@ -118,6 +120,8 @@ class Tool:
 
     async def call(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         """Validate the arguments and run the function (sync ones on a worker thread)."""
+        from loom_nb import _loop_thread
+
         args, kwargs = self.validate(arguments)
         if self._takes_ctx:
             kwargs[self._takes_ctx] = ctx
