@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -46,8 +45,10 @@ RuleKind = Literal["allow", "deny"]
 RuleScope = Literal["thread", "agent", "until"]
 SCOPES: tuple[RuleScope, ...] = ("thread", "agent", "until")
 
+# The host as socket.gethostname() says it, without importing socket for it.
+_HOST = os.uname().nodename if hasattr(os, "uname") else os.environ.get("COMPUTERNAME", "")
 #: This process, for rules of ``scope="agent"``: they apply in the kernel that made them only.
-KERNEL = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(6).hex()}"
+KERNEL = f"{_HOST}:{os.getpid()}:{os.urandom(6).hex()}"
 
 
 def new_rule_id() -> str:
