@@ -8,6 +8,7 @@ import sys
 
 BENCHES = [
     "bench_agent",
+    "bench_import",
     "bench_store",
     "bench_scale",
     "bench_postgres",

@@ -3,13 +3,16 @@
 Each run: the model (instant, no I/O) asks for one tool call, the tool returns a small dict,
 the model answers with text. What is measured is everything around the model and the tool:
 building requests, validating arguments, running the tool, recording messages, saving to the
-in-memory store. Run: ``python -m bench.bench_agent [--runs 1000]``.
+in-memory store. Both libraries run the sync model function and the sync tool on worker
+threads; pydantic-ai's run keeps its messages in a dict under a new random id, as loom_nb's
+``memory_store()`` keeps the thread. Run: ``python -m bench.bench_agent [--runs 1000]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -55,24 +58,31 @@ def pydantic_ai_runner() -> Callable[[], Awaitable[object]]:
 
     agent = Agent(FunctionModel(model))
     agent.tool_plain(lookup)
+    kept: dict[str, list[ModelMessage]] = {}  # the same work as loom_nb's memory store
 
     async def run() -> object:
         result = await agent.run("Weather in Oslo?")
         assert result.output.startswith("It is 21")
+        kept[os.urandom(16).hex()] = result.all_messages()
         return result
 
     return run
 
 
-async def measure(run: Callable[[], Awaitable[object]], runs: int) -> list[float]:
+async def measure(
+    run: Callable[[], Awaitable[object]], runs: int
+) -> tuple[list[float], list[float]]:
+    """Wall seconds per run, and the process's CPU seconds per run (all its threads: less
+    moved than the wall clock by other processes on a shared machine)."""
     for _ in range(min(50, runs)):  # warm up
         await run()
-    times = []
+    times, cpu = [], []
     for _ in range(runs):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         await run()
         times.append(time.perf_counter() - start)
-    return times
+        cpu.append(time.process_time() - start_cpu)
+    return times, cpu
 
 
 def main() -> None:
@@ -82,15 +92,20 @@ def main() -> None:
     args = parser.parse_args()
     runners = {"loom_nb": loom_runner(), "pydantic-ai": pydantic_ai_runner()}
     samples: dict[str, list[float]] = {name: [] for name in runners}
+    cpu: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(args.rounds):  # interleave, so machine noise hits both alike
         for name, run in runners.items():
-            samples[name] += asyncio.run(measure(run, args.runs // args.rounds))
+            wall, used = asyncio.run(measure(run, args.runs // args.rounds))
+            samples[name] += wall
+            cpu[name] += used
     medians = {name: statistics.median(t) * 1e6 for name, t in samples.items()}
+    cpu_means = {name: statistics.fmean(t) * 1e6 for name, t in cpu.items()}
     print(f"agent loop, one tool call per run, {len(samples['loom_nb'])} runs each")
-    print(f"{'library':<12} {'median µs/run':>14} {'p90 µs/run':>11}")
+    print(f"{'library':<12} {'median µs/run':>14} {'p90 µs/run':>11} {'CPU µs/run (mean)':>18}")
     for name, t in samples.items():
         p90 = statistics.quantiles(t, n=10)[-1] * 1e6
-        print(f"{name:<12} {medians[name]:>14.1f} {p90:>11.1f}")
+        print(f"{name:<12} {medians[name]:>14.1f} {p90:>11.1f} {cpu_means[name]:>18.1f}")
+    print(f"loom_nb's own cost per run: {medians['loom_nb']:.1f} µs (goal: at most 150 µs)")
     print(
         f"ratio loom_nb / pydantic-ai (median): {medians['loom_nb'] / medians['pydantic-ai']:.2f}"
     )

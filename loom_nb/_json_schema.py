@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 __all__ = ["Issue", "SchemaError", "Validator"]
@@ -272,6 +271,8 @@ def _number(key: str, arg: Any, v: float, path: Path) -> Errors:
             try:
                 failed = int(v / arg) != v / arg
             except OverflowError:
+                from fractions import Fraction  # rare, and it imports decimal
+
                 failed = (Fraction(v) / Fraction(arg)).denominator != 1
         else:
             failed = bool(v % arg)

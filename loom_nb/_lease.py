@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import socket
 import threading
 import time
@@ -67,7 +66,7 @@ _held_lock = threading.Lock()
 
 def new_holder() -> str:
     tag = f"ns{_NAMESPACE}." if _NAMESPACE else ""
-    return f"{_HOST}:{os.getpid()}:{tag}{secrets.token_hex(6)}"
+    return f"{_HOST}:{os.getpid()}:{tag}{os.urandom(6).hex()}"
 
 
 def holder_gone(lease: Lease) -> bool:

@@ -229,25 +229,23 @@ def _give_up(writes: list[_Write]) -> None:
 # ---- user code off the loop ---------------------------------------------------------------------
 
 
+#: How long the loop waits, blocked, for a sync call to return before it awaits it instead: a
+#: quick function (a lookup, a test model) then costs no wake-up of the loop, and a slow one
+#: holds the loop no longer than this.
+QUICK_SECONDS = 0.0002
+
+
 async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)`` on a worker thread, awaited without blocking the loop.
+    """``fn(*args, **kwargs)`` on a worker thread, awaited without blocking the loop (but for
+    :data:`QUICK_SECONDS`).
 
     A cancelled caller returns at once; the function finishes in the background and its
     result is dropped (Python cannot stop a thread).
     """
-    running = asyncio.get_running_loop()
-    future: asyncio.Future[T] = running.create_future()
+    handoff = _Handoff(asyncio.get_running_loop())
     context = contextvars.copy_context()
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():  # the caller was cancelled meanwhile
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def work() -> tuple[Any, BaseException | None]:
+    def work() -> _Outcome:
         try:
             return context.run(fn, *args, **kwargs), None
         except Exception as exc:
@@ -255,12 +253,57 @@ async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         except BaseException as exc:  # SystemExit and the like must not hang the run
             return None, RuntimeError(f"{type(exc).__name__} in {_name(fn)}")
 
-    def deliver(outcome: tuple[Any, BaseException | None]) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            running.call_soon_threadsafe(settle, *outcome)
+    _workers.run(work, handoff.deliver)
+    outcome = handoff.quick(QUICK_SECONDS)
+    result, error = outcome if outcome is not None else await handoff.later()
+    if error is not None:
+        raise error
+    return result  # type: ignore[no-any-return]
 
-    _workers.run(work, deliver)
-    return await future
+
+class _Handoff:
+    """One call's outcome, from its worker to the loop: taken at once if it comes within the
+    quick wait, else set on a future the loop awaits."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._ready = threading.Lock()
+        self._ready.acquire()
+        self._waiting = True  # the loop waits, blocked, for the outcome
+        self._outcome: _Outcome | None = None
+        self._future: asyncio.Future[_Outcome] | None = None
+
+    def deliver(self, outcome: _Outcome) -> None:
+        """On the worker: hand ``outcome`` over."""
+        with self._lock:
+            self._outcome = outcome
+            if self._waiting:
+                self._ready.release()
+                return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            self._loop.call_soon_threadsafe(self._settle)
+
+    def quick(self, seconds: float) -> _Outcome | None:
+        """On the loop: the outcome if it comes within ``seconds``; else None (await later)."""
+        if self._ready.acquire(timeout=seconds):
+            return self._outcome
+        with self._lock:
+            self._waiting = False
+            if self._outcome is not None:
+                return self._outcome
+            self._future = self._loop.create_future()
+            return None
+
+    def later(self) -> asyncio.Future[_Outcome]:
+        assert self._future is not None
+        return self._future
+
+    def _settle(self) -> None:
+        future = self._future
+        if future is not None and not future.done():  # else the caller was cancelled
+            assert self._outcome is not None
+            future.set_result(self._outcome)
 
 
 _Outcome = tuple[Any, "BaseException | None"]

@@ -6,11 +6,11 @@ these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
-import hashlib
 import itertools
 import json
-import secrets
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,19 +45,25 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def random_token(nbytes: int) -> str:
+    """``nbytes`` random bytes, URL-safe (``secrets.token_urlsafe``, without importing
+    ``secrets``: it brings ``random`` and ``hashlib`` to ``import loom_nb``)."""
+    return base64.urlsafe_b64encode(os.urandom(nbytes)).rstrip(b"=").decode("ascii")
+
+
 def new_thread_id() -> str:
     """128 random bits, URL-safe: without ``auth`` the id is what keeps a thread private.
 
     Never starting with ``-``, so that ``%loom resume ID`` does not read it as an option.
     """
     while True:
-        thread_id = secrets.token_urlsafe(16)
+        thread_id = random_token(16)
         if not thread_id.startswith("-"):
             return thread_id
 
 
 def new_call_id() -> str:
-    return "call_" + secrets.token_urlsafe(9)
+    return "call_" + random_token(9)
 
 
 #: The ids of a run's pauses (a budget or ``max_steps`` reached): loom_nb's own calls, saved
@@ -66,7 +72,7 @@ PAUSE_PREFIX = "pause_"
 
 
 def new_pause_id() -> str:
-    return PAUSE_PREFIX + secrets.token_urlsafe(9)
+    return PAUSE_PREFIX + random_token(9)
 
 
 def is_pause_call(call_id: str) -> bool:
@@ -76,6 +82,8 @@ def is_pause_call(call_id: str) -> bool:
 
 def arguments_digest(arguments: Any) -> str:
     """A stable fingerprint of tool arguments; an approval binds to the arguments it showed."""
+    import hashlib
+
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import secrets
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from loom_nb._messages import random_token
 
 __all__ = [
     "KERNEL",
@@ -45,12 +45,14 @@ RuleKind = Literal["allow", "deny"]
 RuleScope = Literal["thread", "agent", "until"]
 SCOPES: tuple[RuleScope, ...] = ("thread", "agent", "until")
 
+# The host as socket.gethostname() says it, without importing socket for it.
+_HOST = os.uname().nodename if hasattr(os, "uname") else os.environ.get("COMPUTERNAME", "")
 #: This process, for rules of ``scope="agent"``: they apply in the kernel that made them only.
-KERNEL = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+KERNEL = f"{_HOST}:{os.getpid()}:{os.urandom(6).hex()}"
 
 
 def new_rule_id() -> str:
-    return "rule_" + secrets.token_urlsafe(9)
+    return "rule_" + random_token(9)
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,9 @@ turn (``Usage.input_tokens``); the budget check scales its next estimate by that
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -139,7 +137,11 @@ def _cached(encoding: str) -> bool:
     elif "DATA_GYM_CACHE_DIR" in os.environ:
         folder = os.environ["DATA_GYM_CACHE_DIR"]
     else:
+        import tempfile  # here: it imports shutil and the compression modules
+
         folder = os.path.join(tempfile.gettempdir(), "data-gym-cache")
     if not folder:  # tiktoken keeps no cache then: it would fetch the file
         return False
+    import hashlib
+
     return os.path.exists(os.path.join(folder, hashlib.sha1(address.encode()).hexdigest()))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
-from loom_nb import _codec, _loop_thread, _user_errors
+from loom_nb import _codec, _user_errors
 from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
@@ -97,6 +97,8 @@ class Tool:
         the preview raised, for ``call_id``)."""
         if self.preview is None:
             return None
+        from loom_nb import _loop_thread  # the loop: imported with the first run, not the tool
+
         try:
             takes_ctx = len(inspect.signature(self.preview).parameters) >= 2
             args = (arguments, ctx) if takes_ctx else (arguments,)
@@ -118,6 +120,8 @@ class Tool:
 
     async def call(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         """Validate the arguments and run the function (sync ones on a worker thread)."""
+        from loom_nb import _loop_thread
+
         args, kwargs = self.validate(arguments)
         if self._takes_ctx:
             kwargs[self._takes_ctx] = ctx
@@ -455,14 +459,6 @@ def _schema_from_hints(
 ) -> tuple[dict[str, Any], Callable[..., Any]]:
     from typing import get_type_hints
 
-    from pydantic import (
-        ConfigDict,
-        PydanticUndefinedAnnotation,
-        PydanticUserError,
-        ValidationError,
-        create_model,
-    )
-
     try:
         hints = get_type_hints(fn)
     except Exception:  # unresolvable annotations: fall back to the raw ones
@@ -478,24 +474,107 @@ def _schema_from_hints(
             ann = Any
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (ann, default)
-    try:
-        model = create_model(  # type: ignore[call-overload]
-            f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
-        )
-        schema = model.model_json_schema()
-    except (PydanticUserError, PydanticUndefinedAnnotation):
-        raise _untranslatable(fn, fields) from None
-    schema.pop("title", None)
     names = [p.name for p in params]
+    # Plain parameters (str, int, list[str], ...) get the schema pydantic writes for them, made
+    # here: pydantic (and what it imports) is imported at the first call, which it validates.
+    schema = _plain_schema(fields)
+    model = None if schema is not None else _input_model(fn, fields)
+    if model is not None:
+        schema = model.model_json_schema()
+        schema.pop("title", None)
 
     def bind(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        from pydantic import ValidationError
+
+        nonlocal model
+        if model is None:
+            model = _input_model(fn, fields)
         try:
             validated = model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolInputError(_pydantic_message(exc)) from None
         return [], {n: getattr(validated, n) for n in names}
 
+    assert schema is not None
     return schema, bind
+
+
+def _input_model(fn: Callable[..., Any], fields: dict[str, Any]) -> Any:
+    """The pydantic model of ``fn``'s parameters (extra keys refused)."""
+    from pydantic import ConfigDict, PydanticUndefinedAnnotation, PydanticUserError, create_model
+
+    try:
+        model = create_model(  # type: ignore[call-overload]
+            f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        model.model_json_schema()
+    except (PydanticUserError, PydanticUndefinedAnnotation):
+        raise _untranslatable(fn, fields) from None
+    return model
+
+
+_PLAIN_TYPES: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    Any: {},
+    list: {"items": {}, "type": "array"},
+    dict: {"additionalProperties": True, "type": "object"},
+}
+
+
+def _plain_schema(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema pydantic writes for these parameters, when each is of a plain type
+    with a plain default (else None: pydantic makes it)."""
+    properties: dict[str, Any] = {}
+    required = []
+    for name, (ann, default) in fields.items():
+        schema = _plain_type(ann)
+        plain_name = name.isidentifier() and not name.startswith(("_", "model_"))
+        if schema is None or not plain_name:
+            return None
+        if default is ...:
+            required.append(name)
+        elif default is None or type(default) in (str, int, bool) or _finite(default):
+            schema = {**schema, "default": default}
+        else:
+            return None
+        properties[name] = {**schema, "title": name.title().replace("_", " ")}
+    out: dict[str, Any] = {"additionalProperties": False, "properties": properties}
+    if required:
+        out["required"] = required
+    out["type"] = "object"
+    return out
+
+
+def _finite(value: Any) -> bool:
+    return type(value) is float and abs(value) < float("inf")
+
+
+def _plain_type(ann: Any) -> dict[str, Any] | None:
+    """The JSON schema of a plain annotation, as pydantic writes it; None for any other."""
+    import types
+    import typing
+
+    try:
+        if ann in _PLAIN_TYPES:
+            return dict(_PLAIN_TYPES[ann])
+    except TypeError:  # unhashable: not plain
+        return None
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is list and len(args) == 1:
+        item = _plain_type(args[0])
+        return None if item is None else {"items": item, "type": "array"}
+    if origin is dict and len(args) == 2 and args[0] is str:
+        value = _plain_type(args[1])
+        return None if value is None else {"additionalProperties": value, "type": "object"}
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = _plain_type(next(a for a in args if a is not type(None)))
+        if inner is None or not inner or "anyOf" in inner:
+            return None
+        return {"anyOf": [inner, {"type": "null"}]}
+    return None
 
 
 def _untranslatable(fn: Callable[..., Any], fields: dict[str, Any]) -> UserError:

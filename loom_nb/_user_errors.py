@@ -7,13 +7,13 @@ lives as long as the kernel, for the last :data:`KEPT` calls, keyed by call id.
 
 from __future__ import annotations
 
+import os
 import threading
 import types
 from collections import OrderedDict
-from pathlib import Path
 
 KEPT = 200
-_PACKAGE = str(Path(__file__).resolve().parent)
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))
 _kept: OrderedDict[str, BaseException] = OrderedDict()
 _lock = threading.Lock()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -391,3 +392,28 @@ def test_import_loom_nb_imports_no_heavy_package_nor_an_integration():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_the_first_agent_with_a_plain_tool_imports_no_pydantic_zipfile_or_email(tmp_path: Path):
+    # The default store (a SQLite file here, in the folder), a plain tool: what a first cell
+    # does. pydantic is imported when a call is validated, or for a tool that needs a model.
+    code = """
+import json, sys
+from loom_nb import FunctionModel, Reply, define_agent
+
+def lookup(city: str, days: int = 1, tags: list[str] | None = None) -> dict:
+    "The weather in a city."
+    return {"city": city}
+
+agent = define_agent(name="a", model=FunctionModel(lambda r: Reply("hi")), tools=[lookup])
+assert agent.tools["lookup"].parameters["required"] == ["city"]
+print(json.dumps([m for m in ("pydantic", "zipfile", "email") if m in sys.modules]))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "LOOM_STORE"}
+    env["PYTHONPATH"] = str(PACKAGE.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    assert (tmp_path / ".loom" / "loom.db").exists()  # the default store was opened

@@ -20,6 +20,7 @@ from loom_nb import (
     define_agent,
     tool,
 )
+from loom_nb._tools import _plain_schema
 
 
 def ctx() -> RunContext:
@@ -255,3 +256,70 @@ def test_a_list_given_as_something_else_gets_the_shape_expected() -> None:
     one = {"column": "id", "op": "eq", "value": 1}
     with pytest.raises(ToolInputError, match=r'filters must be a list like \[\{"column": "id", '):
         agent.tools["frames_select"].validate({"table": "orders", "filters": one})
+
+
+@pytest.mark.parametrize(
+    "annotation, default",
+    [
+        ("str", "..."),
+        ("int", "3"),
+        ("float", "0.25"),
+        ("bool", "True"),
+        ("typing.Any", "..."),
+        ("typing.Any", "None"),
+        ("list", "..."),
+        ("dict", "..."),
+        ("list[str]", "..."),
+        ("list[list[int]]", "..."),
+        ("typing.List[float]", "..."),
+        ("dict[str, int]", "..."),
+        ("dict[str, list[bool]]", "..."),
+        ("str | None", "None"),
+        ("typing.Optional[int]", "..."),
+        ("list[str] | None", "None"),
+        ("dict[str, float] | None", "None"),
+        ("str", "None"),
+        ("int", "'not an int'"),
+    ],
+)
+def test_plain_parameters_get_the_schema_pydantic_writes(annotation: str, default: str):
+    import typing
+
+    from pydantic import ConfigDict, create_model
+
+    namespace: dict[str, object] = {"typing": typing}
+    # Names that title() changes in odd ways, a name pydantic keeps as is, two parameters.
+    source = (
+        f"def f(city_name_2x: {annotation}"
+        + ("" if default == "..." else f" = {default}")
+        + f", x: {annotation}"
+        + ("" if default == "..." else f" = {default}")
+        + ") -> None:\n    'Doc.'\n"
+    )
+    exec(source, namespace)
+    made = tool(namespace["f"])
+    hints = typing.get_type_hints(namespace["f"])
+    fields = {
+        name: (hints[name], ... if default == "..." else eval(default, namespace))
+        for name in ("city_name_2x", "x")
+    }
+    model = create_model("f_input", __config__=ConfigDict(extra="forbid"), **fields)
+    expected = model.model_json_schema()
+    expected.pop("title")
+    assert _plain_schema(fields) == expected  # made without pydantic
+    assert made.parameters == expected
+
+
+def test_a_tool_of_plain_parameters_still_validates_and_coerces_as_pydantic_does():
+    @tool
+    def book(city: str, nights: int = 1, tags: list[str] | None = None) -> str:
+        """Book a room."""
+        return f"{city}:{nights}:{tags}"
+
+    assert asyncio.run(book.call({"city": "Oslo", "nights": "2"}, ctx())).content == "Oslo:2:None"
+    with pytest.raises(ToolInputError, match="nights: Input should be a valid integer"):
+        book.validate({"city": "Oslo", "nights": "many"})
+    with pytest.raises(ToolInputError, match="Extra inputs"):
+        book.validate({"city": "Oslo", "stars": 5})
+    with pytest.raises(ToolInputError, match="city: Field required"):
+        book.validate({})

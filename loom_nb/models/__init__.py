@@ -6,7 +6,6 @@ has the composition root (``loom_nb._compose``) import one only when a model str
 
 from __future__ import annotations
 
-import difflib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -72,6 +71,8 @@ def check_model_settings(settings: object) -> ModelSettings:
     allowed = get_type_hints(ModelSettings)
     for key, value in settings.items():
         if key not in allowed:
+            import difflib
+
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise UserError(

@@ -22,6 +22,7 @@ SMOKE = {
         ["--runs", "20", "--rounds", "1"],
         r"ratio loom_nb / pydantic-ai \(median\): \d",
     ),
+    "bench_import": (["--runs", "2"], r"ratio import loom_nb / import pydantic_ai .*: \d"),
     "bench_store": (["--quick"], r"SQLiteSession"),
     "bench_scale": (["--quick"], r"vs FTS5 .* x\d"),
     "bench_postgres": (["--quick"], r"loom / same-work floor .*\d\.\d+x"),
