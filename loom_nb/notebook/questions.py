@@ -143,10 +143,8 @@ class QuestionCard(widgets.VBox):  # type: ignore[misc]
         self.remove_class("loom-undecided")
 
     def _header(self, state: str) -> str:
-        return (
-            f"<b>The agent</b> {state} "
-            f'<span style="color:#888;font-size:85%">call {esc(self.call_id)}</span>'
-        )
+        # the call's id is the card's title (a tooltip), not part of the sentence
+        return f'<span title="{esc(self.call_id)}"><b>The agent</b> {esc(state)}</span>'
 
     def _label(self, answer: Any, note: str, *, error: bool = False) -> None:
         if answer is False:

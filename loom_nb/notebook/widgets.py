@@ -161,6 +161,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 self._errors,
                 self.rows,
                 self.calls.tools,
+                {c.call_id for c in self.cards if getattr(c, "now", False)},
             )
 
     def refresh_static(self) -> None:

@@ -212,3 +212,69 @@ def test_the_static_outputs_hold_only_what_every_renderer_keeps(
                     tags = set(re.findall(r"<([a-z][a-z0-9]*)", data["text/html"]))
                     assert tags <= PORTABLE_TAGS, tags - PORTABLE_TAGS
                     assert "<style" not in data["text/html"] and "<script" not in data["text/html"]
+
+
+REFRESHED = [
+    """
+    %load_ext loom_nb
+    import pandas as pd
+    from loom_nb import FunctionModel, Reply, define_agent
+    from loom_nb.frames import frame_tools
+    from loom_nb.sqlite import sqlite_store
+
+    orders = pd.DataFrame({"id": [1, 2], "customer": ["Ada", "Bob"], "total": [120.5, 35.0],
+                           "status": ["open", "open"]})
+
+    def stand_in(request):
+        if request.messages[-1].role == "user":
+            return Reply("I will cancel order 2.", [("frames_update", {
+                "table": "orders", "values": {"status": "cancelled"},
+                "filters": [{"column": "id", "op": "eq", "value": 2}]})])
+        return "Done."
+
+    analyst = define_agent(name="analyst", model=FunctionModel(stand_in), store=sqlite_store(),
+                           connectors=[frame_tools({"orders": {"frame": orders, "write": True}})])
+    """,
+    "%%loom analyst\nCancel order 2.",
+    'orders.loc[orders.id == 2, "total"] = 99.75  # the data changes before anyone decides',
+    "waiting = analyst.threads()[0].id\n%loom resume {waiting}",
+]
+
+
+@pytest.fixture(scope="module")
+def refreshed(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    import textwrap
+
+    from tests.test_notebooks import offline_env, runner
+
+    tmp = tmp_path_factory.mktemp("refreshed")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(s).strip()) for s in REFRESHED]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    return runner.execute(nb, tmp / "work", env=offline_env(tmp))
+
+
+@pytest.mark.parametrize(("sanitize", "state"), COPIES)
+def test_a_resumed_card_saves_the_rows_as_they_are_now(
+    refreshed: Any, sanitize: bool, state: bool
+) -> None:
+    """A card drawn again by ``%loom resume`` reads its rows again: the saved copy holds the
+    data as it is now, marked so, and not the rows from when the card was first drawn."""
+    cells = rendered(refreshed, sanitize=sanitize, widget_state=state)
+    first = agent_cell(cells, "Cancel order 2.")["text"]
+    assert re.search(r"\n\s*1\s+2\s+Bob\s+35\.0\s+open\s+cancelled", first), first
+    [resumed] = [c["text"] for c in cells if c["source"].startswith("waiting =")]
+    _no_markup_as_text(resumed)
+    assert "rows as they are now" in resumed, resumed
+    assert re.search(r"\n\s*1\s+2\s+Bob\s+99\.75\s+open\s+cancelled", resumed), resumed
+    assert not re.search(r"\b35\.0\b", resumed), resumed
+    assert "Decided after this output was saved? See %loom show." in resumed
+
+
+def test_a_resumed_cards_plain_text_says_its_rows_are_as_they_are_now(refreshed: Any) -> None:
+    """The ``text/plain`` copy (what a terminal or a text-only renderer shows) says it too."""
+    [resumed] = [c for c in refreshed.cells if c.source.startswith("waiting =")]
+    plain = "\n".join(
+        o["data"]["text/plain"] for o in resumed.outputs if "text/plain" in o.get("data", {})
+    )
+    assert "rows as they are now" in plain and "99.75" in plain, plain
