@@ -18,6 +18,7 @@ import pytest
 from tests.notebook.browser import fixtures
 from tests.notebook.browser.lab import REPO_ROOT, LabServer
 from tests.notebook.browser.page import (
+    MEDIUM,
     SLOW,
     cell,
     cell_output_text,
@@ -188,7 +189,9 @@ def test_exploration_improvised_in_the_browser(lab: LabServer, page: Any) -> Non
     asked = w.index("%%loom explorer")
     thread = cell(page, asked).locator(".loom-thread")
     call = thread.locator(".loom-tool-call").first
-    assert "orders" in call.inner_text() and "week" in call.inner_text()
+    call.scroll_into_view_if_needed(timeout=MEDIUM)  # JupyterLab draws only the cells in view
+    expect_text(call, "orders")
+    assert "week" in call.inner_text()
     assert not call.locator(".loom-code").is_visible()  # folded: the query in words
     call.locator("[class*='Collapse-header']").first.click()  # "unfold it"
     code = call.locator(".loom-code")
@@ -205,6 +208,14 @@ def test_exploration_improvised_in_the_browser(lab: LabServer, page: Any) -> Non
     w.own_question("analyst")
     assert w.complaints() == []
     screenshot(page, "browser-exploration-improvised", cell(page, len(w.sources) - 1))
+
+    # the notebook %loom export wrote opens on its story, its helpers folded, and unmodified
+    open_notebook(page, lab, "05-exploration/exported/weekly-open-orders.ipynb")
+    page.wait_for_timeout(2000)  # time for what JupyterLab writes into a model once it is open
+    dirty = "() => window.jupyterapp.shell.currentWidget.context.model.dirty"
+    assert page.evaluate(dirty) is False
+    assert page.locator(".jp-NotebookPanel .jp-InputPlaceholder").count() >= 1  # folded
+    screenshot(page, "browser-exported-notebook-opened")
 
 
 def test_rules_and_questions_improvised_in_the_browser(lab: LabServer, page: Any) -> None:
