@@ -248,7 +248,7 @@ def test_rules_and_questions_improvised_in_the_browser(lab: LabServer, page: Any
     shown = cell(page, w.restart + 1).locator(".loom-question")
     expect_text(shown, "Last quarter: fiscal or calendar?")
     shown.locator("button.loom-choice", has_text="fiscal").click()  # "Click fiscal above"
-    expect_text(shown.locator(".loom-decision"), "fiscal")
+    expect_text(shown.locator(".loom-decision"), "fiscal · answered")  # the run went on
     assert shown.locator("button.loom-choice").first.is_disabled()
     answered = w.run(w.restart + 2)  # the cell that clicks when nobody did: it waits instead
     assert "Counting by the fiscal quarter: 12 tickets." in answered, answered

@@ -119,6 +119,11 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="module")
+def rules(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return run("06-rules-and-questions.ipynb", tmp_path_factory.mktemp("rules"))
+
+
+@pytest.fixture(scope="module")
 def exploration(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return run("05-exploration.ipynb", tmp_path_factory.mktemp("exploration"))
 
@@ -278,3 +283,30 @@ def test_a_resumed_cards_plain_text_says_its_rows_are_as_they_are_now(refreshed:
         o["data"]["text/plain"] for o in resumed.outputs if "text/plain" in o.get("data", {})
     )
     assert "rows as they are now" in plain and "99.75" in plain, plain
+
+
+@pytest.mark.parametrize(("sanitize", "state"), COPIES)
+def test_the_rules_walkthrough_keeps_each_decision_in_every_static_copy(
+    rules: Any, sanitize: bool, state: bool
+) -> None:
+    """06-rules-and-questions: the calls a rule approved say which rule, the batch rejected in
+    a later cell says so, the question asked before the restart says the saved copy cannot
+    know its answer, and the one answered after it says what was answered."""
+    cells = rendered(rules, sanitize=sanitize, widget_state=state)
+    filed = agent_cell(cells, "File the inbox into tickets.")["text"]
+    _no_markup_as_text(filed)
+    assert filed.count("frames_append · tickets · 1 row · approved by rule rule_") == 30
+    assert re.search(r"\n\s*3\s+100\s+inbox message 0\s+open", filed)  # each row appended
+    assert "frames_append rejected" in filed and "✘ Rejected · decided with %loom reject" in filed
+    assert "waiting for approval" not in filed and "undecided" not in filed
+
+    asked = agent_cell(cells, "How many tickets came in last quarter?")["text"]
+    _no_markup_as_text(asked)
+    assert "The agent asks you\nLast quarter: fiscal or calendar?\nfiscal\ncalendar" in asked
+    assert "unanswered when this output was saved. Answered after? See %loom show." in asked
+
+    [answered] = [c["text"] for c in cells if c["source"].startswith("%loom approvals")]
+    _no_markup_as_text(answered)
+    assert "The agent was answered" in answered and "✔ fiscal · answered" in answered
+    assert "Counting by the fiscal quarter: 12 tickets." in answered
+    assert "call_" not in answered.split("thread", 1)[1]  # no call id in the card's words
