@@ -9,7 +9,6 @@ here the clicks are a mouse's and what is read is what JupyterLab draws.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import nbformat
@@ -130,14 +129,12 @@ class Walkthrough:
         return shown
 
 
-def _improvise(w: Walkthrough, after_each: Callable[[], None] | None = None) -> None:
-    """Run All twice, then a question of one's own; nothing red anywhere."""
+def _run_all_twice(w: Walkthrough) -> None:
+    """Run All twice in the kernel as it is; nothing red anywhere."""
     w.run_all()
     assert w.complaints() == []
     w.run_all()
     assert w.complaints() == []
-    if after_each is not None:
-        after_each()
 
 
 def test_quickstart_improvised_in_the_browser(lab: LabServer, page: Any) -> None:
@@ -148,6 +145,9 @@ def test_quickstart_improvised_in_the_browser(lab: LabServer, page: Any) -> None
     flag = w.index("%%loom analyst\nFlag them")
     w.run_through(0, flag + 1)
 
+    # the second cell on the thread: its header says what this cell asked
+    header = cell(page, flag).locator(".loom-thread-header").inner_text()
+    assert "Flag them as priority." in header and "Which orders" not in header, header
     card = cell(page, flag).locator(".loom-approval")
     said = " ".join(card.inner_text().split())
     assert said.startswith("frames_update waits for your approval"), said
@@ -173,7 +173,7 @@ def test_quickstart_improvised_in_the_browser(lab: LabServer, page: Any) -> None
     assert w.complaints() == []
     assert "cancelled" in cell_output_text(page, len(w.sources) - 1)
 
-    _improvise(w)
+    _run_all_twice(w)
     w.own_question("analyst")
     assert w.complaints() == []
     screenshot(page, "browser-quickstart-improvised", cell(page, len(w.sources) - 1))
@@ -204,7 +204,7 @@ def test_exploration_improvised_in_the_browser(lab: LabServer, page: Any) -> Non
     assert thread.locator("img.loom-chart-image").count() >= 1
     assert w.complaints() == []
 
-    _improvise(w)
+    _run_all_twice(w)
     w.own_question("analyst")
     assert w.complaints() == []
     screenshot(page, "browser-exploration-improvised", cell(page, len(w.sources) - 1))
@@ -254,7 +254,7 @@ def test_rules_and_questions_improvised_in_the_browser(lab: LabServer, page: Any
     assert "Counting by the fiscal quarter: 12 tickets." in answered, answered
     assert w.complaints() == []
 
-    _improvise(w)
+    _run_all_twice(w)
     w.own_question("cleaner")
     assert w.complaints() == []
     screenshot(page, "browser-rules-improvised", cell(page, len(w.sources) - 1))
