@@ -113,7 +113,7 @@ class Walkthrough:
         ]
         return [t[:500] for t in red + loaded]
 
-    def own_question(self, agent: str) -> Any:
+    def own_question(self, agent: str, says: str = "stand-in model") -> Any:
         """A ``%%loom`` cell of one's own after the last: it continues the thread; the
         stand-in answers in words. Returns the new cell's thread view."""
         count = self.page.evaluate(
@@ -125,7 +125,7 @@ class Walkthrough:
         self.run(len(self.sources) - 1)
         shown = cell(self.page, len(self.sources) - 1).locator(".loom-thread")
         expect_text(shown.locator(".loom-user").last, OWN_QUESTION)
-        expect_text(shown.locator(".loom-assistant").last, "stand-in model")
+        expect_text(shown.locator(".loom-assistant").last, says)
         return shown
 
 
@@ -258,3 +258,26 @@ def test_rules_and_questions_improvised_in_the_browser(lab: LabServer, page: Any
     w.own_question("cleaner")
     assert w.complaints() == []
     screenshot(page, "browser-rules-improvised", cell(page, len(w.sources) - 1))
+
+
+def test_real_models_improvised_in_the_browser(lab: LabServer, page: Any) -> None:
+    """04-real-models offline: Continue clicked on the budget card as the text says (the next
+    cell then only waits for that run), Run All twice, and a question of one's own at the end
+    (the replay model says what it knows)."""
+    w = Walkthrough(page, lab, "04-real-models.ipynb")
+    frugal = w.index("%%loom frugal")
+    w.run_through(0, frugal + 1)
+    assert "MODEL: offline replay model" in cell_output_text(page, w.index("import os"))
+    card = cell(page, frugal).locator(".loom-approval")
+    expect_text(card, "paused the run")
+    card.locator("button.loom-approve", has_text="Continue").click()  # "Click Continue."
+    expect_text(card.locator(".loom-decision"), "done")
+    waited = w.run(frugal + 1)
+    assert waited.startswith("complete | "), waited
+    w.run_through(frugal + 2, len(w.sources))
+    assert w.complaints() == []
+
+    _run_all_twice(w)
+    w.own_question("analyst", says="(replay model) I only know this notebook's question")
+    assert w.complaints() == []
+    screenshot(page, "browser-real-models-improvised", cell(page, len(w.sources) - 1))
