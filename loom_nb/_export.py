@@ -26,6 +26,7 @@ import itertools
 import os
 import re
 import secrets
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -307,7 +308,7 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
         "display_name": "Python 3 (ipykernel)",
         "language": "python",
     }
-    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["language_info"] = _language_info()
     # escaped as a comment is: a text format's header is comment lines
     nb.metadata["loom_nb"] = {
         "thread_id": comment_text(thread.id),
@@ -325,6 +326,21 @@ def _cell(nbformat: Any, cell: Cell) -> Any:
     if cell.folded:
         made["metadata"] = {"jupyter": {"source_hidden": True}}
     return nbformat.from_dict({**made, "cell_type": "code", "execution_count": None, "outputs": []})
+
+
+def _language_info() -> dict[str, Any]:
+    """ipykernel's own for this Python: JupyterLab writes the kernel's into a notebook it
+    opens, marking it modified unless it holds that already."""
+    major = sys.version_info[0]
+    return {
+        "codemirror_mode": {"name": "ipython", "version": major},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": f"ipython{major}",
+        "version": sys.version.split()[0],  # as ipykernel reads it
+    }
 
 
 def _writes(notebook: Any, fmt: str | None) -> str:

@@ -99,18 +99,20 @@ class Tool:
             return None
         from loom_nb import _loop_thread  # the loop: imported with the first run, not the tool
 
+        key = _user_errors.preview_key(call_id)
         try:
-            takes_ctx = len(inspect.signature(self.preview).parameters) >= 2
-            args = (arguments, ctx) if takes_ctx else (arguments,)
-            if inspect.iscoroutinefunction(self.preview):
-                _loop_thread.name_user_code(self.preview, f"the preview of tool {self.name!r}")
-                value = await self.preview(*args)
-            else:  # user code (it may import pandas, query, ...): never on the loop
-                value = await _loop_thread.in_thread(self.preview, *args)
-            if inspect.isawaitable(value):
-                value = await value
+            with _user_errors.running(key):
+                takes_ctx = len(inspect.signature(self.preview).parameters) >= 2
+                args = (arguments, ctx) if takes_ctx else (arguments,)
+                if inspect.iscoroutinefunction(self.preview):
+                    _loop_thread.name_user_code(self.preview, f"the preview of tool {self.name!r}")
+                    value = await self.preview(*args)
+                else:  # user code (it may import pandas, query, ...): never on the loop
+                    value = await _loop_thread.in_thread(self.preview, *args)
+                if inspect.isawaitable(value):
+                    value = await value
         except Exception as exc:  # a broken preview must not hide the call from the user
-            _user_errors.keep(_user_errors.preview_key(call_id), exc)
+            _user_errors.keep(key, exc)
             return {"error": f"no preview: {exc}"}
         return value
 

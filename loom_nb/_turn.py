@@ -100,6 +100,9 @@ async def pending_of(call: ToolCall, tool: Tool, ctx: RunContext) -> PendingAppr
     gets when the preview found the call cannot work."""
     preview = await tool.make_preview(call.arguments or {}, ctx, call.id)
     if isinstance(preview, ToolOutput) and preview.is_error:
+        raised = _user_errors.kept(_user_errors.preview_key(call.id))
+        if raised is not None:  # user code the preview called (a client factory) raised
+            _user_errors.keep(call.id, raised)
         return result_of(call, preview)
     return PendingApproval(call.id, call.name, call.arguments or {}, preview)
 
@@ -111,7 +114,8 @@ async def invoke(
     if approval is not None:  # an approved call sees its card: it may refuse to do more
         ctx = dataclasses.replace(ctx, approved_preview=preview)
     try:
-        output = await tool.call(call.arguments or {}, ctx)
+        with _user_errors.running(call.id):
+            output = await tool.call(call.arguments or {}, ctx)
     except ToolInputError as exc:
         return error_result(call, f"Invalid arguments for {call.name!r}: {exc}")
     except Exception as exc:

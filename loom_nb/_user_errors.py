@@ -1,4 +1,5 @@
-"""Exceptions raised by the user's own code (a tool, a preview, a model function), kept in
+"""Exceptions raised by the user's own code (a tool, a preview, a model function, a
+connector's client factory), kept in
 memory so that the views can show where in that code it failed.
 
 The thread keeps only the message (the model reads it, the store saves it); the traceback
@@ -7,15 +8,21 @@ lives as long as the kernel, for the last :data:`KEPT` calls, keyed by call id.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import types
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 KEPT = 200
 _PACKAGE = os.path.dirname(os.path.realpath(__file__))
 _kept: OrderedDict[str, BaseException] = OrderedDict()
 _lock = threading.Lock()
+#: The call (or preview) whose user code runs now: code a tool calls in turn (a connector's
+#: client factory) keeps its exception under it, though the tool answers with an error result.
+_running: contextvars.ContextVar[str | None] = contextvars.ContextVar("loom_call", default=None)
 
 
 def keep(key: str, exc: BaseException) -> None:
@@ -25,6 +32,23 @@ def keep(key: str, exc: BaseException) -> None:
         _kept.move_to_end(key)
         while len(_kept) > KEPT:
             _kept.popitem(last=False)
+
+
+@contextmanager
+def running(key: str) -> Iterator[None]:
+    """User code run within this block fails under ``key`` (see :func:`keep_for_running`)."""
+    token = _running.set(key)
+    try:
+        yield
+    finally:
+        _running.reset(token)
+
+
+def keep_for_running(exc: BaseException) -> None:
+    """Remember ``exc`` (raised by user code a tool called) for the call running now."""
+    key = _running.get()
+    if key is not None:
+        keep(key, exc)
 
 
 def kept(key: str) -> BaseException | None:

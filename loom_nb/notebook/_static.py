@@ -27,7 +27,7 @@ import html as _html_lib
 import io
 import secrets
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
@@ -91,8 +91,10 @@ def thread_text(
     errors: Sequence[str],
     rows: int,
     tools: Mapping[str, Tool] | None = None,
+    now: Collection[str] = (),
 ) -> str:
-    """The thread as terminal IPython prints it (each call in words and code, by ``tools``)."""
+    """The thread as terminal IPython prints it (each call in words and code, by ``tools``;
+    the pending calls in ``now`` with their rows read again)."""
     from loom_nb.notebook.text import TextView
 
     out = io.StringIO()
@@ -102,7 +104,7 @@ def thread_text(
     if len(shown) < len(messages):
         out.write(_words.earlier_messages(len(messages) - len(shown)) + "\n")
     thread = Thread(id=thread_id or "", agent=title, messages=shown, pending=list(pending))
-    view.render(thread)
+    view.render(thread, now=now)
     for line in errors:
         out.write(line + "\n")
     return out.getvalue().rstrip("\n")

@@ -15,6 +15,7 @@ import ipywidgets as widgets
 
 from loom_nb._ask import choices_of
 from loom_nb._messages import PendingApproval
+from loom_nb._shown import Kind, Shown
 from loom_nb.notebook._html import esc
 from loom_nb.notebook._page import html
 
@@ -107,6 +108,13 @@ class QuestionCard(widgets.VBox):  # type: ignore[misc]
         self._disable()
         self._label(answer, note)
 
+    def settle(self, found: Shown) -> None:
+        """Say what came of the answer from the call's result (the run went on with it)."""
+        if found.kind is Kind.ERROR:
+            self.set_outcome(found.text, error=True)
+        else:
+            self.set_outcome("done")
+
     def set_outcome(self, text: str, *, error: bool = False) -> None:
         """Say what came of the answer (the run went on, or its error)."""
         self.outcome = text
@@ -122,8 +130,10 @@ class QuestionCard(widgets.VBox):  # type: ignore[misc]
 
     def static_html(self) -> str:
         """The card without buttons, for where widgets are not drawn."""
-        if self.decision is None:
-            state, last = "asks you", f"<div>{offline_html(self.call_id)}</div>"
+        if self.decision is None:  # it may be answered later: the saved copy cannot know
+            saved = "unanswered when this output was saved. Answered after? See "
+            saved += "<code>%loom show</code>."
+            state, last = "asks you", f"<div>{saved}</div><div>{offline_html(self.call_id)}</div>"
         else:
             state, last = "was answered", self.decision_label.value
         choices = "".join(f"<li>{esc(c)}</li>" for c in self.choices)
@@ -143,10 +153,8 @@ class QuestionCard(widgets.VBox):  # type: ignore[misc]
         self.remove_class("loom-undecided")
 
     def _header(self, state: str) -> str:
-        return (
-            f"<b>The agent</b> {state} "
-            f'<span style="color:#888;font-size:85%">call {esc(self.call_id)}</span>'
-        )
+        # the call's id is the card's title (a tooltip), not part of the sentence
+        return f'<span title="{esc(self.call_id)}"><b>The agent</b> {esc(state)}</span>'
 
     def _label(self, answer: Any, note: str, *, error: bool = False) -> None:
         if answer is False:

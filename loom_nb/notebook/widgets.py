@@ -161,6 +161,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 self._errors,
                 self.rows,
                 self.calls.tools,
+                {c.call_id for c in self.cards if getattr(c, "now", False)},
             )
 
     def refresh_static(self) -> None:
@@ -367,6 +368,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 continue
             if any(p.call_id == card.call_id for p in result.thread.pending):
                 card.set_outcome(f"waiting for {len(waiting)} other decision(s)")
+            elif isinstance(card, QuestionCard):  # its answer was the result: the run went on
+                card.set_outcome("done")
 
     def _error(self, line: str) -> None:
         self._errors.append(line)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from loom_nb import _user_errors
 from loom_nb._context import RunContext
 from loom_nb._counts import counts, frame_note, with_counts
 from loom_nb._render import frame_for_model
@@ -395,6 +396,8 @@ class SupabaseConnector:
         try:
             return await asyncio.shield(task)
         except _FactoryError as exc:
+            if exc.__cause__ is not None:  # the views show where the user's factory raised
+                _user_errors.keep_for_running(exc.__cause__)
             if ctx.state.get(self._state_key) is task:
                 del ctx.state[self._state_key]  # the next call tries the factory again
             return error_output(

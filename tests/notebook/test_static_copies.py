@@ -119,6 +119,11 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="module")
+def rules(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return run("06-rules-and-questions.ipynb", tmp_path_factory.mktemp("rules"))
+
+
+@pytest.fixture(scope="module")
 def exploration(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return run("05-exploration.ipynb", tmp_path_factory.mktemp("exploration"))
 
@@ -212,3 +217,96 @@ def test_the_static_outputs_hold_only_what_every_renderer_keeps(
                     tags = set(re.findall(r"<([a-z][a-z0-9]*)", data["text/html"]))
                     assert tags <= PORTABLE_TAGS, tags - PORTABLE_TAGS
                     assert "<style" not in data["text/html"] and "<script" not in data["text/html"]
+
+
+REFRESHED = [
+    """
+    %load_ext loom_nb
+    import pandas as pd
+    from loom_nb import FunctionModel, Reply, define_agent
+    from loom_nb.frames import frame_tools
+    from loom_nb.sqlite import sqlite_store
+
+    orders = pd.DataFrame({"id": [1, 2], "customer": ["Ada", "Bob"], "total": [120.5, 35.0],
+                           "status": ["open", "open"]})
+
+    def stand_in(request):
+        if request.messages[-1].role == "user":
+            return Reply("I will cancel order 2.", [("frames_update", {
+                "table": "orders", "values": {"status": "cancelled"},
+                "filters": [{"column": "id", "op": "eq", "value": 2}]})])
+        return "Done."
+
+    analyst = define_agent(name="analyst", model=FunctionModel(stand_in), store=sqlite_store(),
+                           connectors=[frame_tools({"orders": {"frame": orders, "write": True}})])
+    """,
+    "%%loom analyst\nCancel order 2.",
+    'orders.loc[orders.id == 2, "total"] = 99.75  # the data changes before anyone decides',
+    "waiting = analyst.threads()[0].id\n%loom resume {waiting}",
+]
+
+
+@pytest.fixture(scope="module")
+def refreshed(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    import textwrap
+
+    from tests.test_notebooks import offline_env, runner
+
+    tmp = tmp_path_factory.mktemp("refreshed")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(s).strip()) for s in REFRESHED]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    return runner.execute(nb, tmp / "work", env=offline_env(tmp))
+
+
+@pytest.mark.parametrize(("sanitize", "state"), COPIES)
+def test_a_resumed_card_saves_the_rows_as_they_are_now(
+    refreshed: Any, sanitize: bool, state: bool
+) -> None:
+    """A card drawn again by ``%loom resume`` reads its rows again: the saved copy holds the
+    data as it is now, marked so, and not the rows from when the card was first drawn."""
+    cells = rendered(refreshed, sanitize=sanitize, widget_state=state)
+    first = agent_cell(cells, "Cancel order 2.")["text"]
+    assert re.search(r"\n\s*1\s+2\s+Bob\s+35\.0\s+open\s+cancelled", first), first
+    [resumed] = [c["text"] for c in cells if c["source"].startswith("waiting =")]
+    _no_markup_as_text(resumed)
+    assert "rows as they are now" in resumed, resumed
+    assert re.search(r"\n\s*1\s+2\s+Bob\s+99\.75\s+open\s+cancelled", resumed), resumed
+    assert not re.search(r"\b35\.0\b", resumed), resumed
+    assert "Decided after this output was saved? See %loom show." in resumed
+
+
+def test_a_resumed_cards_plain_text_says_its_rows_are_as_they_are_now(refreshed: Any) -> None:
+    """The ``text/plain`` copy (what a terminal or a text-only renderer shows) says it too."""
+    [resumed] = [c for c in refreshed.cells if c.source.startswith("waiting =")]
+    plain = "\n".join(
+        o["data"]["text/plain"] for o in resumed.outputs if "text/plain" in o.get("data", {})
+    )
+    assert "rows as they are now" in plain and "99.75" in plain, plain
+
+
+@pytest.mark.parametrize(("sanitize", "state"), COPIES)
+def test_the_rules_walkthrough_keeps_each_decision_in_every_static_copy(
+    rules: Any, sanitize: bool, state: bool
+) -> None:
+    """06-rules-and-questions: the calls a rule approved say which rule, the batch rejected in
+    a later cell says so, the question asked before the restart says the saved copy cannot
+    know its answer, and the one answered after it says what was answered."""
+    cells = rendered(rules, sanitize=sanitize, widget_state=state)
+    filed = agent_cell(cells, "File the inbox into tickets.")["text"]
+    _no_markup_as_text(filed)
+    assert filed.count("frames_append · tickets · 1 row · approved by rule rule_") == 30
+    assert re.search(r"\n\s*3\s+100\s+inbox message 0\s+open", filed)  # each row appended
+    assert "frames_append rejected" in filed and "✘ Rejected · decided with %loom reject" in filed
+    assert "waiting for approval" not in filed and "undecided" not in filed
+
+    asked = agent_cell(cells, "How many tickets came in last quarter?")["text"]
+    _no_markup_as_text(asked)
+    assert "The agent asks you\nLast quarter: fiscal or calendar?\nfiscal\ncalendar" in asked
+    assert "unanswered when this output was saved. Answered after? See %loom show." in asked
+
+    [answered] = [c["text"] for c in cells if c["source"].startswith("%loom approvals")]
+    _no_markup_as_text(answered)
+    assert "The agent was answered" in answered and "✔ fiscal · answered" in answered
+    assert "Counting by the fiscal quarter: 12 tickets." in answered
+    assert "call_" not in answered.split("thread", 1)[1]  # no call id in the card's words

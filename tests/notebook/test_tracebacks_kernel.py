@@ -1,6 +1,7 @@
 """The user's own code failing inside a run keeps its traceback, in a real kernel (ipykernel):
 a tool (the thread shows the error, and where the tool raised it, folded), a preview (the card
-shows where it raised) and a model function (the cell's error, after its one line). The shell's
+shows where it raised), a connector's client factory (the call's error, where the factory
+raised) and a model function (the cell's error, after its one line). The shell's
 ``%xmode`` applies: ``Verbose`` shows each frame's values, ``Minimal`` only the line."""
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ SETUP = textwrap.dedent(
 
     a = define_agent(name="a", model=FunctionModel(script), tools=[boom, write])
     b = define_agent(name="b", model=FunctionModel(broken))
+
+    from loom_nb.supabase import supabase_tools
+
+    def make_client(ctx):
+        token = ctx["jwt"]  # not in this run's context
+        return token
+
+    def fetch(request):
+        if request.messages[-1].role == "user":
+            return Reply("Fetching.", [("supabase_select", {"table": "orders"})])
+        return "The client could not be made."
+
+    c = define_agent(name="c", model=FunctionModel(fetch), connectors=[
+        supabase_tools(client=make_client, tables={"orders": {"columns": ["id", "total"]}})])
     """
 )
 
@@ -92,6 +107,13 @@ def test_tool_preview_and_model_errors_keep_their_traceback(kernel: Kernel) -> N
     assert 'return looked_up[\\"rows\\"]' in said.replace("&quot;", '\\"')
     assert "_turn.py" not in said and "asyncio" not in said  # only the user's frames
 
+    # the Supabase client factory: the call's error says so, and where the factory raised
+    reply, messages = kernel.run("%%loom c\nhi")
+    said = shown(messages)
+    assert reply["status"] == "ok" and "the Supabase client factory failed: KeyError" in said
+    assert 'token = ctx[\\"jwt\\"]' in said.replace("&quot;", '\\"'), said
+    assert "in make_client(ctx)" in said and "_connector.py" not in said
+
     # text (terminal IPython): the same, indented under the failed call
     kernel.run("%config LoomMagics.display = 'text'")
     _, messages = kernel.run("%%loom a --new\ngo")
@@ -113,6 +135,8 @@ def test_tool_preview_and_model_errors_keep_their_traceback(kernel: Kernel) -> N
     text = printed(messages)
     assert "in boom(x=1)" in text and "in check(x=1)" in text
     assert "in bad_preview(arguments={'x': 2})" in text
+    _, messages = kernel.run("%%loom c --new\nhi")
+    assert "in make_client(ctx=RunContext(" in printed(messages)
     _, messages = kernel.run("%%loom b\nhi")
     assert "in broken(request=ModelRequest(" in error_lines(messages)
 
