@@ -4,6 +4,7 @@ threads); ``test_export_kernel.py`` runs exported notebooks in fresh kernels."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -247,14 +248,27 @@ assert "IPython" not in sys.modules and "ipywidgets" not in sys.modules
     assert 'result_1 = orders[(orders["total"] > 10)].head(10000)' in exported  # frame_rows
 
 
-def test_a_100_call_thread_exports_in_well_under_a_second(tmp_path: Path) -> None:
-    import time
-
+def test_a_100_call_thread_is_validated_once_and_exports_every_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What kept a long export slow was nbformat checking each cell as it was made; the time
+    # itself is measured in bench/bench_export.py, not here.
     agent = agent_for(script(7, calls=100), orders_frame())
     thread_id = run_thread(agent).thread_id
-    started = time.perf_counter()
-    agent.export(thread_id, tmp_path / "t.ipynb")
-    assert time.perf_counter() - started < 2.0  # the bench's goal is 1 s; CI machines are slow
+    checked: list[int] = []  # the cells of each notebook nbformat validates
+    validate = nbformat.validate
+
+    def counted(nb: Any, *args: Any, **kwargs: Any) -> Any:
+        checked.append(len(nb.get("cells", [])))
+        return validate(nb, *args, **kwargs)
+
+    monkeypatch.setattr(nbformat, "validate", counted)
+    path = agent.export(thread_id, tmp_path / "t.ipynb")
+    assert [n for n in checked if n] == [len(nbformat.read(path, as_version=4).cells)]
+    nb = nbformat.read(path, as_version=4)
+    sources = "\n".join(c.source for c in nb.cells)
+    results = set(re.findall(r"^result_\d+ = ", sources, re.M))
+    assert len(results) >= len(agent.thread(thread_id).frames) > 50  # each frame has its code
 
 
 def test_values_with_newlines_and_quotes_stay_inside_their_comment_and_literal(
