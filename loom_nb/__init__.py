@@ -49,6 +49,7 @@ from loom_nb._messages import (
     ToolResult,
     Usage,
 )
+from loom_nb._numbers import TracedNumber, trace_numbers
 from loom_nb._rules import Rule
 from loom_nb._store import MemoryStore, Store, memory_store
 from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
@@ -112,6 +113,7 @@ __all__ = [
     "ToolInputError",
     "ToolOutput",
     "ToolResult",
+    "TracedNumber",
     "Usage",
     "UserError",
     "connector",
@@ -119,6 +121,7 @@ __all__ = [
     "load_ipython_extension",
     "memory_store",
     "tool",
+    "trace_numbers",
 ]
 
 
