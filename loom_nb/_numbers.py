@@ -25,6 +25,7 @@ import bisect
 import json
 import math
 import re
+import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ __all__ = [
     "TracedNumber",
     "correction",
     "is_check_call",
+    "new_check_id",
     "trace_message",
     "trace_messages",
     "trace_numbers",
@@ -59,6 +61,11 @@ CHECK_NUMBERS: tuple[CheckNumbers, ...] = ("warn", "strict", "off")
 #: model; its id starts with :data:`CHECK_PREFIX`.
 CHECK_TOOL = "check_numbers"
 CHECK_PREFIX = "numbers_"
+
+
+def new_check_id() -> str:
+    """The id of a strict check's correction call."""
+    return CHECK_PREFIX + secrets.token_urlsafe(9)
 
 
 def is_check_call(call_id: str) -> bool:
