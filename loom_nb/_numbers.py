@@ -40,9 +40,11 @@ __all__ = [
     "CHECK_TOOL",
     "CheckNumbers",
     "TracedNumber",
+    "by_message",
     "correction",
     "is_check_call",
     "new_check_id",
+    "numbers_in_chunk",
     "trace_message",
     "trace_messages",
     "trace_numbers",
@@ -143,6 +145,28 @@ def trace_message(messages: Sequence[Message], index: int) -> list[TracedNumber]
     for earlier in messages[:index]:
         sources.add(earlier)
     return _trace(message.text, index, sources)
+
+
+def numbers_in_chunk(
+    chunk: str, numbers: list[TracedNumber]
+) -> Iterator[tuple[int, int, TracedNumber]]:
+    """Where ``chunk`` (a piece of a message's text, as a markdown renderer meets it, in
+    order) states the next of ``numbers``; each one found is taken off the front of the list."""
+    for read in _numbers_in(chunk, answer=True):
+        ahead = next((i for i, n in enumerate(numbers) if n.text == read.text), None)
+        if ahead is None:
+            continue
+        number = numbers[ahead]
+        del numbers[: ahead + 1]
+        yield read.start, read.end, number
+
+
+def by_message(numbers: Iterable[TracedNumber]) -> dict[int, list[TracedNumber]]:
+    """``numbers`` grouped by the index of their message."""
+    found: dict[int, list[TracedNumber]] = {}
+    for n in numbers:
+        found.setdefault(n.message, []).append(n)
+    return found
 
 
 def unmatched(numbers: Iterable[TracedNumber]) -> list[TracedNumber]:
