@@ -20,6 +20,7 @@ BENCHES = [
     "bench_export",
     "bench_http",
     "bench_history",
+    "bench_numbers",
 ]
 
 

@@ -22,6 +22,7 @@ a small bounded cache, so tracing a turn of a long thread costs little.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import math
 import re
@@ -30,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Literal
+from typing import Any, Literal
 
 from loom_nb._codec import is_dataframe
 from loom_nb._messages import Message, Thread, ToolResult, is_pause_call
@@ -372,26 +373,31 @@ class _Offer:
         and plain ratios."""
         found = self._pairs.get(percent)
         if found is None:
-            values = self.pair_values
-            sums: set[float] = set()
-            differences: set[float] = set()
-            ratios: set[float] = set()
-            for i, a in enumerate(values):
-                for b in values[i + 1 :]:
-                    sums.add(a + b)
-                    differences.add(abs(a - b))
-                    for x, y in ((a, b), (b, a)):
-                        if y:
-                            r = x / y
-                            ratios.update((r * 100, abs(r - 1) * 100) if percent else (r,))
+            import numpy as np
+
+            a = np.array(self.pair_values, dtype=float)
+            upper = np.triu_indices(len(a), 1)
+            sums = (a[:, None] + a[None, :])[upper]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = a[:, None] / a[None, :]
+            r = r[~np.eye(len(a), dtype=bool) & np.isfinite(r)]
             if percent:
-                ratios.update(v / t * 100 for t in self.totals if t for v in values)
-                found = {"ratio": sorted(ratios), "sum": sorted(sums)}
+                totals = np.array([t for t in self.totals if t], dtype=float)
+                shares = (a[:, None] / totals[None, :] * 100).ravel()
+                ratios = np.concatenate([r * 100, np.abs(r - 1) * 100, shares])
+                found = {"ratio": _sorted(ratios), "sum": _sorted(sums)}
             else:
-                found = {"difference": sorted(differences), "sum": sorted(sums)}
-                found["ratio"] = sorted(ratios)
+                differences = np.abs(a[:, None] - a[None, :])[upper]
+                found = {"difference": _sorted(differences), "sum": _sorted(sums)}
+                found["ratio"] = _sorted(r)
             self._pairs[percent] = found
         return found
+
+
+def _sorted(values: Any) -> list[float]:
+    import numpy as np
+
+    return np.unique(values).tolist()  # type: ignore[no-any-return]
 
 
 _PAIR_VALUES = 40  # the distinct values of a result whose pairs are tried
@@ -531,17 +537,38 @@ class _Sources:
     def __init__(self) -> None:
         self.results: list[ToolResult] = []
         self.user: list[_Read] = []
+        #: The numbers of the last user message: what the answer answers.
+        self.question: tuple[_Read, ...] = ()
+        self._user_values: list[float] | None = None
+        self._offers: list[tuple[str, _Offer]] | None = None
 
     def add(self, message: Message) -> None:
         if message.role == "user":
-            self.user.extend(_numbers_in(message.text, answer=False))
+            self.question = _user_numbers(message.text)
+            self.user.extend(self.question)
+            self._user_values = None
         for r in message.tool_results:
             if not is_pause_call(r.call_id) and not is_check_call(r.call_id):
                 self.results.append(r)
 
-    def offers(self) -> Iterator[tuple[str, _Offer]]:
-        for r in reversed(self.results):
-            yield r.call_id, _offer(r)
+    def user_values(self) -> list[float]:
+        """The user's numbers, sorted."""
+        if self._user_values is None:
+            self._user_values = sorted(
+                abs(u.value) for u in self.user if isinstance(u.value, float)
+            )
+        return self._user_values
+
+    def offers(self) -> list[tuple[str, _Offer]]:
+        """What each result offers, newest first (read once per trace)."""
+        if self._offers is None or len(self._offers) != len(self.results):
+            self._offers = [(r.call_id, _offer(r)) for r in reversed(self.results)]
+        return self._offers
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_numbers(text: str) -> tuple[_Read, ...]:
+    return tuple(_numbers_in(text, answer=False))
 
 
 def _trace(text: str, index: int, sources: _Sources) -> list[TracedNumber]:
@@ -589,7 +616,7 @@ def _match(read: _Read, sources: _Sources) -> tuple[str | None, Rule | None]:
                 continue
             if _near(values, abs(read.value), tight) is not None:
                 return call_id, rule  # type: ignore[return-value]
-        for u in sources.user:
+        for u in sources.question:
             if isinstance(u.value, date):
                 continue
             for v in (abs(read.value) + abs(u.value), abs(u.value) - abs(read.value)):
@@ -601,12 +628,7 @@ def _match(read: _Read, sources: _Sources) -> tuple[str | None, Rule | None]:
 
 
 def _in_user(value: float, sources: _Sources) -> bool:
-    for u in sources.user:
-        if isinstance(u.value, date):
-            continue
-        if abs(abs(u.value) - abs(value)) <= 1e-9 * max(1.0, abs(value)):
-            return True
-    return False
+    return _near(sources.user_values(), abs(value), 1e-9 * max(1.0, abs(value))) is not None
 
 
 def _near(values: list[float], target: float, tolerance: float) -> float | None:

@@ -367,10 +367,26 @@ def markdown_html(text: str, numbers: Sequence[TracedNumber] = ()) -> str:
     never loaded (showing a reply must not send anything anywhere); then :func:`safe_html`.
 
     With ``numbers`` (the text's, from ``trace_numbers``), each number in no result is marked
-    "in no result" and each other says where it came from when hovered (its ``title``)."""
+    "in no result" where the text states it, and a fold under the text says where each other
+    one came from."""
     if not numbers:
         return safe_html(_markdown()(text))
-    return safe_html(_marking_markdown(list(numbers))(text))
+    missing = [n for n in numbers if n.rule is None]
+    drawn = _marking_markdown(missing)(text) if missing else _markdown()(text)
+    return safe_html(drawn + numbers_fold(numbers))
+
+
+def numbers_fold(numbers: Sequence[TracedNumber]) -> str:
+    """A fold that lists where each traced number came from ("" when none matched)."""
+    matched = [n for n in numbers if n.rule is not None]
+    if not matched:
+        return ""
+    rows = "".join(f"<li><code>{esc(n.text)}</code>: {esc(n.source)}</li>" for n in matched)
+    said = f"{len(matched)} number{'s' if len(matched) != 1 else ''} traced to the results"
+    return (
+        f'<details class="loom-numbers" style="font-size:85%;color:#666">'
+        f"<summary>{esc(said)}</summary><ul>{rows}</ul></details>"
+    )
 
 
 #: How a number in no result is drawn, and the words after it.
@@ -411,16 +427,6 @@ def _marking_markdown(numbers: list[TracedNumber]) -> Any:
                 at = end
             parts.append(esc(text[at:]))
             return "".join(parts)
-
-        # raw HTML and code are shown as text: their numbers are the message's too, in order
-        def inline_html(self, html: str) -> str:
-            return self.text(html)
-
-        def block_html(self, html: str) -> str:
-            return "<p>" + self.text(html.strip()) + "</p>\n"
-
-        def codespan(self, text: str) -> str:
-            return "<code>" + self.text(text) + "</code>"
 
     return mistune.create_markdown(
         escape=True, renderer=Renderer(escape=True), plugins=["table", "strikethrough"]

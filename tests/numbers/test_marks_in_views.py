@@ -45,8 +45,10 @@ def test_the_live_widget_marks_the_number_in_no_result_and_titles_the_others() -
     drawn = _answer_html(live)
     assert "$999</span>" in drawn and "(in no result)" in visible_text(drawn)
     assert visible_text(drawn).count("in no result") == 1
-    assert 'title="a column&#x27;s sum in' in drawn or "title=\"a column's sum in" in drawn
-    assert 'title="shown in call_' in drawn
+    # the matched ones, in a fold under the answer: where each came from
+    assert "2 numbers traced to the results" in visible_text(drawn)
+    assert "$200.50: a column's sum in call_" in visible_text(drawn)
+    assert "$120: shown in call_" in visible_text(drawn)
 
 
 def test_a_saved_thread_and_its_static_copy_keep_the_marks() -> None:
