@@ -373,7 +373,9 @@ def test_exploration(tmp_path: Path) -> None:
     assert "<strong>6</strong> open orders above 100 in <strong>3</strong> weeks" in said
     assert "the week of 02 Mar has the most (540.00)" in said
     # the careless stand-in's invented figure, and only it, is marked in no result
-    assert said.count("(in no result)") == 1 and "there were 11</span>" in said.replace("\\", "")
+    assert said.count(
+        "(in no result)"
+    ) == 1 and '>11</span><span class="loom-no-result"' in said.replace("\\", "")
     traced = output(nb, "for n in trace_numbers(careless")
     assert (
         "('8', 'count'" in traced
