@@ -378,8 +378,8 @@ def test_exploration(tmp_path: Path) -> None:
     ) == 1 and '>11</span><span class="loom-no-result"' in said.replace("\\", "")
     traced = output(nb, "for n in trace_numbers(careless")
     assert (
-        "('8', 'count'" in traced
-        and "('1,542.75', 'sum'" in traced
+        "('8', 'shown'" in traced
+        and "('1,542.75', 'shown'" in traced
         and "('11', None, None)" in traced
     )
     # The export: what it expects, its code, and the same frame as the thread's.
