@@ -22,6 +22,7 @@ BENCHES = [
     "bench_export",
     "bench_http",
     "bench_history",
+    "bench_numbers",
 ]
 
 

@@ -54,6 +54,7 @@ from loom_nb._messages import (
     ToolResult,
     Usage,
 )
+from loom_nb._numbers import TracedNumber, trace_numbers
 from loom_nb._rules import Rule
 from loom_nb._store import MemoryStore, Store, memory_store
 from loom_nb._tools import Connector, Tool, ToolInputError, ToolOutput, connector, tool
@@ -121,6 +122,7 @@ __all__ = [
     "ToolInputError",
     "ToolOutput",
     "ToolResult",
+    "TracedNumber",
     "Usage",
     "UserError",
     "connector",
@@ -128,6 +130,7 @@ __all__ = [
     "load_ipython_extension",
     "memory_store",
     "tool",
+    "trace_numbers",
 ]
 
 

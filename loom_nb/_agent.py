@@ -64,6 +64,7 @@ from loom_nb._messages import (
     is_pause_call,
     new_thread_id,
 )
+from loom_nb._numbers import CHECK_NUMBERS, CHECK_TOOL, CheckNumbers
 from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
 from loom_nb._run import Run, RunDeps
 from loom_nb._store import LeasedWrites, Store, store_from_env
@@ -173,6 +174,7 @@ class Agent:
         interrupt_wait: float = 5.0,
         budget: Budget | None = None,
         prices: Prices | None = None,
+        check_numbers: CheckNumbers = "warn",
     ) -> None:
         self.name = name
         self.model = model
@@ -188,6 +190,8 @@ class Agent:
         #: Tokens / dollars a run or thread may use before it pauses (see ``define_agent``).
         self.budget = budget
         self.prices = prices
+        #: What becomes of an answer's numbers in no result (see ``define_agent``).
+        self.check_numbers: CheckNumbers = check_numbers
         self._kept = KeptThreads(store)
 
     def __repr__(self) -> str:
@@ -674,6 +678,7 @@ class Agent:
             interrupt_wait=self.interrupt_wait,
             budget=self.budget,
             prices=self.prices,
+            check_numbers=self.check_numbers,
         )
 
     def _load(self, thread_id: str, user_id: str | None) -> Thread:
@@ -904,6 +909,7 @@ def define_agent(
     ask_user: bool = True,
     budget: Mapping[str, float] | None = None,
     prices: Mapping[str, float] | None = None,
+    check_numbers: CheckNumbers = "warn",
 ) -> Agent:
     """Define an agent. Every configuration mistake raises here, before any run.
 
@@ -922,6 +928,12 @@ def define_agent(
     whole thread's). Reaching ``max_steps`` pauses the same way. ``prices`` is the model's
     price in US dollars per million tokens (``{"input": 0.4, "output": 1.6}``, also
     ``"cache_read"`` / ``"cache_write"``) when genai-prices' table does not know it.
+
+    ``check_numbers``: every number an answer states is traced to the thread's tool results
+    (see :func:`trace_numbers`). ``"warn"`` (default) marks those in no result in every view
+    and the export; ``"strict"`` also sends them back to the model once, as loom_nb's own
+    ``check_numbers`` call, before the answer is final (the first answer stays in the thread);
+    ``"off"`` traces nothing during runs.
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"define_agent(name=...) needs a non-empty name, got {name!r}")
@@ -963,6 +975,11 @@ def define_agent(
                 + ("; a tool or a function goes in tools=[...]" if callable(c) else "")
             )
         sources.append((f"connector {c.name!r}", c.tools))
+    if not isinstance(check_numbers, str) or check_numbers not in CHECK_NUMBERS:
+        raise UserError(
+            f"define_agent(check_numbers=...) is one of {', '.join(map(repr, CHECK_NUMBERS))}, "
+            f"got {check_numbers!r}"
+        )
     if not isinstance(ask_user, bool):
         raise UserError(f"define_agent(ask_user=...) is True or False, got {ask_user!r}")
     given_ask = [found[ASK_USER] for _, found in sources if ASK_USER in found]
@@ -981,6 +998,11 @@ def define_agent(
                 raise UserError(
                     f"{where} has a tool named {RECALL!r}, the name of loom_nb's own tool that "
                     "reads a kept result back: name it differently"
+                )
+            if tool_name == CHECK_TOOL:
+                raise UserError(
+                    f"{where} has a tool named {CHECK_TOOL!r}, the name of loom_nb's own call "
+                    "that sends an answer's unchecked numbers back: name it differently"
                 )
             if tool_name in all_tools:
                 raise duplicate_tool_error(tool_name, origin[tool_name], where)
@@ -1010,4 +1032,5 @@ def define_agent(
         interrupt_wait=float(interrupt_wait),
         budget=checked_budget,
         prices=checked_prices,
+        check_numbers=check_numbers,
     )

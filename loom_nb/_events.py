@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from loom_nb._messages import Message, PendingApproval
+from loom_nb._numbers import TracedNumber
 from loom_nb.models import TextDelta
 
 __all__ = ["ApprovalRequested", "EventHandler", "MessageAdded", "RunEvent"]
@@ -22,6 +23,9 @@ class MessageAdded:
     message: Message
     #: The thread it was saved in (known before the run returns, e.g. for a new thread).
     thread_id: str | None = None
+    #: An assistant's message: the numbers it states, traced to the thread's results
+    #: (``check_numbers="off"``: none). ``message`` is their message's index in the thread.
+    numbers: tuple[TracedNumber, ...] = ()
 
 
 @dataclass

@@ -27,7 +27,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from loom_nb._code import (
 from loom_nb._counts import counts_of, words_with_counts
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
+from loom_nb._numbers import TracedNumber, by_message, is_check_call, trace_numbers, unmatched
 from loom_nb._tools import Tool
 
 #: The formats, by the path's suffix: what jupytext calls them (None: nbformat).
@@ -116,13 +117,17 @@ class _Body:
         self.bound: set[str] = set()
         self.cells: list[Cell] = []
         number = 0
-        for message in thread.messages:
+        missing = by_message(unmatched(trace_numbers(thread)))
+        for at, message in enumerate(thread.messages):
             if message.role == "user" and message.text:
                 self.cells.append(Cell("markdown", _said("You", message.text)))
             elif message.role == "assistant":
                 if message.text:
-                    self.cells.append(Cell("markdown", _said(thread.agent, message.text)))
+                    said = _said(thread.agent, message.text) + _no_result(missing.get(at, []))
+                    self.cells.append(Cell("markdown", said))
                 for call in message.tool_calls:
+                    if is_check_call(call.id):  # loom_nb's own, no code: its answer follows
+                        continue
                     number += 1
                     ctx = CodeContext(
                         f"result_{number}",
@@ -234,6 +239,14 @@ def _write_outcome(result: ToolResult | None, pending: CallState | None) -> str:
 
 def _commented(code: str) -> str:
     return "\n".join(f"# {line}" if line else "#" for line in code.splitlines())
+
+
+def _no_result(numbers: Sequence[TracedNumber]) -> str:
+    """The line under an answer that names its numbers in no result (none: "")."""
+    if not numbers:
+        return ""
+    listed = ", ".join(markdown_code(t) for t in dict.fromkeys(n.text for n in numbers))
+    return f"\n\n> ⚠ *loom_nb: in no result:* {listed} (no tool result shows or gives it)"
 
 
 def _said(who: str, text: str) -> str:

@@ -53,6 +53,15 @@ from loom_nb._messages import (
     Usage,
     is_pause_call,
 )
+from loom_nb._numbers import (
+    CHECK_TOOL,
+    CheckNumbers,
+    TracedNumber,
+    correction,
+    new_check_id,
+    trace_message,
+    unmatched,
+)
 from loom_nb._rules import Rule, RuleStore, deciding_rule
 from loom_nb._store import LEASE_SECONDS, LeasedWrites, Store
 from loom_nb._tokens import counter_for
@@ -104,6 +113,8 @@ class RunDeps:
     budget: Budget | None = None
     #: The model's prices, when the price table does not know it.
     prices: Prices | None = None
+    #: What becomes of an answer's numbers that are in no result (see ``define_agent``).
+    check_numbers: CheckNumbers = "warn"
 
 
 class Run:
@@ -140,6 +151,10 @@ class Run:
         #: The input tokens the provider reported at the last turn, and what was counted of
         #: that request (None: not known yet in this run).
         self._reported: tuple[int, int] | None = None
+        #: The numbers of the last assistant message added, and whether this run has sent
+        #: its strict correction (once a run).
+        self._numbers: tuple[TracedNumber, ...] = ()
+        self._corrected = False
 
     async def emit(self, event: RunEvent) -> None:
         """Hand ``event`` to ``on_event``, awaiting it if it is async."""
@@ -222,7 +237,11 @@ class Run:
         else:
             self.store.append(self.thread, message)
         self._added(message)
-        await self.emit(MessageAdded(message, self.thread.id))
+        self._numbers = ()
+        if self.deps.check_numbers != "off" and message.role == "assistant" and message.text:
+            messages = self.thread.messages
+            self._numbers = tuple(trace_message(messages, len(messages) - 1))
+        await self.emit(MessageAdded(message, self.thread.id, self._numbers))
 
     def _added(self, message: Message) -> None:
         self.thread.messages.append(message)
@@ -285,11 +304,29 @@ class Run:
             )
             self._account(message, view, tools)
             if not message.tool_calls:
-                await self._add(message, last=True)
+                # In strict mode the answer may yet be sent back: the lease is freed after it.
+                await self._add(
+                    message, last=self.deps.check_numbers != "strict" or self._corrected
+                )
+                if await self._check_numbers():
+                    continue  # the model answers again, told which numbers it made up
                 return
             if await self._run_calls(message):
                 return  # stopped for approval
         await self._pause(*steps_pause(deps.max_steps))
+
+    async def _check_numbers(self) -> bool:
+        """``check_numbers="strict"``: the answer's numbers in no result go back to the model
+        once, as loom_nb's own call and its error result; True when they did."""
+        missing = unmatched(self._numbers)
+        if self.deps.check_numbers != "strict" or self._corrected or not missing:
+            return False
+        self._corrected = True
+        call = ToolCall(new_check_id(), CHECK_TOOL, {"numbers": [n.text for n in missing]})
+        await self._add(Message("assistant", [call]))
+        said = correction(missing)
+        await self._add(Message("tool", [ToolResult(call.id, CHECK_TOOL, said, is_error=True)]))
+        return True
 
     def _definitions(self, view: View) -> list[ToolDefinition]:
         """The agent's tools, and ``recall`` once a result is left out of the view."""

@@ -300,6 +300,39 @@ print(weeks.shape, weeks.attrs["loom"]["matched"], "weeks matched")
 analyst.thread(analyst.threads()[0].id).charts[-1]
 
 # %% [markdown]
+# ## Numbers you can check
+#
+# Every number an answer states is traced to the thread's tool results: shown in one, or
+# derived from one by a stated rule (a sum, count, mean, difference, ratio, rounding). A
+# number in no result is marked "in no result" in the view, the saved copy and the export;
+# the fold under the answer says where each other number came from. This stand-in counts
+# the open orders, then invents last quarter's figure: it is marked.
+# (`define_agent(check_numbers="strict")` would send it back to the model once first.)
+
+# %%
+from loom_nb import ReplayModel, memory_store, trace_numbers
+
+careless = define_agent(
+    name="careless",
+    model=ReplayModel([  # OFFLINE STAND-IN MODEL: two scripted turns, not an LLM
+        Reply("Counting.", [("frames_aggregate", {
+            "table": "orders",
+            "filters": [{"column": "status", "op": "eq", "value": "open"}],
+            "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "total"}],
+        })]),
+        "There are **8** open orders, worth 1,542.75 in all; last quarter there were 11.",
+    ]),
+    connectors=[frame_tools({"orders": {"frame": orders}})],
+    store=memory_store(),
+)
+
+# %% magic_args="careless" language="loom"
+# How many orders are open?
+
+# %%
+[(n.text, n.rule, n.call_id) for n in trace_numbers(careless.thread(careless.threads()[0].id))]
+
+# %% [markdown]
 # Next: `01-quickstart.ipynb` (approvals, kernel restart), `02-supabase.ipynb` (your Supabase
 # tables), `03-your-own-connector.ipynb` (your own tools, with `describe=` and `code=` so they
 # read as words and export as code), `04-real-models.ipynb`.

@@ -373,6 +373,16 @@ def test_exploration(tmp_path: Path) -> None:
     said = json.dumps(widget_values(nb, "loom-assistant"))
     assert "<strong>6</strong> open orders above 100 in <strong>3</strong> weeks" in said
     assert "the week of 02 Mar has the most (540.00)" in said
+    # the careless stand-in's invented figure, and only it, is marked in no result
+    assert said.count(
+        "(in no result)"
+    ) == 1 and '>11</span><span class="loom-no-result"' in said.replace("\\", "")
+    traced = output(nb, "for n in trace_numbers(careless")
+    assert (
+        "('8', 'shown'" in traced
+        and "('1,542.75', 'shown'" in traced
+        and "('11', None, None)" in traced
+    )
     # The export: what it expects, its code, and the same frame as the thread's.
     assert "Exported thread " in output(nb, "%loom export --to")
     ran = output(nb, "NotebookClient(exported")

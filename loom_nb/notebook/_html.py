@@ -19,6 +19,7 @@ import functools
 import html
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from loom_nb import _words
 from loom_nb._codec import FrameHead, encode, frame_head, is_dataframe
 from loom_nb._counts import counts_text
 from loom_nb._errors import MissingExtra
+from loom_nb._numbers import TracedNumber, numbers_in_chunk
 from loom_nb._tables.filter_text import shown_text, unseen
 from loom_nb._tables.update_preview import EFFECT, ROWS_MATCHED
 
@@ -359,11 +361,76 @@ def rejected_html(tool: str) -> str:
     return f"✘ <b>{esc(tool)}</b> {esc(_words.REJECTED)}"
 
 
-def markdown_html(text: str) -> str:
+def markdown_html(text: str, numbers: Sequence[TracedNumber] = ()) -> str:
     """The model's markdown as HTML, for the page: tables, code, lists and links render; raw
     HTML in it is escaped; links go only to http(s) and mailto; an image it names is a link,
-    never loaded (showing a reply must not send anything anywhere); then :func:`safe_html`."""
-    return safe_html(_markdown()(text))
+    never loaded (showing a reply must not send anything anywhere); then :func:`safe_html`.
+
+    With ``numbers`` (the text's, from ``trace_numbers``), each number in no result is marked
+    "in no result" where the text states it, and a fold under the text says where each other
+    one came from."""
+    if not numbers:
+        return safe_html(_markdown()(text))
+    missing = [n for n in numbers if n.rule is None]
+    drawn = _marking_markdown(missing)(text) if missing else _markdown()(text)
+    return safe_html(drawn + numbers_fold(numbers))
+
+
+def numbers_fold(numbers: Sequence[TracedNumber]) -> str:
+    """A fold that lists where each traced number came from ("" when none matched)."""
+    matched = [n for n in numbers if n.rule is not None]
+    if not matched:
+        return ""
+    rows = "".join(f"<li><code>{esc(n.text)}</code>: {esc(n.source)}</li>" for n in matched)
+    said = f"{len(matched)} number{'s' if len(matched) != 1 else ''} traced to the results"
+    return (
+        f'<details class="loom-numbers" style="font-size:85%;color:#666">'
+        f"<summary>{esc(said)}</summary><ul>{rows}</ul></details>"
+    )
+
+
+#: How a number in no result is drawn, and the words after it.
+UNMATCHED_STYLE = "border-bottom:2px dotted #d32f2f;color:#8b1a1a"
+NO_RESULT_STYLE = "color:#d32f2f;font-size:85%"
+
+
+def number_html(number: TracedNumber) -> str:
+    """One traced number: marked when in no result, else titled with where it came from."""
+    shown = esc(number.text)
+    if number.rule is None:
+        return (
+            f'<span class="loom-number loom-unmatched" title="{esc(number.source)}" '
+            f'style="{UNMATCHED_STYLE}">{shown}</span>'
+            f'<span class="loom-no-result" style="{NO_RESULT_STYLE}"> ({esc(number.source)})</span>'
+        )
+    return f'<span class="loom-number" title="{esc(number.source)}">{shown}</span>'
+
+
+def _marking_markdown(numbers: list[TracedNumber]) -> Any:
+    """A markdown renderer that draws each of ``numbers`` (in the order the text states them)
+    with :func:`number_html` where its text chunk holds it."""
+    import mistune
+
+    class Renderer(mistune.HTMLRenderer):  # type: ignore[misc]
+        SAFE_PROTOCOLS = ("http:", "https:", "mailto:")
+        GOOD_DATA_PROTOCOLS = ()
+
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            return self.link(f"image: {text}", url, title)  # type: ignore[no-any-return]
+
+        def text(self, text: str) -> str:
+            parts: list[str] = []
+            at = 0
+            for start, end, number in numbers_in_chunk(text, numbers):
+                parts.append(esc(text[at:start]))
+                parts.append(number_html(number))
+                at = end
+            parts.append(esc(text[at:]))
+            return "".join(parts)
+
+    return mistune.create_markdown(
+        escape=True, renderer=Renderer(escape=True), plugins=["table", "strikethrough"]
+    )
 
 
 @functools.cache

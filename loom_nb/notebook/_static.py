@@ -34,10 +34,11 @@ from typing import Any
 
 from loom_nb import _words
 from loom_nb._messages import Message, PendingApproval, Thread
+from loom_nb._numbers import TracedNumber
 from loom_nb._tools import Tool
 from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import ERROR_STYLE, TABLE_STYLE, esc, markdown_html, safe_html
-from loom_nb.notebook.history import history_html
+from loom_nb.notebook.history import history_html, numbers_by_id
 
 #: Messages the static form holds at most (a resumed thread can have thousands; the widget
 #: and ``%loom show`` have them all).
@@ -53,6 +54,7 @@ def thread_html(
     rows: int,
     unfinished: str = "",
     calls: CallText | None = None,
+    numbers: Mapping[int, Sequence[TracedNumber]] | None = None,
 ) -> str:
     """The thread: ``header``, the messages with each card (``(messages before it, html)``)
     in its place, a streamed reply cut short, the errors and ``footer``; ``calls`` says each
@@ -62,13 +64,15 @@ def thread_html(
     if start:
         parts.append(f"<div><i>{esc(_words.earlier_messages(start))}</i></div>")
     results = {r.call_id: r for m in messages for r in m.tool_results}
+    if numbers is None:  # traced over the whole thread, not a slice of it
+        numbers = numbers_by_id(messages)
     at = start
     for before, card in sorted(cards, key=lambda c: c[0]):
         if before > at:
-            parts.append(history_html(messages[at:before], rows, results, calls))
+            parts.append(history_html(messages[at:before], rows, results, calls, numbers))
             at = before
         parts.append(card)
-    parts.append(history_html(messages[at:], rows, results, calls))
+    parts.append(history_html(messages[at:], rows, results, calls, numbers))
     if unfinished:
         parts.append(
             '<div class="loom-message loom-assistant">'
@@ -92,9 +96,11 @@ def thread_text(
     rows: int,
     tools: Mapping[str, Tool] | None = None,
     now: Collection[str] = (),
+    numbers: Mapping[int, Sequence[TracedNumber]] | None = None,
 ) -> str:
     """The thread as terminal IPython prints it (each call in words and code, by ``tools``;
-    the pending calls in ``now`` with their rows read again)."""
+    the pending calls in ``now`` with their rows read again; the numbers in no result under
+    their message, by ``numbers``)."""
     from loom_nb.notebook.text import TextView
 
     out = io.StringIO()
@@ -103,8 +109,10 @@ def thread_text(
     shown = list(messages[-MESSAGES:])
     if len(shown) < len(messages):
         out.write(_words.earlier_messages(len(messages) - len(shown)) + "\n")
+    if numbers is None:  # traced over all the messages, not the last ones alone
+        numbers = numbers_by_id(messages)
     thread = Thread(id=thread_id or "", agent=title, messages=shown, pending=list(pending))
-    view.render(thread, now=now)
+    view.render(thread, now=now, numbers=numbers)
     for line in errors:
         out.write(line + "\n")
     return out.getvalue().rstrip("\n")

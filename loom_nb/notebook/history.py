@@ -8,10 +8,11 @@ calls fold with ``<details>``, as the live view's accordions do. Live runs add w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from loom_nb import _words
 from loom_nb._messages import NEWER, Message, ToolCall, ToolResult
+from loom_nb._numbers import TracedNumber, trace_messages
 from loom_nb._shown import Kind, Shown, shown
 from loom_nb.notebook._calls import CallText, body_html, summary
 from loom_nb.notebook._html import (
@@ -55,12 +56,16 @@ def history_html(
     rows: int,
     results: Mapping[str, ToolResult] | None = None,
     calls: CallText | None = None,
+    numbers: Mapping[int, Sequence[TracedNumber]] | None = None,
 ) -> str:
     """``messages`` as one block of HTML; tool results fold into their calls (``results``:
     those of a longer thread these messages are part of), which read in words and as code
-    when ``calls`` knows the agent's tools."""
+    when ``calls`` knows the agent's tools. The numbers of each assistant message are marked
+    (``numbers``: by ``id()`` of their message; else traced over ``messages``)."""
     calls = calls or CallText()
     messages = list(messages)
+    if numbers is None:
+        numbers = numbers_by_id(messages)
     if results is None:
         results = {r.call_id: r for m in messages for r in m.tool_results}
     parts: list[str] = []
@@ -72,7 +77,8 @@ def history_html(
             parts.append(_div(user_html(message.text), "loom-user"))
         elif message.role == "assistant":
             if message.text:
-                parts.append(_div(markdown_html(message.text), "loom-assistant"))
+                marks = numbers.get(id(message), ())
+                parts.append(_div(markdown_html(message.text, marks), "loom-assistant"))
             parts.extend(_call(call, results.get(call.id), calls) for call in message.tool_calls)
         else:
             # a saved frame: only the rows shown are decoded
@@ -81,6 +87,14 @@ def history_html(
                 _block(interrupted_html(n.text), "loom-interrupted") for n in message.interruptions
             )
     return "".join(parts)
+
+
+def numbers_by_id(messages: Sequence[Message]) -> dict[int, list[TracedNumber]]:
+    """The traced numbers of ``messages``, by ``id()`` of the message that states them."""
+    found: dict[int, list[TracedNumber]] = {}
+    for n in trace_messages(messages):
+        found.setdefault(id(messages[n.message]), []).append(n)
+    return found
 
 
 def _div(inner: str, kind: str) -> str:

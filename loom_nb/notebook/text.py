@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TextIO
 
 from loom_nb import _words
@@ -24,6 +24,7 @@ from loom_nb._messages import (
     Usage,
     is_pause_call,
 )
+from loom_nb._numbers import TracedNumber
 from loom_nb._shown import Kind, Shown, shown
 from loom_nb._tools import Tool
 from loom_nb._user_errors import preview_key
@@ -31,6 +32,7 @@ from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import card_parts
 from loom_nb.notebook._tracebacks import traceback_text
+from loom_nb.notebook.history import numbers_by_id
 from loom_nb.notebook.session import RunInterrupted, interruption
 
 
@@ -180,13 +182,24 @@ class TextView:
         if self.title:
             self._write(f"── {self.title} ──\n")
 
-    def render(self, thread: Thread, *, history: bool = True, now: Collection[str] = ()) -> None:
+    def render(
+        self,
+        thread: Thread,
+        *,
+        history: bool = True,
+        now: Collection[str] = (),
+        numbers: Mapping[int, Sequence[TracedNumber]] | None = None,
+    ) -> None:
         """Print ``thread``: its messages (unless ``history=False``), pending calls (those in
-        ``now`` with their preview read again as the data is now), error."""
+        ``now`` with their preview read again as the data is now), error. The numbers in no
+        result are listed under their message (``numbers``: by ``id()`` of the message; else
+        traced over the thread)."""
         self.thread_id = self.calls.thread_id = thread.id
         if history:
+            if numbers is None:
+                numbers = numbers_by_id(thread.messages)
             for m in thread.messages:
-                self._message(m)
+                self._message(m, numbers.get(id(m), ()))
         for p in thread.pending:
             self._write(format_pending(p, self.rows, now=p.call_id in now) + "\n")
         if thread.error:
@@ -207,7 +220,7 @@ class TextView:
                     self._streaming = True
                 self._write(event.text)
             elif isinstance(event, MessageAdded):
-                self._message(event.message)
+                self._message(event.message, event.numbers)
             elif isinstance(event, ApprovalRequested):
                 for p in event.pending:
                     self._write(format_pending(p, self.rows) + "\n")
@@ -231,7 +244,7 @@ class TextView:
     ) -> None:
         """Nothing to do: printed cards have no buttons to take away."""
 
-    def _message(self, m: Message) -> None:
+    def _message(self, m: Message, numbers: Sequence[TracedNumber] = ()) -> None:
         if m.newer_parts:
             self._write(f"  ({_words.newer_parts(len(m.newer_parts), NEWER)})\n")
         if m.role == "user":
@@ -242,6 +255,9 @@ class TextView:
                 self._streaming = False
             elif m.text:
                 self._write(f"assistant: {m.text}\n")
+            missing = [n.text for n in numbers if n.rule is None]
+            if missing:
+                self._write(f"  ⚠ in no result: {', '.join(dict.fromkeys(missing))}\n")
             for call in m.tool_calls:
                 self._write(f"  → {self.calls.words(call)}\n")
                 code = self.calls.code(call)

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
@@ -30,6 +30,7 @@ from loom_nb._messages import (
     ToolResult,
     Usage,
 )
+from loom_nb._numbers import TracedNumber
 from loom_nb._shown import shown
 from loom_nb._tools import Tool
 from loom_nb.models import TextDelta
@@ -39,7 +40,7 @@ from loom_nb.notebook._page import SafeHTML, style
 from loom_nb.notebook._page import html as _html
 from loom_nb.notebook._static import StaticOutputs, new_key, thread_html, thread_text
 from loom_nb.notebook.cards import CHOICES, ApprovalCard
-from loom_nb.notebook.history import RESULT_HTML, history_html, kind_class
+from loom_nb.notebook.history import RESULT_HTML, history_html, kind_class, numbers_by_id
 from loom_nb.notebook.questions import QuestionCard
 from loom_nb.notebook.session import RunInterrupted, interruption
 
@@ -90,6 +91,9 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         self._errors: list[str] = []
         self._unfinished = ""
         self._title: str | None = None
+        #: The traced numbers of each assistant message shown, by ``id()`` of the message
+        #: (a run's come with its events, traced over the whole thread).
+        self._numbers: dict[int, Sequence[TracedNumber]] = {}
         #: The static form's outputs (shown with the view), sent again as the thread changes.
         self.static = StaticOutputs(new_key())
         #: The question this view's run asked (its header shows it, not the thread's first).
@@ -113,7 +117,9 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             self._set_thread(thread.id, thread.title)
             if history and thread.messages:
-                drawn = history_html(thread.messages, self.rows, calls=self.calls)
+                numbers = numbers_by_id(thread.messages)
+                self._numbers.update(numbers)
+                drawn = history_html(thread.messages, self.rows, calls=self.calls, numbers=numbers)
                 self._append(_html(drawn, "loom-history"))
                 self._messages.extend(thread.messages)
             self._add_cards(thread.pending, now)
@@ -147,6 +153,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 self.rows,
                 self._unfinished,
                 self.calls,
+                self._numbers,
             )
 
     def static_text(self) -> str:
@@ -162,6 +169,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
                 self.rows,
                 self.calls.tools,
                 {c.call_id for c in self.cards if getattr(c, "now", False)},
+                self._numbers,
             )
 
     def refresh_static(self) -> None:
@@ -191,6 +199,8 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
             if event.thread_id and event.thread_id != self.thread_id:
                 self._set_thread(event.thread_id)
             if isinstance(event, MessageAdded):
+                if event.numbers:
+                    self._numbers[id(event.message)] = event.numbers
                 self._add_message(event.message)
             elif isinstance(event, ApprovalRequested):
                 self._add_cards(event.pending)
@@ -293,7 +303,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         stream, self._stream, self._buffer = self._stream, None, []
         if message.text:
             out = stream or self._new_text_widget()
-            out.value = markdown_html(message.text)
+            out.value = markdown_html(message.text, self._numbers.get(id(message), ()))
             self.stream_updates += stream is not None
         for call in message.tool_calls:
             code = self.calls.code(call)

@@ -35,6 +35,7 @@ SMOKE = {
     "bench_export": (["--calls", "10", "--runs", "2"], r"floor: x\d.*\n.*goal: at most 1000 ms"),
     "bench_http": (["--messages", "200", "--repeat", "2"], r"vs agent\.thread"),
     "bench_history": (["--turns", "30"], r"ratio whole / by reference \(input tokens\): x\d"),
+    "bench_numbers": (["--messages", "400", "--turns", "3"], r"ratio warn / off \(median\): \d"),
 }
 
 

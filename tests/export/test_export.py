@@ -103,7 +103,11 @@ def test_the_notebook_reads_like_the_conversation(tmp_path: Path) -> None:
     assert write[0] == "# Call 3 · frames_update · orders · set status = 'x' · id = 1"
     assert write[1] == "# A write, approved by the user, and done. Uncomment it to write again."
     assert write[2] == '# orders.loc[(orders["id"] == 1), "status"] = "x"'
-    assert sources[8] == "**analyst:**\n\nDone: **2** open orders."
+    # the select found one open order: the answer's 2 is in no result, and the export says so
+    assert sources[8] == (
+        "**analyst:**\n\nDone: **2** open orders.\n\n"
+        "> ⚠ *loom_nb: in no result:* `2` (no tool result shows or gives it)"
+    )
     assert nb.metadata["loom_nb"]["thread_id"] == result.thread_id
 
     # Running it changes nothing: the write is a comment.
