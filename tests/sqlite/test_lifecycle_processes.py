@@ -75,6 +75,9 @@ def child(code: str, *args: str) -> subprocess.Popen[str]:
 _ZYGOTE = """
 import os, sys, traceback
 import loom_nb, loom_nb.sqlite  # imported once; no thread, no file opened before forking
+# What a run imports on first use too (the package loads its agent loop lazily, a plain tool
+# validates with pydantic from its first call): else every trial pays it after "go".
+import loom_nb._agent, loom_nb._run, pydantic
 
 for line in sys.stdin:
     command, *words = line.split()
@@ -283,6 +286,9 @@ _APPROVER = """
 thread_id, call_id = sys.argv[3:5]
 support = agent()
 support.model.delay = 0.01  # the answer after the write streams for a while: kills land there too
+# A plain tool builds its pydantic validator on its first call (tens of ms in a new process):
+# built before "go", so that the kills spread over the write and not over that.
+write_ticket.validate({"key": "warm-up"})
 print("go", flush=True)
 support.resume_sync(thread_id, {call_id: True})
 print("finished", flush=True)
