@@ -28,6 +28,10 @@ SMOKE = {
     "bench_postgres": (["--quick"], r"loom / same-work floor .*\d\.\d+x"),
     "bench_supabase": ([], r"json\.dumps"),
     "bench_frames": (["--rows", "20000", "--runs", "2"], r"DuckDB ms +ratio"),
+    "bench_duckdb": (
+        ["--rows", "20000", "--runs", "2", "--glob-gb", "0"],
+        r"tool/parquet SQL/parquet +ratio.*\nby status +\d",
+    ),
     "bench_joins": (["--rows", "20000", "--runs", "2"], r"join \+ p90 .* x +\d"),
     "bench_buckets": (["--rows", "20000", "--runs", "2", "--grouper-runs", "1"], r"Grouper ms"),
     "bench_charts": (["--points", "200", "--runs", "2"], r"matplotlib ms +ratio\n.* x\d"),
