@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_buckets import ALL_BY_WEEK, OPEN_BY_WEEK  # the same questions
 from bench.bench_frames import make_orders, median_ms
 
 BY_STATUS: dict[str, Any] = {
@@ -40,24 +41,6 @@ BY_STATUS: dict[str, Any] = {
         {"fn": "mean", "column": "total"},
     ],
     "filters": [{"column": "total", "op": "gt", "value": 100}],
-}
-OPEN_BY_WEEK: dict[str, Any] = {
-    "table": "orders",
-    "group_by": [{"column": "created_at", "bucket": "week"}],
-    "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "total"}],
-    "filters": [
-        {"column": "status", "op": "eq", "value": "open"},
-        {"column": "total", "op": "gt", "value": 100},
-    ],
-}
-ALL_BY_WEEK: dict[str, Any] = {
-    "table": "orders",
-    "group_by": [{"column": "created_at", "bucket": "week"}],
-    "aggregates": [
-        {"fn": "count"},
-        {"fn": "sum", "column": "total"},
-        {"fn": "mean", "column": "total"},
-    ],
 }
 #: The same questions as a person writes them for DuckDB (``{t}``: the table).
 NATIVE = {

@@ -18,7 +18,7 @@ from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import AllowedFrames
 from loom_nb.frames._duckdb import DuckTable, fetch, fetch_one, frame_views
 from loom_nb.frames._joins import inner_tables, unmatched_text
-from loom_nb.frames._reads import _every_column, _page_text
+from loom_nb.frames._reads import _every_column, _page_text, aggregate_output
 
 
 def uses_duckdb(tables: AllowedFrames, args: dict[str, Any]) -> bool:
@@ -136,20 +136,7 @@ def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
         frame = out.reset_index(drop=True)
     else:
         frame = out.iloc[q.offset : q.offset + q.limit].reset_index(drop=True)
-    what = "group" if q.group_by else "row"
-    found = counts(
-        rows=len(frame),
-        matched=groups,
-        what=what,
-        limit=q.asked,
-        offset=q.offset,
-        frame_rows=tables.frame_rows,
-        max_rows=tables.max_rows,
-        buckets={k.output: k.bucket for k in q.group_by if k.bucket is not None},
-        edges=edges,
-    )
-    text = joined + _page_text(tables, q.table, frame, groups, q.offset, True, found)
-    return ToolOutput(text, with_counts(frame, found))
+    return aggregate_output(tables, q, frame, groups, edges, joined)
 
 
 def _groups(

@@ -11,7 +11,7 @@ import pandas as pd
 
 from loom_nb._counts import counts, frame_note, with_counts
 from loom_nb._render import data_block, frame_for_model
-from loom_nb._tables.grammar import Filter, Select, parse_aggregate, parse_select
+from loom_nb._tables.grammar import AggregateQuery, Filter, Select, parse_aggregate, parse_select
 from loom_nb._tables.options import Relationship
 from loom_nb._tools import ToolInputError, ToolOutput
 from loom_nb.frames._aggregate import (
@@ -256,13 +256,24 @@ def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
             )
         except TypeError as exc:
             raise ToolInputError(f"cannot sort the groups by {q.order}: {exc}") from None
-    groups = len(out)
     frame = out.iloc[q.offset : q.offset + q.limit].reset_index(drop=True)
-    what = "group" if q.group_by else "row"
+    return aggregate_output(tables, q, frame, len(out), edges, joined)
+
+
+def aggregate_output(
+    tables: AllowedFrames,
+    q: AggregateQuery,
+    frame: pd.DataFrame,
+    groups: int,
+    edges: dict[str, list[float]],
+    joined: str,
+) -> ToolOutput:
+    """An aggregate's page of ``groups`` as the model reads it and the frame the user keeps,
+    with its counts (either backend's)."""
     found = counts(
         rows=len(frame),
         matched=groups,
-        what=what,
+        what="group" if q.group_by else "row",
         limit=q.asked,
         offset=q.offset,
         frame_rows=tables.frame_rows,
