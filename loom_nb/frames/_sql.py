@@ -116,7 +116,9 @@ def plan(
     own = [n for n in names if "." not in n]
     base = [*own, *(r.column for r in joins)]
     from_ = f'{_read(source, table, base, with_row=with_row)} AS "b"'
-    sample = source.samples[table][list(dict.fromkeys(own))]
+    # Zero rows each (a DataFrame's sample is the frame itself): side by side, rows would
+    # align on the index and fill with NaN, turning a bool column into object.
+    sample = source.samples[table][list(dict.fromkeys(own))].iloc[:0]
     inner = {f.column.partition(".")[0] for f in filters if "." in f.column}
     for i, r in enumerate(joins):
         used = [r.other_column]
@@ -128,7 +130,7 @@ def plan(
             f" {kind} (SELECT * FROM {right} WHERE {quote(r.other_column)} IS NOT NULL) AS "
             f'{alias} ON "b".{quote(r.column)} = {alias}.{quote(r.other_column)}'
         )
-        other = source.samples[r.other][list(dict.fromkeys(used))]
+        other = source.samples[r.other][list(dict.fromkeys(used))].iloc[:0]
         sample = pd.concat([sample, other.add_prefix(f"{r.other}.")], axis=1)
     where = [_filter(statement, table, sample, joins, f) for f in filters]
     return Plan(statement, from_, " AND ".join(where), sample)
