@@ -317,5 +317,6 @@ def test_the_rules_walkthrough_keeps_each_decision_in_every_static_copy(
     [answered] = [c["text"] for c in cells if c["source"].startswith("%loom approvals")]
     _no_markup_as_text(answered)
     assert "The agent was answered" in answered and "✔ fiscal · answered" in answered
-    assert "Counting by the fiscal quarter: 12 tickets." in answered
+    # the stand-in's 12 is in no tool result: marked so (the numbers check, define_agent)
+    assert "Counting by the fiscal quarter: 12 (in no result) tickets." in answered
     assert "call_" not in answered.split("thread", 1)[1]  # no call id in the card's words
