@@ -23,6 +23,7 @@ saved, and that ``%loom show`` draws it as it is now.
 
 from __future__ import annotations
 
+import functools
 import html as _html_lib
 import io
 import secrets
@@ -37,7 +38,14 @@ from loom_nb._messages import Message, PendingApproval, Thread
 from loom_nb._numbers import TracedNumber
 from loom_nb._tools import Tool
 from loom_nb.notebook._calls import CallText
-from loom_nb.notebook._html import ERROR_STYLE, TABLE_STYLE, esc, markdown_html, safe_html
+from loom_nb.notebook._html import (
+    ERROR_STYLE,
+    TABLE_STYLE,
+    esc,
+    frame_html,
+    markdown_html,
+    safe_html,
+)
 from loom_nb.notebook.history import history_html, numbers_by_id
 
 #: Messages the static form holds at most (a resumed thread can have thousands; the widget
@@ -308,6 +316,25 @@ def portable_parts(fragment: str) -> list[str | ChartImage]:
     parser = _Portable()
     parser.feed(fragment)
     return [p if isinstance(p, ChartImage) else safe_html(p) for p in parser.result()]
+
+
+def shown_frame(df: Any) -> Any:
+    """``df`` as a DataFrame still (every pandas operation on it gives a plain one), whose
+    ``text/html`` is the portable form of :func:`frame_html` of all its rows: pandas' own HTML
+    carries a ``<style>`` and table tags that a sanitizing static copy shows as text."""
+    return _shown_frame_type()(df)
+
+
+@functools.cache
+def _shown_frame_type() -> Any:
+    import pandas as pd
+
+    class ShownFrame(pd.DataFrame):  # type: ignore[misc]  # pandas has no stubs here
+        def _repr_html_(self) -> str:
+            parts = portable_parts(safe_html(frame_html(self, len(self))))
+            return "".join(p for p in parts if isinstance(p, str))  # a frame draws no chart
+
+    return ShownFrame
 
 
 def hiding_style(key: str) -> str:

@@ -281,3 +281,70 @@ def test_real_models_improvised_in_the_browser(lab: LabServer, page: Any) -> Non
     w.own_question("analyst", says="(replay model) I only know this notebook's question")
     assert w.complaints() == []
     screenshot(page, "browser-real-models-improvised", cell(page, len(w.sources) - 1))
+
+
+def test_supabase_improvised_in_the_browser(lab: LabServer, page: Any) -> None:
+    """02-supabase offline (DataFrames stand in for the tables): the ticket's cell run twice
+    (its card again, not asked twice), Approve clicked on that card as the text says (the next
+    cell then only waits), Run All twice, and a question of one's own at the end."""
+    w = Walkthrough(page, lab, "02-supabase.ipynb")
+    ticket = w.index("%%loom ada -o new_ticket")
+    w.run(0)
+    assert w.run(1).startswith("MODE: offline")  # no SUPABASE_URL: DataFrames stand in
+    w.run_through(2, ticket + 1)
+    again = w.run(ticket)
+    assert "was not sent again" in again, again
+    card = cell(page, ticket).locator(".loom-approval")
+    card.locator("button.loom-approve").click()  # "Click **Approve**"
+    expect_text(card.locator(".loom-decision"), "done")
+    waited = w.run(ticket + 1)
+    assert waited.startswith("complete"), waited
+    assert "Order 3 is late" in waited, waited
+    w.run_through(ticket + 2, len(w.sources))
+    assert w.complaints() == []
+
+    _run_all_twice(w)
+    w.own_question("ada")
+    assert w.complaints() == []
+    screenshot(page, "browser-supabase-improvised", cell(page, len(w.sources) - 1))
+
+
+def test_own_connector_improvised_in_the_browser(lab: LabServer, page: Any) -> None:
+    """03-your-own-connector: the refund of 500 run twice (its card again, not asked twice),
+    Reject clicked on its card as the text says (the next cell then rejects nothing more, no
+    refund sent), Run All twice, and a question of one's own at the end."""
+    w = Walkthrough(page, lab, "03-your-own-connector.ipynb")
+    refund = w.index("%%loom billing_bot\nNow refund 500")
+    w.run_through(0, refund + 1)
+    again = w.run(refund)
+    assert "was not sent again" in again, again
+    card = cell(page, refund).locator(".loom-approval")
+    card.locator("button.loom-reject").click()  # "click Reject"
+    expect_text(card.locator(".loom-decision"), "Rejected")
+    told = w.run(refund + 1)
+    assert "you rejected the refund" in told and "refunds sent: [('INV-2', 20.0)]" in told, told
+    w.run_through(refund + 2, len(w.sources))
+    assert w.complaints() == []
+
+    _run_all_twice(w)
+    w.own_question("billing_bot")
+    assert w.complaints() == []
+    screenshot(page, "browser-own-connector-improvised", cell(page, len(w.sources) - 1))
+
+
+def test_evals_improvised_in_the_browser(lab: LabServer, page: Any) -> None:
+    """07-evals: the replay run twice (the same comparison, the suite not grown), Run All
+    twice, and a question of one's own at the end."""
+    w = Walkthrough(page, lab, "07-evals.ipynb")
+    replay = w.index("%loom eval --model careless")
+    w.run_through(0, replay + 1)
+    first = cell_output_text(page, replay)
+    assert "2 of 3 threads equal" in first, first
+    assert "2 of 3 threads equal" in w.run(replay)
+    w.run_through(replay + 1, len(w.sources))
+    assert w.complaints() == []
+
+    _run_all_twice(w)
+    w.own_question("analyst", says="I am a scripted stand-in")
+    assert w.complaints() == []
+    screenshot(page, "browser-evals-improvised", cell(page, len(w.sources) - 1))

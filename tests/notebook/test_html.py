@@ -92,3 +92,17 @@ def test_texts_show_as_they_are_unless_a_character_would_not_show(value: str, sh
     frame = pd.DataFrame({"n": [1], "v": [value]})
     assert card_values(frame)["v"].tolist() == [shown]
     assert card_values(frame)["n"].tolist() == [1]
+
+
+def test_a_rules_frame_draws_hostile_values_as_text_in_portable_html() -> None:
+    """``%loom rules``' frame (its ``where`` can hold a model's filter): each value is text in
+    an aligned ``<pre>``, no tag or CSS of the value's own, and no pandas ``<style>``."""
+    from loom_nb.notebook._static import shown_frame
+    from tests.notebook.hostile import HOSTILE_LINE, problems
+
+    frame = shown_frame(pd.DataFrame({"where": [HOSTILE_LINE], "rule": ["allow x"]}))
+    drawn = frame._repr_html_()
+    assert problems(drawn) == []
+    assert "<style" not in drawn and "<table" not in drawn
+    assert " ".join(HOSTILE_LINE.split()) in " ".join(visible_text(drawn).split())
+    assert type(frame.head()) is pd.DataFrame  # what one does with it is a plain frame

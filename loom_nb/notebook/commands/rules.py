@@ -1,10 +1,12 @@
 """``%loom rules [AGENT]``: the rules in force that approve (or reject) calls by themselves, as
-a DataFrame, one row each (``agent.allow`` / ``agent.deny`` make them)."""
+a DataFrame, one row each (``agent.allow`` / ``agent.deny`` make them), drawn as HTML that
+every static copy keeps."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from loom_nb.notebook._static import shown_frame
 from loom_nb.notebook.session import Session, usage_errors
 
 COLUMNS = [
@@ -51,4 +53,4 @@ def run(session: Session, agent_name: str | None) -> Any:
         f"{len(rows)} rule{'s' if len(rows) != 1 else ''} in force"
         + ("; end one with %loom revoke RULE_ID" if rows else "")
     )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return shown_frame(pd.DataFrame(rows, columns=COLUMNS))
