@@ -321,7 +321,7 @@ careless = define_agent(
             "aggregates": [{"fn": "count"}, {"fn": "sum", "column": "total"}],
         })]),
         "There are **8** open orders, worth 1,542.75 in all; last quarter there were 11.",
-    ]),
+    ] * 5),  # the same two turns each time the next cell is run
     connectors=[frame_tools({"orders": {"frame": orders}})],
     store=memory_store(),
 )
