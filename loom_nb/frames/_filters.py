@@ -66,6 +66,22 @@ def like_regex(pattern: str) -> str:
     return out + ".*" + last
 
 
+def check_operator(table: str, f: Filter, col: pd.Series) -> None:
+    """Refuse an operator ``col`` cannot take (either backend): ``like`` on what is not text,
+    an ordering comparison on an unordered category."""
+    if f.op in ("like", "ilike") and not is_text(col):
+        raise ToolInputError(
+            f"{f.op} works on text columns; {table}.{f.column} is {col.dtype}. "
+            "Use eq, gt, lt or in instead"
+        )
+    ordered = f.op in ("gt", "gte", "lt", "lte")
+    if ordered and isinstance(col.dtype, pd.CategoricalDtype) and not col.cat.ordered:
+        raise ToolInputError(
+            f"{table}.{f.column} is an unordered category; use eq, neq or in "
+            f"(its values are below){fenced_categories(col)}"
+        )
+
+
 def _matches(df: pd.DataFrame, table: str, f: Filter) -> np.ndarray:
     col = df[f.column]
     if f.op == "is_null":
@@ -75,23 +91,14 @@ def _matches(df: pd.DataFrame, table: str, f: Filter) -> np.ndarray:
     valid = _as_bool(col.notna())
     try:
         if f.op in ("like", "ilike"):
-            if not is_text(col):
-                raise ToolInputError(
-                    f"{f.op} works on text columns; {table}.{f.column} is {col.dtype}. "
-                    "Use eq, gt, lt or in instead"
-                )
+            check_operator(table, f, col)
             hit = _like(col, f.value, f.op == "ilike")
         elif f.op == "in":
             values = [value_for(col, v) for v in f.value]
             hit = _as_bool(col.isin(values))
         else:
             value = value_for(col, f.value)
-            ordered = f.op not in ("eq", "neq")
-            if ordered and isinstance(col.dtype, pd.CategoricalDtype) and not col.cat.ordered:
-                raise ToolInputError(
-                    f"{table}.{f.column} is an unordered category; use eq, neq or in "
-                    f"(its values are below){fenced_categories(col)}"
-                )
+            check_operator(table, f, col)
             hit = _as_bool(_COMPARE[f.op](col, value))
     except BadValue as exc:
         raise ToolInputError(f"column {table}.{f.column} {exc}") from None

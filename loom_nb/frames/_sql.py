@@ -26,7 +26,8 @@ from loom_nb._tables.options import Relationship
 from loom_nb._tools import ToolInputError
 from loom_nb.frames._aggregate import check_aggregate, check_bins
 from loom_nb.frames._buckets import check_bucket
-from loom_nb.frames._values import BadValue, dtype_kind, fenced_categories, is_text, value_for
+from loom_nb.frames._filters import check_operator
+from loom_nb.frames._values import BadValue, dtype_kind, value_for
 
 #: Each row's position in its table: the index of a select's result, and its tie-break.
 ROW = "__loom_row"
@@ -159,11 +160,7 @@ def _filter(
         return f"{c} IS NOT NULL" if f.negate else f"{c} IS NULL"
     try:
         if f.op in ("like", "ilike"):
-            if not is_text(col):
-                raise ToolInputError(
-                    f"{f.op} works on text columns; {table}.{f.column} is {col.dtype}. "
-                    "Use eq, gt, lt or in instead"
-                )
+            check_operator(table, f, col)
             text = f"CAST({c} AS VARCHAR)" if dtype_kind(col.dtype) == "category" else c
             op = "ILIKE" if f.op == "ilike" else "LIKE"
             hit = f"{text} {op} {statement.param(like_pattern(f.value))} ESCAPE '\\'"
@@ -172,12 +169,7 @@ def _filter(
             hit = f"{c} IN ({', '.join(values)})"
         else:
             value = value_for(col, f.value)
-            ordered = f.op not in ("eq", "neq")
-            if ordered and isinstance(col.dtype, pd.CategoricalDtype) and not col.cat.ordered:
-                raise ToolInputError(
-                    f"{table}.{f.column} is an unordered category; use eq, neq or in "
-                    f"(its values are below){fenced_categories(col)}"
-                )
+            check_operator(table, f, col)
             hit = f"{c} {_COMPARE[f.op]} {statement.param(value)}"
     except BadValue as exc:
         raise ToolInputError(f"column {table}.{f.column} {exc}") from None
