@@ -177,7 +177,7 @@ def test_agent_run_approve_restart_resume(
     page = frontend_page
     cells, answer = ORDERS_ASK.cells, ORDERS_ASK.answer
     thread = run_to_the_card(page, server, frontend, ORDERS_ASK, "agent.ipynb")
-    assert "open_orders" in thread.locator(".loom-tool-call").first.inner_text()
+    expect_text(thread.locator(".loom-tool-call").first, "open_orders")
     thread_id = thread.locator(".loom-thread-id").inner_text().strip()
     assert thread_id
     approve_the_write(page, frontend, ORDERS_ASK, thread)
@@ -188,7 +188,7 @@ def test_agent_run_approve_restart_resume(
     texts = resumed.locator(".loom-assistant")
     expect_text(texts.last, "Done: order 104 for Hopper is saved")
     assert texts.count() == 3
-    assert "Let me look at the open orders." in texts.nth(0).inner_text()
+    expect_text(texts.nth(0), "Let me look at the open orders.")
     assert answer in texts.nth(1).inner_text()
     assert resumed.locator(".loom-frame table tbody tr").count() == 2
     calls = resumed.locator(".loom-tool-call")
@@ -220,7 +220,8 @@ def test_pending_approval_survives_a_restart(lab: LabServer, page: Any) -> None:
     assert resumed.locator(".loom-frame table tbody tr").count() == 2
     card = resumed.locator(".loom-approval")
     assert card.count() == 1
-    assert "Hopper" in card.inner_text() and "42.5" in card.inner_text()
+    expect_text(card, "Hopper")
+    expect_text(card, "42.5")
     approve = card.locator("button.loom-approve")
     assert approve.is_enabled()
     assert resumed.locator(".loom-assistant").count() == 2
@@ -357,7 +358,7 @@ def test_a_second_cell_says_its_own_question_and_its_card_reads_in_words(
     expect_text(card, "add_order")
     header = second.locator(".loom-thread-header").inner_text()
     assert "And which are open now?" in header and "Which orders are still open?" not in header
-    assert "Which orders are still open?" in first.locator(".loom-thread-header").inner_text()
+    expect_text(first.locator(".loom-thread-header"), "Which orders are still open?")
     said = " ".join(card.inner_text().split())
     assert said.startswith("add_order waits for your approval"), said
     assert "Customer: Hopper" in said and "Total: 42.5" in said
@@ -524,7 +525,8 @@ def test_old_cards_after_a_restart_explain_and_the_saved_notebook_reads_without_
     open_notebook(page, lab, "untrusted.ipynb")
     shown = cell(page, 1).locator(".jp-Cell-outputArea")
     expect_text(shown, "To decide it, run %loom approvals.")
-    assert "Hopper" in shown.inner_text() and "Grace" in shown.inner_text()
+    expect_text(shown, "Hopper")
+    expect_text(shown, "Grace")
     assert shown.locator(".loom-thread").count() == 0 and shown.locator("button").count() == 0
     # the frame's two rows, as aligned text (a table would not survive nbconvert's sanitizer)
     [frame] = [t for t in shown.locator("pre.loom-table-text").all_inner_texts() if "Grace" in t]

@@ -191,12 +191,12 @@ def test_exploration_improvised_in_the_browser(lab: LabServer, page: Any) -> Non
     call = thread.locator(".loom-tool-call").first
     call.scroll_into_view_if_needed(timeout=MEDIUM)  # JupyterLab draws only the cells in view
     expect_text(call, "orders")
-    assert "week" in call.inner_text()
+    expect_text(call, "week", drawn=True)
     assert not call.locator(".loom-code").is_visible()  # folded: the query in words
     call.locator("[class*='Collapse-header']").first.click()  # "unfold it"
     code = call.locator(".loom-code")
     expect_text(code, "groupby")
-    assert "orders" in code.inner_text()
+    expect_text(code, "orders", drawn=True)
 
     again = w.run(asked)  # the cell run twice: the thread goes on, its chart drawn again
     assert "Traceback" not in again

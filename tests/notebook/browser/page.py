@@ -264,8 +264,10 @@ def streamed_texts(page: Any) -> list[str]:
     return seen
 
 
-def expect_text(locator: Any, text: str, timeout: int = MEDIUM) -> None:
-    """Wait until ``locator`` is visible and contains ``text`` (what a person would read)."""
+def expect_text(locator: Any, text: str, timeout: int = MEDIUM, *, drawn: bool = False) -> None:
+    """Wait until ``locator`` contains ``text``; with ``drawn``, in its rendered text (what a
+    person would read, folded parts left out). Waiting, not reading once: JupyterLab draws and
+    un-draws cells as the notebook scrolls, so one read may find a cell not drawn."""
     from playwright.sync_api import expect
 
-    expect(locator).to_contain_text(text, timeout=timeout)
+    expect(locator).to_contain_text(text, timeout=timeout, use_inner_text=drawn)
