@@ -129,13 +129,15 @@ SUBCOMMANDS = (
     Subcommand(
         "eval",
         "replay eval suite SUITE (default `default`) of the agent with `--model` (a variable "
-        "holding a model, or a name such as `openai:gpt-4.1-mini`), writes off, and show "
+        "holding a model, or a name such as `openai:gpt-4.1-mini`) and `--instructions` (a "
+        "variable holding the text), writes off, and show "
         "which threads and calls now get other frames; `%loom eval add ID ...` marks saved "
         "threads as the suite (`--suite` names it), kept in the store",
         "SUITE or add ID ...",
         "*",
         (
             Option(("--model",), "the model to replay with (default: the agent's)", "MODEL"),
+            Option(("--instructions",), "a variable holding the instructions to use", "NAME"),
             Option(("--agent",), "the agent (default: the only one, or the thread's)", "AGENT"),
             Option(("--suite",), "with `add`: the suite to mark the threads in", "NAME"),
         ),

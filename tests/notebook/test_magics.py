@@ -148,6 +148,10 @@ def test_completed_run_without_frames_binds_none(
         ("%loom eval", None, "eval suite 'default' of agent 'analyst' has no threads"),
         ("%loom eval a b", None, "runs one suite at a time"),
         ("%loom eval --suite x", None, "--suite goes with add"),
+        ("%loom eval --instructions nope", None, "no variable 'nope' here"),
+        ("%loom eval --instructions threshold", None, "'threshold' is a int, not a str"),
+        ("%loom eval --instructions", None, "--instructions needs a value"),
+        ("%loom eval add x --instructions threshold", None, "--instructions goes with"),
     ],
 )
 def test_mistakes_are_one_line_usage_errors(
@@ -162,6 +166,27 @@ def test_mistakes_are_one_line_usage_errors(
     err = capsys.readouterr().err
     assert err.startswith("UsageError: ") and expected in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_eval_replays_the_suite_with_the_instructions_a_variable_holds(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.user_ns["model"].add(Reply("", [("orders", {"min_total": 100})]), "Two.")
+    assert cell(shell, "%%loom analyst --new", "Orders above 100?").success
+    thread_id = shell.user_ns["analyst"].threads()[0].id
+    assert cell(shell, f"%loom eval add {thread_id}").success
+    second = ReplayModel([Reply("", [("orders", {"min_total": 200})]), "Deux."], name="second")
+    shell.user_ns.update(second=second, terse="Answer in French, in one word.")
+    capsys.readouterr()
+    r = cell(shell, "%loom eval --model second --instructions terse")
+    assert r.success, error_of(r)
+    assert [q.instructions for q in second.requests] == ["Answer in French, in one word."] * 2
+    report = r.result
+    assert report.instructions_changed and not report.equal
+    assert "second, other instructions" in report._repr_html_()
+    assert list(report.threads[0].calls[0].missing_rows["id"]) == [2]
+    for name in ("second", "terse"):
+        shell.user_ns.pop(name)
 
 
 def test_several_agents_need_a_name_or_a_default(

@@ -1,6 +1,6 @@
-"""``%loom eval [SUITE] [--model MODEL] [--agent AGENT]``: replay an eval suite and show the
-report; ``%loom eval add ID ... [--suite NAME]``: mark saved threads as a suite. The work is
-``agent.eval`` / ``agent.add_eval``'s."""
+"""``%loom eval [SUITE] [--model MODEL] [--instructions NAME] [--agent AGENT]``: replay an
+eval suite and show the report; ``%loom eval add ID ... [--suite NAME]``: mark saved threads
+as a suite. The work is ``agent.eval`` / ``agent.add_eval``'s."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def run(session: Session, words: list[str] | None, options: Mapping[str, str]) -
         return agent.eval(
             suite=words[0] if words else DEFAULT_SUITE,
             model=_model(session, options.get("--model")),
+            instructions=_instructions(session, options.get("--instructions")),
             context=session.context(),
         )
 
@@ -36,8 +37,9 @@ def run(session: Session, words: list[str] | None, options: Mapping[str, str]) -
 def _add(session: Session, ids: list[str], options: Mapping[str, str]) -> None:
     if not ids:
         raise UsageError("%loom eval add ID [ID ...]: name the saved threads to mark")
-    if "--model" in options:
-        raise UsageError("%loom eval add: --model goes with %loom eval SUITE, not with add")
+    for flag in ("--model", "--instructions"):
+        if flag in options:
+            raise UsageError(f"%loom eval add: {flag} goes with %loom eval SUITE, not with add")
     name = options.get("--agent")
     agent = session.agent(name) if name else session.find_thread(ids[0])[0]
     suite = options.get("--suite", DEFAULT_SUITE)
@@ -53,3 +55,22 @@ def _model(session: Session, name: str | None) -> Model | str | None:
         return None
     value = session.namespace.get(name)
     return value if isinstance(value, Model) else name
+
+
+def _instructions(session: Session, name: str | None) -> str | None:
+    """The str a variable here holds: instructions are too long for a magic's line, so they
+    are named, never written inline."""
+    if name is None:
+        return None
+    if name not in session.namespace:
+        raise UsageError(
+            f"%loom eval: --instructions names a variable holding the instructions (a str); "
+            f"no variable {name!r} here"
+        )
+    value = session.namespace[name]
+    if not isinstance(value, str):
+        raise UsageError(
+            f"%loom eval: --instructions {name}: {name!r} is a {type(value).__name__}, not a str "
+            "of instructions"
+        )
+    return value
