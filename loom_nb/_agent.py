@@ -567,7 +567,8 @@ class Agent:
         Returns the path written. Needs the ``jupyter`` extra (nbformat, jupytext)."""
         from loom_nb._export import export_thread
 
-        return export_thread(self.thread(thread_id, context=context), self.tools, path)
+        thread = self.thread(thread_id, context=context)
+        return export_thread(thread, self.tools, path, mark_numbers=self.check_numbers != "off")
 
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
         """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""
@@ -933,7 +934,8 @@ def define_agent(
     (see :func:`trace_numbers`). ``"warn"`` (default) marks those in no result in every view
     and the export; ``"strict"`` also sends them back to the model once, as loom_nb's own
     ``check_numbers`` call, before the answer is final (the first answer stays in the thread);
-    ``"off"`` traces nothing during runs.
+    ``"off"`` traces nothing during runs and marks nothing in the agent's views (a saved
+    thread shown again, its static copy, the export).
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"define_agent(name=...) needs a non-empty name, got {name!r}")

@@ -69,14 +69,17 @@ class Exported:
     results: dict[str, str] = field(default_factory=dict)
 
 
-def export_thread(thread: Thread, tools: Mapping[str, Tool], path: str | Path) -> Path:
+def export_thread(
+    thread: Thread, tools: Mapping[str, Tool], path: str | Path, *, mark_numbers: bool = True
+) -> Path:
     """Write ``thread`` as a notebook at ``path`` (``.ipynb``, ``.py`` or ``.md``); where
     ``path`` holds a file that is not an export as loom_nb wrote it (a person wrote or changed
-    it), at the first free ``path-2``, ``path-3``, ... instead. Returns the path written."""
+    it), at the first free ``path-2``, ``path-3``, ... instead. Returns the path written.
+    ``mark_numbers=False`` (the agent's ``check_numbers="off"``): no "in no result" lines."""
     target = Path(path)
     fmt = _format(target)
     with _codec.collector_paused():  # writing the code decodes every frame of the thread
-        exported = thread_cells(thread, tools)
+        exported = thread_cells(thread, tools, mark_numbers=mark_numbers)
         text = _sealed(_notebook(exported, thread, fmt), fmt)
         _check(text, fmt, exported, thread)
     target = _free(target)
@@ -87,11 +90,14 @@ def export_thread(thread: Thread, tools: Mapping[str, Tool], path: str | Path) -
     return target
 
 
-def thread_cells(thread: Thread, tools: Mapping[str, Tool]) -> Exported:
-    """The cells of ``thread``: its messages in order, each tool call as its code."""
-    body = _Body(thread, tools, frozenset())
+def thread_cells(
+    thread: Thread, tools: Mapping[str, Tool], *, mark_numbers: bool = True
+) -> Exported:
+    """The cells of ``thread``: its messages in order, each tool call as its code; each
+    answer's numbers in no result named under it (unless ``mark_numbers=False``)."""
+    body = _Body(thread, tools, frozenset(), mark_numbers)
     if body.bound & body.expected.keys():  # a table named like a helper or scratch variable
-        body = _Body(thread, tools, frozenset(body.expected))
+        body = _Body(thread, tools, frozenset(body.expected), mark_numbers)
     body.exported.cells = [
         Cell("markdown", _title(thread, body.expected)),
         Cell(
@@ -108,7 +114,13 @@ class _Body:
     """The cells of the thread's messages, and what their code expects, sets up and binds;
     the code binds no name in ``taken``."""
 
-    def __init__(self, thread: Thread, tools: Mapping[str, Tool], taken: frozenset[str]) -> None:
+    def __init__(
+        self,
+        thread: Thread,
+        tools: Mapping[str, Tool],
+        taken: frozenset[str],
+        mark_numbers: bool = True,
+    ) -> None:
         results = {r.call_id: r for r in thread.tool_results()}
         pending = {p.call_id: p.state for p in thread.pending}
         self.exported = Exported([])
@@ -117,7 +129,7 @@ class _Body:
         self.bound: set[str] = set()
         self.cells: list[Cell] = []
         number = 0
-        missing = by_message(unmatched(trace_numbers(thread)))
+        missing = by_message(unmatched(trace_numbers(thread))) if mark_numbers else {}
         for at, message in enumerate(thread.messages):
             if message.role == "user" and message.text:
                 self.cells.append(Cell("markdown", _said("You", message.text)))

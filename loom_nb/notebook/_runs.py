@@ -56,11 +56,17 @@ def open_view(session: Session, agent: Agent, binding: Binding | None = None) ->
             resumer=resume_click,
             tools=agent.tools,
             allower=allow_click,
+            mark_numbers=agent.check_numbers != "off",
         )
     else:
         from loom_nb.notebook.text import TextView
 
-        view = TextView(title=agent.name, rows=session.settings.rows, tools=agent.tools)
+        view = TextView(
+            title=agent.name,
+            rows=session.settings.rows,
+            tools=agent.tools,
+            mark_numbers=agent.check_numbers != "off",
+        )
     session.views.add(view)
     session.last_view = view
     return view

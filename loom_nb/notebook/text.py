@@ -162,8 +162,11 @@ class TextView:
         rows: int = 10,
         out: TextIO | None = None,
         tools: Mapping[str, Tool] | None = None,
+        mark_numbers: bool = True,
     ) -> None:
         self.rows = rows
+        #: False for an agent whose ``check_numbers`` is "off": a saved thread is not traced.
+        self.mark_numbers = mark_numbers
         #: The agent's tools say each call in words and as code.
         self.calls = CallText(tools, agent=title)
         self.title = title
@@ -197,7 +200,7 @@ class TextView:
         self.thread_id = self.calls.thread_id = thread.id
         if history:
             if numbers is None:
-                numbers = numbers_by_id(thread.messages)
+                numbers = numbers_by_id(thread.messages) if self.mark_numbers else {}
             for m in thread.messages:
                 self._message(m, numbers.get(id(m), ()))
         for p in thread.pending:

@@ -64,8 +64,12 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         resumer: Resumer | None = None,
         tools: Mapping[str, Tool] | None = None,
         allower: Allower | None = None,
+        mark_numbers: bool = True,
     ) -> None:
         self.agent_name = agent_name
+        #: False for an agent whose ``check_numbers`` is "off": a saved thread is not traced
+        #: (a run's events then carry no numbers either), so no view of it marks any.
+        self.mark_numbers = mark_numbers
         self.rows = rows
         self.interval = interval
         self.resumer = resumer
@@ -117,7 +121,7 @@ class ThreadView(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             self._set_thread(thread.id, thread.title)
             if history and thread.messages:
-                numbers = numbers_by_id(thread.messages)
+                numbers = numbers_by_id(thread.messages) if self.mark_numbers else {}
                 self._numbers.update(numbers)
                 drawn = history_html(thread.messages, self.rows, calls=self.calls, numbers=numbers)
                 self._append(_html(drawn, "loom-history"))

@@ -5,9 +5,14 @@ where they came from when hovered. Hostile text in an answer stays inert."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
 from loom_nb import ReplayModel, Reply, define_agent, memory_store, tool, trace_numbers
+from loom_nb.notebook import session
 from loom_nb.notebook._html import TABLE_STYLE, markdown_html
 from loom_nb.notebook._static import thread_text
 from loom_nb.notebook.text import TextView
@@ -95,3 +100,54 @@ def test_hostile_text_around_the_numbers_stays_inert() -> None:
     traced = [n for n in trace_numbers(result.thread) if n.rule is None]
     assert "$999" in [n.text for n in traced]
     assert problems(markdown_html(HOSTILE_LINE, traced)) == []
+
+
+@pytest.fixture
+def shell() -> Iterator[InteractiveShell]:
+    sh = InteractiveShell.instance()
+    sh.run_cell("%load_ext loom_nb", store_history=False)
+    yield sh
+    sh.run_cell("%config LoomMagics.display = 'text'", store_history=False)
+    sh.user_ns.pop("counted", None)
+    session(sh).current.pop("counted", None)
+
+
+def _marks(shown: str) -> list[bool]:
+    """Whether ``shown`` (HTML or text) marks a number in no result, and says where the
+    others came from."""
+    text = visible_text(shown) if shown.lstrip().startswith("<") else shown
+    return ["in no result" in text, "traced to the results" in text or "shown in call_" in text]
+
+
+@pytest.mark.parametrize("mode", ["warn", "off"])
+def test_off_marks_no_number_in_any_view_of_the_agents_threads(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path, mode: str
+) -> None:
+    model = ReplayModel([Reply("Looking.", tool_calls=[("order_totals", {})]), ANSWER])
+    shell.user_ns["counted"] = define_agent(
+        name="counted", model=model, tools=[order_totals], store=memory_store(), check_numbers=mode
+    )
+    marked = mode != "off"
+    html_marks = [marked, marked]
+    shell.run_cell("%config LoomMagics.display = 'widgets'", store_history=False)
+    assert shell.run_cell("%%loom counted --new\nWhat do the orders total?").success
+    live = session(shell).last_view
+    assert isinstance(live, ThreadView) and live.thread_id is not None
+    shown = {"live widget": _answer_html(live), "live static HTML": live.static_html()}
+    assert shell.run_cell(f"%loom show {live.thread_id}").success
+    saved = session(shell).last_view
+    assert isinstance(saved, ThreadView) and saved is not live
+    shown |= {"%loom show": saved.body.children[0].value, "its static HTML": saved.static_html()}
+    for where, html in shown.items():
+        assert _marks(html) == html_marks, where
+    for where, text in (("live", live.static_text()), ("%loom show", saved.static_text())):
+        assert _marks(text)[0] is marked, where
+    shell.run_cell("%config LoomMagics.display = 'text'", store_history=False)
+    capsys.readouterr()
+    assert shell.run_cell(f"%loom show {live.thread_id}").success
+    printed = capsys.readouterr().out
+    assert "$999" in printed and _marks(printed)[0] is marked
+    path = tmp_path / "t.ipynb"
+    assert shell.run_cell(f"%loom export {live.thread_id} --to {path}").success
+    said = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+    assert "$999" in said and ("in no result" in said) is marked
