@@ -104,7 +104,8 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
     # ---- the request ------------------------------------------------------------------------
 
     def _prepare(self, request: ModelRequest) -> _Prepared:
-        return map_messages(request.messages), map_tools(request.tools)
+        messages = map_messages(request.messages)
+        return messages, map_tools(request.tools) or _named_in(messages)
 
     async def _open(
         self,
@@ -115,6 +116,9 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
     ) -> AsyncStream[RawMessageStreamEvent]:
         messages, tools = prepared
         settings = request.settings
+        # Tools only the thread's past calls name (an agent without tools whose answer a
+        # strict number check sent back): declared, as the API requires, never to be called.
+        only_named = bool(tools) and not request.tools
         # This SDK's create() has no sampling parameters; the API reads them from the body.
         sampling: dict[str, float] = {}
         if "temperature" in settings:
@@ -127,6 +131,7 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
             messages=messages,
             system=request.instructions or omit,
             tools=tools if tools else omit,
+            tool_choice={"type": "none"} if only_named else omit,
             stream=True,
             timeout=anthropic.Timeout(deadlines.idle, connect=deadlines.connect),
             extra_body=sampling or None,
@@ -213,6 +218,19 @@ def _blocks(message: Message) -> list[ContentBlockParam]:
                 result["is_error"] = True
             blocks.append(result)
     return blocks
+
+
+def _named_in(messages: Sequence[MessageParam]) -> list[ToolUnionParam]:
+    """A tool for each name the messages' tool calls use: the API refuses tool blocks in a
+    request that defines no tools."""
+    names = [
+        b["name"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    return [{"name": n, "input_schema": {"type": "object"}} for n in dict.fromkeys(names)]
 
 
 def map_tools(tools: list[ToolDefinition]) -> list[ToolUnionParam]:

@@ -9,6 +9,7 @@ fixture in ``conftest.py``.
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -183,6 +184,16 @@ class Case(ABC):
     def tool_result_sent(self, body: dict[str, Any]) -> tuple[str, str]:
         """The last tool result in a request: (call id, content)."""
 
+    @abstractmethod
+    def rules_broken(self, body: dict[str, Any]) -> list[str]:
+        """The vendor's rules for a conversation that ``body`` breaks, in the words of the
+        400 its API answers (none: the vendor takes it)."""
+
+
+#: What a tool's name and a call's id may be (both vendors' patterns).
+_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_ID = re.compile(r"[a-zA-Z0-9_-]+")
+
 
 class OpenAICase(Case):
     id = "openai"
@@ -266,6 +277,44 @@ class OpenAICase(Case):
     def tool_result_sent(self, body: dict[str, Any]) -> tuple[str, str]:
         last = [m for m in body["messages"] if m["role"] == "tool"][-1]
         return last["tool_call_id"], last["content"]
+
+    def rules_broken(self, body: dict[str, Any]) -> list[str]:
+        broken: list[str] = []
+        waiting: list[str] = []  # the calls the next "tool" messages must answer
+        seen: set[str] = set()
+        for i, m in enumerate(body["messages"]):
+            if waiting and m["role"] != "tool":
+                broken.append(
+                    f"messages.{i}: an assistant message with 'tool_calls' must be followed by "
+                    f"tool messages responding to each 'tool_call_id': {waiting}"
+                )
+                waiting = []
+            if m["role"] == "assistant":
+                calls = m.get("tool_calls") or []
+                if m.get("content") is None and not calls:
+                    broken.append(f"messages.{i}: 'content' is required without 'tool_calls'")
+                for c in calls:
+                    if c["id"] in seen:
+                        broken.append(f"messages.{i}: duplicate tool_call id {c['id']}")
+                    seen.add(c["id"])
+                    if not _NAME.fullmatch(c["function"]["name"]):
+                        broken.append(f"messages.{i}: invalid function name")
+                    if not isinstance(json.loads(c["function"]["arguments"]), dict):
+                        broken.append(f"messages.{i}: arguments are not a JSON object")
+                waiting = [c["id"] for c in calls]
+            elif m["role"] == "tool":
+                if m["tool_call_id"] not in waiting:
+                    broken.append(
+                        f"messages.{i}: messages with role 'tool' must be a response to a "
+                        "preceding message with 'tool_calls'"
+                    )
+                else:
+                    waiting.remove(m["tool_call_id"])
+                if not isinstance(m.get("content"), str):
+                    broken.append(f"messages.{i}: a tool message needs its content")
+        if waiting:
+            broken.append(f"the last tool calls have no tool messages: {waiting}")
+        return broken
 
 
 class AnthropicCase(Case):
@@ -352,3 +401,52 @@ class AnthropicCase(Case):
         last = [b for b in blocks if b["type"] == "tool_result"][-1]
         content = last.get("content", "")
         return last["tool_use_id"], content if isinstance(content, str) else json.dumps(content)
+
+    def rules_broken(self, body: dict[str, Any]) -> list[str]:
+        broken: list[str] = []
+        messages = body["messages"]
+        if not messages or messages[0]["role"] != "user":
+            broken.append("messages: the first message must use the user role")
+        used: list[str] = []  # the tool_use ids of the assistant turn before
+        any_tool_block = False
+        for i, m in enumerate(messages):
+            if i and m["role"] == messages[i - 1]["role"]:
+                broken.append(f"messages.{i}: roles must alternate between user and assistant")
+            blocks = m["content"]
+            if isinstance(blocks, str):
+                blocks = [{"type": "text", "text": blocks}]
+            if not blocks:
+                broken.append(f"messages.{i}: all messages must have non-empty content")
+            for b in blocks:
+                if b["type"] == "text" and not b["text"]:
+                    broken.append(f"messages.{i}: text content blocks must be non-empty")
+            any_tool_block |= any(b["type"] in ("tool_use", "tool_result") for b in blocks)
+            if m["role"] == "user":
+                results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+                if any(b["type"] == "tool_result" for b in blocks[len(results) :]):
+                    broken.append(f"messages.{i}: tool_result blocks must come first")
+                if set(used) - set(results):
+                    broken.append(
+                        f"messages.{i - 1}: `tool_use` ids were found without `tool_result` "
+                        f"blocks immediately after: {sorted(set(used) - set(results))}"
+                    )
+                if set(results) - set(used):
+                    broken.append(f"messages.{i}: unexpected `tool_use_id` in `tool_result`")
+                used = []
+            else:
+                if used:
+                    broken.append(f"messages.{i - 1}: `tool_use` ids without `tool_result`")
+                uses = [b for b in blocks if b["type"] == "tool_use"]
+                for b in uses:
+                    if not _ID.fullmatch(b["id"]) or not _NAME.fullmatch(b["name"]):
+                        broken.append(f"messages.{i}: a tool_use id or name is invalid")
+                    if not isinstance(b["input"], dict):
+                        broken.append(f"messages.{i}: a tool_use input is not an object")
+                used = [b["id"] for b in uses]
+        if used:
+            broken.append("the last assistant turn's tool_use blocks have no tool_result")
+        if any_tool_block and not body.get("tools"):
+            broken.append(
+                "Requests which include `tool_use` or `tool_result` blocks must define tools."
+            )
+        return broken

@@ -172,6 +172,27 @@ async def test_an_agents_tool_result_goes_back_in_a_user_turn(server: WireServer
     ]
 
 
+async def test_past_calls_of_tools_no_longer_defined_are_declared_never_to_be_called(
+    server: WireServer,
+) -> None:
+    """The API refuses tool blocks in a request without tools: the tools that only past calls
+    name are declared, with ``tool_choice`` none; a request with tools is sent as it is."""
+    history = [
+        Message.user("Weather?"),
+        Message("assistant", [ToolCall("toolu_a", "get_weather", {"city": "Oslo"})]),
+        Message("tool", [ToolResult("toolu_a", "get_weather", "Sunny")]),
+    ]
+    server.add(text("ok"), text("ok"))
+    await collect(make_model(server), request(messages=history))
+    await collect(make_model(server), request(messages=history, tools=[WEATHER]))
+
+    without, with_tools = server.bodies()
+    assert without["tools"] == [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    assert without["tool_choice"] == {"type": "none"}
+    assert [t["name"] for t in with_tools["tools"]] == ["get_weather"]
+    assert "tool_choice" not in with_tools
+
+
 async def test_broken_input_goes_back_flagged_as_an_error(server: WireServer) -> None:
     server.add(
         stream(tool_block(0, "toolu_1", "get_weather", '{"city": Oslo'), stop="tool_use"),

@@ -31,6 +31,7 @@ from loom_nb import (
     define_agent,
     memory_store,
 )
+from loom_nb._numbers import CHECK_TOOL
 from loom_nb.models import (
     ModelRequest,
     ModelSettings,
@@ -178,6 +179,49 @@ async def test_agent_round_trip_sends_the_tool_result_back(case: Case) -> None:
     ]
     assert thread.usage == Usage(60, 13, 2)
     assert thread.messages[-1].model == f"{case.id}:model-test"
+
+
+async def test_a_strict_number_check_is_a_request_the_vendor_takes(case: Case) -> None:
+    """``check_numbers="strict"``: the answer's made-up number goes back as loom_nb's own call
+    and its error result, a turn the vendor's rules accept; the second answer is kept."""
+    case.server.add(
+        case.tool_calls(("call_w1", "get_weather", ('{"city": "Oslo"}',))),
+        case.text("It is 25 C in Oslo."),
+        case.text("It is 21 C in Oslo."),
+    )
+    agent = weather_agent(case.model(), store=memory_store(), check_numbers="strict")
+    result = await agent.run("Weather in Oslo?")
+
+    assert result.output == "It is 21 C in Oslo."
+    bodies = case.server.bodies()
+    assert len(bodies) == 3
+    assert [case.rules_broken(b) for b in bodies] == [[], [], []]
+    call_id, content = case.tool_result_sent(bodies[2])
+    assert call_id != "call_w1" and "25" in json.loads(content)["numbers"]
+    thread = agent.thread(result.thread_id)
+    [check] = [c for m in thread.messages for c in m.tool_calls if c.name == CHECK_TOOL]
+    assert check.id == call_id
+    answers = [m.text for m in thread.messages if m.role == "assistant" and m.text]
+    assert answers == ["It is 25 C in Oslo.", "It is 21 C in Oslo."]
+
+
+async def test_a_strict_number_check_of_an_agent_without_tools_is_taken_too(case: Case) -> None:
+    """Without a tool (and without ask_user), the correction is still a request the vendor's
+    rules accept: a call of a tool the request does not define."""
+    case.server.add(case.text("It is 25 C in Oslo."), case.text("It is warm in Oslo."))
+    agent = define_agent(
+        name="plain",
+        model=case.model(),
+        store=memory_store(),
+        check_numbers="strict",
+        ask_user=False,
+    )
+    result = await agent.run("Weather in Oslo?")
+
+    assert result.output == "It is warm in Oslo."
+    first, second = case.server.bodies()
+    assert case.rules_broken(first) == [] and case.rules_broken(second) == []
+    assert "25" in json.loads(case.tool_result_sent(second)[1])["numbers"]
 
 
 async def test_broken_arguments_go_back_as_an_error_result(case: Case) -> None:
