@@ -12,6 +12,10 @@ dry run would; nothing is written. Nobody answers ``ask_user`` in an eval either
 Calls are compared turn by turn (one turn a question), in order: the n-th call of a turn in
 the replay against the n-th call of that turn in the saved thread. A write refused in the
 replay is equal when the saved thread asked for the same write (the same tool and arguments).
+
+Row order counts only where the saved call asked for one (an ``order`` in its arguments): a
+person who sorted reads the first rows first, one who did not gets rows in whatever order the
+backend returns. Rows tied on the sort columns may then come in any order.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ class FrameDiff:
     key: str | None = None
     #: For results that are not frames: what differs, in words ("" when equal).
     note: str = ""
+    #: The same rows, in another order than the sorted frame kept (see ``compare_frames``).
+    reordered: bool = False
 
     def counts(self) -> tuple[int, int, int]:
         """(missing, extra, different) rows."""
@@ -145,11 +151,18 @@ def _missing(v: Any) -> bool:
 
 
 def compare_frames(
-    kept: Any, got: Any, *, rel_tol: float = REL_TOL, abs_tol: float = 0.0
+    kept: Any,
+    got: Any,
+    *,
+    rel_tol: float = REL_TOL,
+    abs_tol: float = 0.0,
+    order: Sequence[str] | None = None,
 ) -> FrameDiff:
-    """Compare DataFrame ``got`` with ``kept``. Row order and the index are ignored (an index
-    that is not a plain range is compared as columns); numbers are equal within ``rel_tol``
-    (and ``abs_tol``), whatever their dtype."""
+    """Compare DataFrame ``got`` with ``kept``. The index is ignored (an index that is not a
+    plain range is compared as columns); numbers are equal within ``rel_tol`` (and
+    ``abs_tol``), whatever their dtype. Row order is ignored unless ``kept`` was sorted
+    (``order``: the columns it was sorted by, ``[]`` when not known): then the same rows in
+    another order differ (``reordered``), though rows tied on those columns may swap."""
     kept, got = _plain(kept), _plain(got)
     missing_columns = [str(c) for c in kept.columns if c not in got.columns]
     extra_columns = [str(c) for c in got.columns if c not in kept.columns]
@@ -162,15 +175,43 @@ def compare_frames(
         different = None
     equal = not (missing_columns or extra_columns or len(missing) or len(extra))
     equal = equal and (different is None or not len(different))
+    reordered = equal and order is not None and _reordered(kept, got, order, rel_tol, abs_tol)
     return FrameDiff(
-        equal,
+        equal and not reordered,
         missing,
         extra,
         different,
         missing_columns,
         extra_columns,
         None if key is None else str(key),
+        "rows in another order than the saved call's order" if reordered else "",
+        reordered,
     )
+
+
+def _reordered(kept: Any, got: Any, order: Sequence[str], rel_tol: float, abs_tol: float) -> bool:
+    """Whether the same rows come in another order: the sort columns' values row by row (by
+    whole rows when the frames lack one of them)."""
+    columns = [c for c in kept.columns if c in got.columns]
+    by = [c for c in columns if str(c) in order]
+    if order and len(by) == len(set(order)):
+        columns = by
+    a = kept[columns].itertuples(index=False)
+    b = got[columns].itertuples(index=False)
+    return not all(
+        same_value(tuple(x), tuple(y), rel_tol, abs_tol) for x, y in zip(a, b, strict=True)
+    )
+
+
+def sorted_by(arguments: Mapping[str, Any] | None) -> list[str] | None:
+    """The columns a call's ``order`` argument sorts by (``[{column, desc}]``, or names);
+    ``[]`` when it sorts by what cannot be read; None when it does not sort."""
+    order = arguments.get("order") if isinstance(arguments, Mapping) else None
+    if not order:
+        return None
+    items = order if isinstance(order, list) else [order]
+    columns = [i.get("column") if isinstance(i, Mapping) else i for i in items]
+    return [str(c) for c in columns] if all(isinstance(c, str) for c in columns) else []
 
 
 def _plain(frame: Any) -> Any:
@@ -278,15 +319,19 @@ def _cell(v: Any) -> Any:
 
 
 def compare_results(
-    kept: ToolResult | None, got: ToolResult | None, rel_tol: float, abs_tol: float
+    kept: ToolResult | None,
+    got: ToolResult | None,
+    rel_tol: float,
+    abs_tol: float,
+    order: Sequence[str] | None = None,
 ) -> FrameDiff:
-    """Compare two calls' results: frames by :func:`compare_frames`, anything else by its
-    data (or its text, without data)."""
+    """Compare two calls' results: frames by :func:`compare_frames` (``order``: what the
+    saved call sorted by), anything else by its data (or its text, without data)."""
     kept_frame = kept is not None and _codec.is_dataframe(kept.data)
     got_frame = got is not None and _codec.is_dataframe(got.data)
     if kept_frame and got_frame:
         assert kept is not None and got is not None
-        return compare_frames(kept.data, got.data, rel_tol=rel_tol, abs_tol=abs_tol)
+        return compare_frames(kept.data, got.data, rel_tol=rel_tol, abs_tol=abs_tol, order=order)
     if kept_frame or got_frame:
         shown = "the saved thread" if kept_frame else "the eval"
         return FrameDiff(False, note=f"only {shown} got a DataFrame")
@@ -364,6 +409,8 @@ class EvalCall:
     extra_columns: list[str] = field(default_factory=list)
     #: A write (or a question) the eval refused: equal when the saved thread asked the same.
     refused: bool = False
+    #: The same rows as the saved call's sorted frame, in another order.
+    reordered: bool = False
     #: What differs, in words ("" when equal).
     note: str = ""
     call_id: str | None = None
@@ -416,6 +463,7 @@ class EvalThread:
             "equal": self.equal,
             "calls": len(self.calls),
             "calls_different": sum(not c.equal for c in self.calls),
+            "calls_reordered": sum(c.reordered for c in self.calls),
             "missing_rows": sum(m for m, _, _ in counts),
             "extra_rows": sum(e for _, e, _ in counts),
             "different_rows": sum(d for _, _, d in counts),
@@ -456,7 +504,8 @@ class EvalReport:
         return all(t.equal for t in self.threads)
 
     def to_frame(self) -> Any:
-        """One row per thread: ``equal``, the calls that differ, rows and columns missing,
+        """One row per thread: ``equal``, the calls that differ (and of them those whose rows
+        only came in another order than the saved call sorted them), rows and columns missing,
         extra and different (added up over its calls), the last frames, and steps, tokens,
         cost (None: price unknown) and seconds of the saved thread (``kept_*``) and the eval."""
         import pandas as pd
@@ -482,6 +531,7 @@ _COLUMNS = [
     "equal",
     "calls",
     "calls_different",
+    "calls_reordered",
     "missing_rows",
     "extra_rows",
     "different_rows",
@@ -594,7 +644,7 @@ def _call(
             call_id=call.id,
             kept_call_id=kept_call.id,
         )
-    diff = compare_results(kept_result, result, rel_tol, abs_tol)
+    diff = compare_results(kept_result, result, rel_tol, abs_tol, sorted_by(kept_call.arguments))
     note = diff.note or _counted(diff)
     if kept_call.name != call.name:
         note = f"another tool than the saved thread's ({kept_call.name})"
@@ -614,6 +664,7 @@ def _call(
         note=note,
         call_id=call.id,
         kept_call_id=kept_call.id,
+        reordered=diff.reordered,
     )
 
 
@@ -643,16 +694,19 @@ def final_diff(
     if not a and not b:
         return None
     if a and b:
-        return compare_frames(a[-1], b[-1], rel_tol=rel_tol, abs_tol=abs_tol)
+        (frame, order), (other, _) = a[-1], b[-1]
+        return compare_frames(frame, other, rel_tol=rel_tol, abs_tol=abs_tol, order=order)
     if a:
-        return FrameDiff(False, missing_rows=a[-1], note="the eval got no DataFrame")
-    return FrameDiff(False, extra_rows=b[-1], note="the saved thread has no DataFrame")
+        return FrameDiff(False, missing_rows=a[-1][0], note="the eval got no DataFrame")
+    return FrameDiff(False, extra_rows=b[-1][0], note="the saved thread has no DataFrame")
 
 
-def _read_frames(thread: Thread, writes: Collection[str]) -> list[Any]:
+def _read_frames(thread: Thread, writes: Collection[str]) -> list[tuple[Any, list[str] | None]]:
+    """The frames the thread's reads got, each with what its call sorted by."""
+    calls = {c.id: c for m in thread.messages for c in m.tool_calls}
     with _codec.collector_paused():
         return [
-            r.data
+            (r.data, sorted_by(calls[r.call_id].arguments if r.call_id in calls else None))
             for r in thread.tool_results()
             if r.name not in writes and _codec.is_dataframe(r.data)
         ]

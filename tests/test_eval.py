@@ -1,13 +1,13 @@
 """Comparing frames for evals (``loom_nb._eval.compare_frames``): rows matched by a key column
 when one names each row, else as wholes; numbers within a tolerance whatever their dtype;
-columns missing and extra; row order and a plain index ignored."""
+columns missing and extra; a plain index ignored, and row order unless the saved call sorted."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from loom_nb import ReplayModel, UserError, define_agent, memory_store
+from loom_nb import ReplayModel, Reply, UserError, define_agent, memory_store
 from loom_nb._eval import compare_frames, writes_off
 from loom_nb.frames import frame_tools
 
@@ -113,3 +113,64 @@ def test_an_empty_frame_against_a_full_one_is_every_row_missing_or_extra():
     ]
     assert compare_frames(empty, full).extra_rows["id"].tolist() == [1, 2]
     assert compare_frames(empty, empty.copy()).equal
+
+
+# ---- row order: it counts where the saved call sorted -------------------------------------
+
+
+def test_rows_in_another_order_differ_only_where_the_kept_frame_was_sorted():
+    kept = pd.DataFrame({"id": [3, 1, 2], "total": [30.0, 20.0, 20.0]})  # by total, desc
+    moved = pd.DataFrame({"id": [1, 2, 3], "total": [20.0, 20.0, 30.0]})
+    tied = pd.DataFrame({"id": [3, 2, 1], "total": [30.0, 20.0, 20.0]})  # ids 1, 2 tie on total
+    assert compare_frames(kept, moved).equal  # unsorted: order does not matter
+    diff = compare_frames(kept, moved, order=["total"])
+    assert not diff.equal and diff.reordered and diff.counts() == (0, 0, 0)
+    assert "another order" in diff.note
+    assert compare_frames(kept, tied, order=["total"]).equal
+    # sorted by what the frame does not show: every row in its place
+    assert not compare_frames(kept, tied, order=["created_at"]).equal
+    assert not compare_frames(kept, tied, order=[]).equal
+    # other rows are missing and extra, not "reordered"
+    other = compare_frames(kept, moved.iloc[:2], order=["total"])
+    assert not other.reordered and other.counts() == (1, 0, 0)
+
+
+def _select(order: list[dict[str, object]] | None) -> Reply:
+    args: dict[str, object] = {
+        "table": "orders",
+        "filters": [{"column": "total", "op": "gt", "value": 100}],
+    }
+    if order is not None:
+        args["order"] = order
+    return Reply("", [("frames_select", args)])
+
+
+@pytest.mark.parametrize(
+    ("kept_order", "got_order", "equal"),
+    [
+        ([{"column": "total", "desc": True}], None, False),  # sorted, then not: a difference
+        ([{"column": "total", "desc": True}], [{"column": "total"}], False),
+        ([{"column": "total", "desc": True}], [{"column": "total", "desc": True}], True),
+        (None, [{"column": "total", "desc": True}], True),  # not sorted: any order will do
+    ],
+)
+def test_an_eval_counts_row_order_where_the_saved_call_sorted(kept_order, got_order, equal):
+    frame = pd.DataFrame({"id": [1, 2, 3, 4], "total": [50.0, 150.0, 250.0, 120.0]})
+    data = frame_tools({"orders": {"frame": frame}})
+    agent = define_agent(
+        name="a",
+        model=ReplayModel([_select(kept_order), "Three."]),
+        connectors=[data],
+        store=memory_store(),
+    )
+    thread_id = agent.run_sync("Orders above 100, biggest first?").thread_id
+    report = agent.eval([thread_id], model=ReplayModel([_select(got_order), "Three."]))
+
+    (call,) = report.threads[0].calls
+    assert (call.equal, call.reordered) == (equal, not equal)
+    assert report.threads[0].final is not None and report.threads[0].final.equal is equal
+    row = report.to_frame().iloc[0]
+    assert (row["equal"], row["calls_reordered"], row["missing_rows"]) == (equal, int(not equal), 0)
+    if not equal:
+        assert call.note == "rows in another order than the saved call's order"
+        assert "rows in another order" in report._repr_html_()
