@@ -169,6 +169,16 @@ def test_the_quickstart_reads_as_its_thread_in_every_static_copy(
         if cell["source"].startswith("%%loom"):
             assert not cell["images"]  # no chart in this thread, and no stray image
 
+    # %loom threads: its table as aligned text, each thread's time local and to the minute
+    [listed] = [c["text"] for c in cells if c["source"].startswith("%loom threads")]
+    _no_markup_as_text(listed)
+    assert "threads in SQLite file " in listed and "DataFrame · 1 row × 11 columns" in listed
+    heads = r"id\s+title\s+agent\s+updated\s+messages\s+pending\s+current\s+tokens in\s+"
+    assert re.search(rf"\n\s*{heads}cached\s+tokens out\s+cost\n", listed), listed
+    row = r"\n0\s+\S{22}\s+Which orders above 100 are still open\?\s+analyst\s+"
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d \S+"  # no seconds, no microseconds
+    assert re.search(rf"{row}{when}\s+\d+\s+1\s+False\s+0\s+0\s+0\s+price unknown", listed)
+
 
 def widget_values_titles(nb: Any) -> list[str]:
     """Each tool call as the live view words it (its accordion's title)."""

@@ -1,7 +1,8 @@
 """``%loom threads [AGENT]``: the saved threads as a DataFrame, newest first, after a line
 saying which store they were read from (a hub admin's ``LOOM_STORE`` or an agent's own), with
 each thread's tokens in (and of them cached) and out and its cost ("price unknown" when a turn's
-price is not known, never $0).
+price is not known, never $0). It is drawn as HTML every static copy keeps (``shown_frame``),
+its times local, to the minute.
 
 The stores' thread rows do not carry a running usage total, so each listed thread is loaded to
 add up its turns' usage; the listing is bounded by ``LIMIT``."""
@@ -15,6 +16,7 @@ from loom_nb._agent import Agent
 from loom_nb._errors import ThreadNotFound
 from loom_nb._messages import Usage
 from loom_nb._store import describe
+from loom_nb.notebook._static import shown_frame
 from loom_nb.notebook.session import Session
 
 COLUMNS = [
@@ -65,7 +67,7 @@ def run(session: Session, agent_name: str | None) -> Any:
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame = frame.sort_values("updated", ascending=False, ignore_index=True)
     frame["updated"] = [_local(t) for t in frame["updated"]]
-    return frame
+    return shown_frame(frame)
 
 
 def _local(moment: Any) -> str:
