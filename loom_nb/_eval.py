@@ -33,6 +33,7 @@ from loom_nb import _codec, _compose
 from loom_nb._ask import ASK_USER, is_built_in
 from loom_nb._errors import LoomError, UserError
 from loom_nb._messages import Message, Thread, ToolCall, ToolResult, Usage
+from loom_nb._numbers import is_check_call
 from loom_nb._store import MemoryStore
 from loom_nb._tools import Tool, ToolOutput
 
@@ -565,9 +566,12 @@ def turns(thread: Thread) -> list[list[Message]]:
 
 
 def _calls(turn: Iterable[Message]) -> list[tuple[ToolCall, ToolResult | None]]:
+    """The model's calls of a turn with their results (a strict number check's is loom_nb's)."""
     messages = list(turn)
     results = {r.call_id: r for m in messages for r in m.tool_results}
-    return [(c, results.get(c.id)) for m in messages for c in m.tool_calls]
+    return [
+        (c, results.get(c.id)) for m in messages for c in m.tool_calls if not is_check_call(c.id)
+    ]
 
 
 def _refused(result: ToolResult | None) -> bool:
@@ -845,6 +849,7 @@ async def run_eval(
         interrupt_wait=agent.interrupt_wait,
         budget=None,  # an eval is measured, not paused
         prices=agent.prices,
+        check_numbers=agent.check_numbers,  # strict: corrected as the saved thread was
     )
     writes = {name for name, t in agent.tools.items() if is_write(t)}
     out = [await _replay(replayer, kept, rel_tol, abs_tol, context, writes) for kept in found]

@@ -11,7 +11,8 @@ from typing import Any, cast
 
 from loom_nb import _loop_thread
 from loom_nb._errors import ModelError
-from loom_nb._messages import Thread, ToolCall, Usage, new_call_id
+from loom_nb._messages import Message, Thread, ToolCall, Usage, new_call_id
+from loom_nb._numbers import is_check_call
 from loom_nb.models import Model, ModelEvent, ModelRequest, TextDelta
 
 __all__ = ["FunctionModel", "ReplayModel", "Reply"]
@@ -64,6 +65,12 @@ def _chunks(text: str, words: int) -> Iterable[str]:
         yield "".join(pieces[i : i + words])
 
 
+def _is_check(message: Message) -> bool:
+    """A strict number check's turn: loom_nb's own call, no text of the model's."""
+    calls = message.tool_calls
+    return bool(calls) and not message.text and all(is_check_call(c.id) for c in calls)
+
+
 class ReplayModel(Model):
     """Answers with a queue of scripted replies and records every request it was sent.
 
@@ -99,7 +106,8 @@ class ReplayModel(Model):
     def of_thread(cls, thread: Thread, *, name: str = "replay") -> ReplayModel:
         """A model that answers as ``thread``'s assistant did, turn by turn: its text and its
         tool calls with the same arguments (new call ids). ``agent.eval`` with it gives back
-        the thread's own calls: the baseline an eval of another model is read against."""
+        the thread's own calls: the baseline an eval of another model is read against. A strict
+        number check's call is loom_nb's, not the model's: it is left out."""
         replies = [
             Reply(
                 m.text,
@@ -109,7 +117,7 @@ class ReplayModel(Model):
                 ],
             )
             for m in thread.messages
-            if m.role == "assistant"
+            if m.role == "assistant" and not _is_check(m)
         ]
         return cls(replies, name=name)
 

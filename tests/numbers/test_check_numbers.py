@@ -90,3 +90,25 @@ def test_a_tool_may_not_take_the_corrections_name() -> None:
 
     with pytest.raises(UserError, match="check_numbers"):
         define_agent(name="a", model=ReplayModel([]), store=memory_store(), tools=[mine])
+
+
+def test_a_strict_thread_replayed_as_it_went_is_equal_in_an_eval() -> None:
+    """The correction is loom_nb's call, not the model's: the thread's own script, replayed,
+    is corrected the same way, and the eval compares the model's calls alone."""
+    model = _model("The two orders total $250.00.", "The two orders total $200.50.")
+    agent = define_agent(
+        name="a", model=model, tools=[order_totals], store=memory_store(), check_numbers="strict"
+    )
+    thread = agent.run_sync("What do the orders total?").thread
+    again = ReplayModel.of_thread(thread)
+    report = agent.eval([thread.id], model=again)
+
+    assert report.equal, report.to_frame().to_dict("records")
+    assert [c.tool for c in report.threads[0].calls] == ["order_totals"]
+    replay = report.threads[0].replay
+    assert replay is not None and replay.messages[-1].text == "The two orders total $200.50."
+    assert [c.name for m in replay.messages for c in m.tool_calls] == ["order_totals", CHECK_TOOL]
+    assert again.replies == []  # every answer of the thread was asked for
+    # a model right the first time: not corrected, and the frames are the same
+    right = _model("The two orders total $200.50.")
+    assert agent.eval([thread.id], model=right).equal
