@@ -26,7 +26,6 @@ import functools
 import json
 import math
 import re
-import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from datetime import date
 from typing import Any, Literal
 
 from loom_nb._codec import is_dataframe
-from loom_nb._messages import Message, Thread, ToolResult, is_pause_call
+from loom_nb._messages import Message, Thread, ToolResult, is_pause_call, random_token
 
 __all__ = [
     "CHECK_NUMBERS",
@@ -68,7 +67,7 @@ CHECK_PREFIX = "numbers_"
 
 def new_check_id() -> str:
     """The id of a strict check's correction call."""
-    return CHECK_PREFIX + secrets.token_urlsafe(9)
+    return CHECK_PREFIX + random_token(9)
 
 
 def is_check_call(call_id: str) -> bool:
