@@ -6,10 +6,8 @@ these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import itertools
-import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +46,8 @@ def now() -> datetime:
 def random_token(nbytes: int) -> str:
     """``nbytes`` random bytes, URL-safe (``secrets.token_urlsafe``, without importing
     ``secrets``: it brings ``random`` and ``hashlib`` to ``import loom_nb``)."""
+    import base64  # here, as json below: ids and digests come with runs, not with the import
+
     return base64.urlsafe_b64encode(os.urandom(nbytes)).rstrip(b"=").decode("ascii")
 
 
@@ -83,6 +83,7 @@ def is_pause_call(call_id: str) -> bool:
 def arguments_digest(arguments: Any) -> str:
     """A stable fingerprint of tool arguments; an approval binds to the arguments it showed."""
     import hashlib
+    import json
 
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -139,6 +140,8 @@ class ToolResult:
         """For an error result, what its ``{"error": ...}`` says (else None)."""
         if not self.is_error:
             return None
+        import json
+
         try:
             data = json.loads(self.content)
         except ValueError:

@@ -26,7 +26,6 @@ import functools
 import json
 import math
 import re
-import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from datetime import date
 from typing import Any, Literal
 
 from loom_nb._codec import is_dataframe
-from loom_nb._messages import Message, Thread, ToolResult, is_pause_call
+from loom_nb._messages import Message, Thread, ToolResult, is_pause_call, random_token
 
 __all__ = [
     "CHECK_NUMBERS",
@@ -68,7 +67,7 @@ CHECK_PREFIX = "numbers_"
 
 def new_check_id() -> str:
     """The id of a strict check's correction call."""
-    return CHECK_PREFIX + secrets.token_urlsafe(9)
+    return CHECK_PREFIX + random_token(9)
 
 
 def is_check_call(call_id: str) -> bool:
@@ -215,9 +214,14 @@ _MONTHS = {
 }
 _MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
 
-# A date (ISO, or with a month's name), else a number with its currency and unit.
-_TOKEN = re.compile(
-    rf"""
+
+@functools.cache
+def _token() -> re.Pattern[str]:
+    """A date (ISO, or with a month's name), else a number with its currency and unit.
+    Compiled with the first text traced, not with ``define_agent`` (a few ms: the month
+    names, case-insensitive)."""
+    return re.compile(
+        rf"""
     (?P<iso>(?<![\w.-])\d{{4}}-\d{{2}}-\d{{2}}(?![\w-]))
   | (?P<mdy>(?<![\w])(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}(?!\w))
   | (?P<dmy>(?<![\w.])\d{{1,2}}\s+(?:{_MONTH})\.?,?\s+\d{{4}}(?!\w))
@@ -231,8 +235,10 @@ _TOKEN = re.compile(
         |\s?(?:ms|s|sec|secs|seconds|min|mins|minutes|h|hrs|hours|days|GB|MB|KB|TB|px|x)\b)?
     )
     """,
-    re.VERBOSE | re.IGNORECASE,
-)
+        re.VERBOSE | re.IGNORECASE,
+    )
+
+
 # The data boundary around a frame's text and its columns line: no number of the data's.
 _BOUNDARY = re.compile(r"(?m)^.*</?data-[0-9a-f]+[^>]*>.*$|^columns: .*$")
 _LIST_ITEM = re.compile(r"(?m)^[ \t]*(?:[-*+][ \t]+)?\d+[.)](?=[ \t])")
@@ -260,7 +266,7 @@ def _numbers_in(text: str, *, answer: bool) -> Iterator[_Read]:
     if answer:
         skipped = [m.span() for m in _FENCE.finditer(text)]
         skipped += [m.span() for m in _LIST_ITEM.finditer(text)]
-    for m in _TOKEN.finditer(text):
+    for m in _token().finditer(text):
         start, end = m.span()
         if any(a <= start < b for a, b in skipped):
             continue

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -407,7 +408,8 @@ def lookup(city: str, days: int = 1, tags: list[str] | None = None) -> dict:
 
 agent = define_agent(name="a", model=FunctionModel(lambda r: Reply("hi")), tools=[lookup])
 assert agent.tools["lookup"].parameters["required"] == ["city"]
-print(json.dumps([m for m in ("pydantic", "zipfile", "email") if m in sys.modules]))
+unwanted = ("pydantic", "importlib.metadata", "zipfile", "email")
+print(json.dumps([m for m in unwanted if m in sys.modules]))
 """
     env = {k: v for k, v in os.environ.items() if k != "LOOM_STORE"}
     env["PYTHONPATH"] = str(PACKAGE.parent)
@@ -417,3 +419,95 @@ print(json.dumps([m for m in ("pydantic", "zipfile", "email") if m in sys.module
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
     assert (tmp_path / ".loom" / "loom.db").exists()  # the default store was opened
+
+
+def run_fresh(code: str, cwd: Path) -> Any:
+    """What ``code`` prints as JSON, run in a fresh interpreter on this checkout, in ``cwd``
+    (the default store is a SQLite file there)."""
+    env = {k: v for k, v in os.environ.items() if k != "LOOM_STORE"}
+    env["PYTHONPATH"] = str(PACKAGE.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+#: What ``import loom_nb`` leaves for first use: the agent loop (asyncio, and the ssl it
+#: brings), pydantic, the tools, stores, numbers and evals, the models, and the stdlib modules
+#: only they need.
+NOT_ON_IMPORT = [
+    "asyncio",
+    "ssl",
+    "pydantic",
+    "secrets",
+    "random",
+    "hashlib",
+    "json",
+    "base64",
+    "zipfile",
+    "email",
+    "importlib.metadata",
+    "loom_nb._loop_thread",
+    "loom_nb._agent",
+    "loom_nb._run",
+    "loom_nb._tools",
+    "loom_nb._json_schema",
+    "loom_nb._store",
+    "loom_nb._numbers",
+    "loom_nb._events",
+    "loom_nb._eval",
+    "loom_nb.models",
+]
+
+
+def test_import_loom_nb_leaves_the_loop_pydantic_and_the_tools_for_first_use(tmp_path: Path):
+    code = f"""
+import sys
+import loom_nb
+early = [m for m in {NOT_ON_IMPORT} if m in sys.modules]
+listed = sorted(set(loom_nb.__all__) - set(dir(loom_nb)))
+from loom_nb import tool, MemoryStore, TracedNumber, EvalReport, Model, RunEvent
+names = [n for n in loom_nb.__all__ if getattr(loom_nb, n, None) is None]
+import json
+print(json.dumps([early, listed, names, tool.__module__, MemoryStore.__module__]))
+"""
+    early, listed, missing, tool_home, store_home = run_fresh(code, tmp_path)
+    assert early == []
+    assert listed == []  # dir() lists every name before its module is imported
+    assert missing == []  # and each is there on first use
+    assert tool_home == store_home == "loom_nb"
+
+
+def test_values_from_modules_the_package_imported_itself_name_loom_nb(tmp_path: Path):
+    # No class named by the user: the tool, the events and the traced numbers of a run, the
+    # report of an eval come from modules define_agent and agent.eval imported on their own.
+    code = """
+import json
+from loom_nb import FunctionModel, Reply, define_agent
+
+def lookup(city: str) -> dict:
+    "The weather in a city."
+    return {"city": city, "degrees": 21}
+
+def reply(request):
+    if request.messages[-1].role == "user":
+        return Reply(tool_calls=[("lookup", {"city": "Oslo"})])
+    return Reply("It is 21 degrees.")
+
+agent = define_agent(name="a", model=FunctionModel(reply), tools=[lookup])
+events = []
+result = agent.run_sync("Weather in Oslo?", on_event=events.append)
+added = [e for e in events if type(e).__name__ == "MessageAdded"]
+numbers = [n for e in added for n in e.numbers]
+report = agent.eval(result.thread_id)
+values = [agent.tools["lookup"], added[0], numbers[0], result, report]
+print(json.dumps({type(v).__name__: type(v).__module__ for v in values}))
+"""
+    assert run_fresh(code, tmp_path) == {
+        "Tool": "loom_nb",
+        "MessageAdded": "loom_nb",
+        "TracedNumber": "loom_nb",
+        "RunResult": "loom_nb",
+        "EvalReport": "loom_nb",
+    }
