@@ -286,6 +286,9 @@ def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
         # null (a missing float) becomes NaN; ints and bools have no missing values
         return np.array(values, dtype=named)
     try:
+        if isinstance(named, pd.api.extensions.ExtensionDtype):
+            # what pd.array ends in for an extension dtype, less its dispatch
+            return named.construct_array_type()._from_sequence(values, dtype=named)
         return pd.array(values, dtype=named)  # str, Int64, boolean, Float64, ...: in bulk
     except (TypeError, ValueError):
         pass
