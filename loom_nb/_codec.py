@@ -409,10 +409,13 @@ def _blocks(arrays: list[Any]) -> list[tuple[Any, Any]]:
     dtype in one 2-D block; any other column a block of its own (pandas' grouping of those is
     what made building a small frame cost more than decoding its columns)."""
     import numpy as np
+    import pandas as pd
 
     blocks: list[tuple[Any, Any]] = []
     numeric: dict[Any, list[int]] = {}
     for i, array in enumerate(arrays):
+        if type(array) is pd.arrays.NumpyExtensionArray:  # pd.array's numpy (not a subclass)
+            arrays[i] = array = array.to_numpy()
         if isinstance(array, np.ndarray) and array.dtype.kind in "biufc":
             numeric.setdefault(array.dtype, []).append(i)
         else:

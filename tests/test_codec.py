@@ -139,6 +139,16 @@ def frames() -> dict[str, pd.DataFrame]:
         "int_column_labels": pd.DataFrame([[1, 2], [3, 4]], columns=[2024, 2025]),
         "bool_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([True, False], dtype=object)),
         "one_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([1, 0], dtype=object)),
+        "numpy_kinds_pandas_wraps": pd.DataFrame(  # decoded through pd.array, kept numpy
+            {
+                "c": np.array([1 + 2j, 3j]),
+                "c2": np.array([0j, -1j]),
+                "h": np.array([1.5, 2], dtype="float16"),
+                "u": np.array([1, 2], dtype="uint8"),
+                "f": [1.0, 2.0],
+                "f2": [3.0, None],
+            }
+        ),
         "empty_typed": pd.DataFrame(
             {
                 "i": pd.Series([], dtype="int64"),
