@@ -261,12 +261,9 @@ def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
 
     dtype = data["dtype"]
     if dtype == "category":
-        categories = _decode_column(data["categories"])
         codes = data["codes"] if rows is None else data["codes"][:rows]
         return pd.Categorical.from_codes(
-            np.array(codes, dtype=np.int64),
-            categories=pd.Index(categories),
-            ordered=data["ordered"],
+            np.array(codes, dtype=np.int64), dtype=_category_dtype(data)
         )
     values = data["values"] if rows is None else data["values"][:rows]
     if dtype.startswith(("datetime64", "timedelta64")):
@@ -289,6 +286,9 @@ def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
         # null (a missing float) becomes NaN; ints and bools have no missing values
         return np.array(values, dtype=named)
     try:
+        if isinstance(named, pd.api.extensions.ExtensionDtype):
+            # what pd.array ends in for an extension dtype, less its dispatch
+            return named.construct_array_type()._from_sequence(values, dtype=named)
         return pd.array(values, dtype=named)  # str, Int64, boolean, Float64, ...: in bulk
     except (TypeError, ValueError):
         pass
@@ -300,6 +300,32 @@ def _decode_column(data: dict[str, Any], rows: int | None = None) -> Any:
 
 
 _NAT = -(2**63)
+
+
+def _category_dtype(data: dict[str, Any]) -> Any:
+    """The dtype of an encoded category column: a thread's frames share their categories,
+    and making the dtype (which checks them) was most of decoding a small frame."""
+    import pandas as pd
+
+    categories = data["categories"]
+    # By type and value: 1, 1.0 and True apart; -0.0 and 0.0 too (by repr)
+    key = tuple((type(v), repr(v) if isinstance(v, float) else v) for v in categories["values"])
+    try:
+        return _shared_category_dtype(categories["dtype"], key, bool(data["ordered"]))
+    except TypeError:  # tagged values (dicts): not hashable
+        return pd.CategoricalDtype(pd.Index(_decode_column(categories)), data["ordered"])
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_category_dtype(dtype: str, key: tuple[tuple[type, Any], ...], ordered: bool) -> Any:
+    """One dtype for each set of categories (a dtype is immutable: pandas shares them too)."""
+    import pandas as pd
+
+    values = [v for _, v in key]
+    if any(t is float for t, _ in key):
+        values = [float(v) if t is float else v for t, v in key]
+    column = _decode_column({"dtype": dtype, "values": values})
+    return pd.CategoricalDtype(pd.Index(column), ordered)
 
 
 def _private(owner: Any, name: str) -> Any:
@@ -346,6 +372,12 @@ def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
     index = _decode_index(data, rows)
     if index is None:
         index = pd.RangeIndex(len(arrays[0]) if arrays else 0)
+    from_blocks = _from_blocks()
+    if from_blocks is not None:
+        try:
+            return _with_attrs(from_blocks(_blocks(arrays), index=index, columns=columns), data)
+        except (TypeError, ValueError):  # a pandas whose constructor changed
+            pass
     build = _private(pd.DataFrame, "_from_arrays")  # pandas' own constructor: no checks
     if build is not None:
         try:
@@ -360,6 +392,41 @@ def _decode_frame(data: dict[str, Any], rows: int | None = None) -> Any:
     )
     frame.columns = columns
     return _with_attrs(frame, data)
+
+
+@functools.lru_cache(maxsize=1)
+def _from_blocks() -> Any:
+    """pandas' constructor of a frame from its blocks as they are (pandas 3), or None."""
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError:
+        return None
+    return create_dataframe_from_blocks
+
+
+def _blocks(arrays: list[Any]) -> list[tuple[Any, Any]]:
+    """The frame's blocks as pandas lays them out for numbers: the columns of one numeric
+    dtype in one 2-D block; any other column a block of its own (pandas' grouping of those is
+    what made building a small frame cost more than decoding its columns)."""
+    import numpy as np
+    import pandas as pd
+
+    blocks: list[tuple[Any, Any]] = []
+    numeric: dict[Any, list[int]] = {}
+    for i, array in enumerate(arrays):
+        if type(array) is pd.arrays.NumpyExtensionArray:  # pd.array's numpy (not a subclass)
+            arrays[i] = array = array.to_numpy()
+        if isinstance(array, np.ndarray) and array.dtype.kind in "biufc":
+            numeric.setdefault(array.dtype, []).append(i)
+        else:
+            one = array.reshape(1, -1) if isinstance(array, np.ndarray) else array
+            blocks.append((one, np.array([i], dtype=np.intp)))
+    for at in numeric.values():
+        # (columns, rows), as a block holds them
+        many = [arrays[i] for i in at]
+        values = many[0].reshape(1, -1) if len(many) == 1 else np.vstack(many)
+        blocks.append((values, np.array(at, dtype=np.intp)))
+    return blocks
 
 
 def _with_attrs(frame: Any, data: dict[str, Any]) -> Any:
@@ -379,9 +446,11 @@ def _labels(labels: list[Any], dtype: str | None) -> Any:
     except TypeError:  # a label that is a list or a dict
         return pd.Index(labels, dtype=object)
     try:
-        return _labels_index(key, dtype or "object").copy()
+        shared = _labels_index(key, dtype or "object")
     except (TypeError, ValueError):
         return pd.Index(labels, dtype=object)
+    view = _private(shared, "_view")  # what copy() makes, less its checks: a name of its own
+    return view() if view is not None else shared.copy()
 
 
 @functools.lru_cache(maxsize=512)
@@ -394,6 +463,7 @@ def _labels_index(key: tuple[tuple[type, Any], ...], dtype: str) -> Any:
 
 def _decode_index(data: dict[str, Any], rows: int | None) -> Any:
     """The frame's index; None for an unnamed 0..n-1 (the frame makes that one)."""
+    import numpy as np
     import pandas as pd
 
     names = data["index_names"]
@@ -404,5 +474,12 @@ def _decode_index(data: dict[str, Any], rows: int | None) -> Any:
         return pd.RangeIndex(len(first) if rows is None else min(rows, len(first)), name=names[0])
     arrays = [_decode_column(c, rows) for c in data["columns"][: len(names)]]
     if len(names) == 1:
-        return pd.Index(arrays[0], dtype=arrays[0].dtype, name=names[0])
+        first = arrays[0]
+        make = _private(pd.Index, "_simple_new")  # the values as they are, no inference
+        if make is not None and isinstance(first, np.ndarray) and first.dtype.kind in "biuf":
+            try:
+                return make(first, name=names[0])
+            except (TypeError, ValueError):  # a pandas whose private constructor changed
+                pass
+        return pd.Index(first, dtype=first.dtype, name=names[0])
     return pd.MultiIndex.from_arrays(arrays, names=names)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import itertools
+import json
 import os
 import re
 import secrets
@@ -371,20 +372,41 @@ def _language_info() -> dict[str, Any]:
 def _writes(notebook: Any, fmt: str | None) -> str:
     nbformat = _nbformat()
     nbformat.validate(notebook)  # once, the whole notebook (a failure is a loom_nb bug)
-    # nbformat.v4's writer is what nbformat.writes ends in, without validating again
-    text: str = (
-        nbformat.v4.writes(notebook) if fmt is None else _jupytext().writes(notebook, fmt=fmt)
-    )
+    text: str = _ipynb_text(notebook) if fmt is None else _jupytext().writes(notebook, fmt=fmt)
     return text if text.endswith("\n") else text + "\n"
 
 
-def _reads(text: str, fmt: str | None, *, checked: bool = True) -> Any:
-    """The notebook in ``text``; ``checked=False`` reads one this module just wrote (and
-    validated) without validating it again."""
+def _ipynb_text(notebook: Any) -> str:
+    """What nbformat.v4's writer (where nbformat.writes ends) writes for this notebook, less
+    its deep copy of it first (the copy is most of its time; this notebook is written once)."""
+    cells = [{**cell, "source": cell["source"].splitlines(True)} for cell in notebook["cells"]]
+    return json.dumps(
+        {**notebook, "cells": cells},
+        indent=1,
+        sort_keys=True,
+        separators=(",", ": "),
+        ensure_ascii=False,
+    )
+
+
+def _read_code(text: str, fmt: str | None) -> list[str]:
+    """The code cells' sources of the notebook in ``text``, as Jupyter reads them: for
+    ``.ipynb`` its JSON (a source may be a list of lines, joined as nbformat joins them),
+    else as jupytext reads the text."""
     if fmt is not None:
-        return _jupytext().reads(text, fmt)
-    nbformat = _nbformat()
-    return nbformat.reads(text, as_version=4) if checked else nbformat.v4.reads(text)
+        return [c.source for c in _jupytext().reads(text, fmt).cells if c.cell_type == "code"]
+    return [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in json.loads(text)["cells"]
+        if c["cell_type"] == "code"
+    ]
+
+
+def _metadata(text: str, fmt: str | None) -> Any:
+    """The notebook metadata in ``text`` (of ``.ipynb``: its JSON's, nothing else read)."""
+    return (
+        _jupytext().reads(text, fmt).metadata if fmt is not None else json.loads(text)["metadata"]
+    )
 
 
 # ---- the export checks itself --------------------------------------------------------------
@@ -394,7 +416,7 @@ def _check(text: str, fmt: str | None, exported: Exported, thread: Thread) -> No
     """Refuse (writing nothing) unless ``text``, read back, has exactly the code cells meant,
     each of them Python."""
     meant = [c.source for c in exported.cells if c.kind == "code"]
-    read = [c.source for c in _reads(text, fmt, checked=False).cells if c.cell_type == "code"]
+    read = _read_code(text, fmt)
     problem = None
     if read != meant:
         problem = f"{len(read)} code cells read back where {len(meant)} were written"
@@ -405,7 +427,7 @@ def _check(text: str, fmt: str | None, exported: Exported, thread: Thread) -> No
     else:
         for n, source in enumerate(meant, start=1):
             try:
-                compile(source, f"<cell {n}>", "exec", _PARSE_FLAGS)
+                compile(source, f"<cell {n}>", "exec", _PARSE_FLAGS, dont_inherit=True)
             except (SyntaxError, ValueError) as exc:
                 problem = f"code cell {n} is not Python ({exc})"
                 break
@@ -417,9 +439,10 @@ def _check(text: str, fmt: str | None, exported: Exported, thread: Thread) -> No
         )
 
 
-#: ``ast`` of a cell, where top-level ``await`` is allowed (a notebook runs it; an async
-#: client factory's calls are awaited).
-_PARSE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+#: A cell compiled as a notebook runs it, top-level ``await`` allowed (an async client
+#: factory's calls are awaited); to bytecode, not to an ``ast``: that is stricter (``return``
+#: outside a function is refused) and takes half the time.
+_PARSE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
 # ---- never over a user's work ----------------------------------------------------------------
@@ -452,7 +475,7 @@ def written_by_loom(path: Path) -> str | None:
     for digest in set(_DIGEST.findall(text)):
         if text.count(digest) == 1 and _digest(text.replace(digest, _UNSEALED)) == digest:
             try:
-                thread_id = _reads(text, _format(path)).metadata["loom_nb"]["thread_id"]
+                thread_id = _metadata(text, _format(path))["loom_nb"]["thread_id"]
             except Exception:  # sealed but unreadable: not a file to write over
                 return None
             return thread_id if isinstance(thread_id, str) else None

@@ -139,6 +139,16 @@ def frames() -> dict[str, pd.DataFrame]:
         "int_column_labels": pd.DataFrame([[1, 2], [3, 4]], columns=[2024, 2025]),
         "bool_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([True, False], dtype=object)),
         "one_column_labels": pd.DataFrame([[1, 2]], columns=pd.Index([1, 0], dtype=object)),
+        "numpy_kinds_pandas_wraps": pd.DataFrame(  # decoded through pd.array, kept numpy
+            {
+                "c": np.array([1 + 2j, 3j]),
+                "c2": np.array([0j, -1j]),
+                "h": np.array([1.5, 2], dtype="float16"),
+                "u": np.array([1, 2], dtype="uint8"),
+                "f": [1.0, 2.0],
+                "f2": [3.0, None],
+            }
+        ),
         "empty_typed": pd.DataFrame(
             {
                 "i": pd.Series([], dtype="int64"),
@@ -287,6 +297,33 @@ def test_frames_decode_the_same_without_pandas_private_constructors(
     text = json.dumps(encode(df))
     monkeypatch.setattr(codec, "_private", lambda owner, name: None)
     same(decode(json.loads(text)), df)
+    monkeypatch.setattr(codec, "_from_blocks", lambda: None)  # pandas before 3
+    same(decode(json.loads(text)), df)
+
+
+def test_frames_that_share_labels_and_categories_keep_their_own():
+    """Frames of one thread share their column labels and categories as they decode; each
+    still has its own: True, 1 and 1.0 (and 0.0 and -0.0) as categories stay themselves, and
+    naming one frame's columns names no other's."""
+    frames = [
+        pd.DataFrame({"c": pd.Categorical([True, False])}),
+        pd.DataFrame({"c": pd.Categorical([1, 0])}),
+        pd.DataFrame({"c": pd.Categorical([1.0, 0.0])}),
+        pd.DataFrame({"c": pd.Categorical([1.0, -0.0])}),
+        pd.DataFrame({"c": pd.Categorical(pd.Index([1, 0], dtype=object))}),
+    ]
+    texts = [json.dumps(encode(df)) for df in frames]
+    for _ in range(2):  # and again, from what the first decode shared
+        for df, text in zip(frames, texts, strict=True):
+            got = decode(json.loads(text))
+            same(got, df)
+            cats = got["c"].cat.categories
+            assert [(type(c), repr(c)) for c in cats] == [
+                (type(c), repr(c)) for c in df["c"].cat.categories
+            ]
+    one, two = decode(json.loads(texts[0])), decode(json.loads(texts[0]))
+    one.columns.name = "renamed"
+    assert two.columns.name is None and decode(json.loads(texts[0])).columns.name is None
 
 
 def test_the_collector_pause_nests_and_leaves_a_collector_the_user_turned_off_off():

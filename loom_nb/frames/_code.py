@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from loom_nb._code import CodeContext, py_literal, variable_for
@@ -295,9 +296,14 @@ def _term(frame: str, col: pd.Series | None, f: Filter, ctx: CodeContext) -> str
     return hit
 
 
+#: Dtypes whose comparisons give numpy's bool (or raise), whatever the value: no need to
+#: compare an empty slice to know (that took most of the time of writing a thread's code).
+_UNMASKED = (np.dtype, pd.CategoricalDtype, pd.DatetimeTZDtype, pd.PeriodDtype)
+
+
 def _masked(col: pd.Series | None, f: Filter) -> bool:
     """Does comparing ``col`` give pandas' NA for missing values (nullable dtypes)?"""
-    if col is None:
+    if col is None or isinstance(col.dtype, _UNMASKED):
         return False
     try:
         value = value_for(col, f.value)

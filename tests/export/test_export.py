@@ -275,6 +275,16 @@ def test_a_100_call_thread_is_validated_once_and_exports_every_call(
     assert len(results) >= len(agent.thread(thread_id).frames) > 50  # each frame has its code
 
 
+def test_an_ipynb_export_is_the_text_nbformat_writes_for_it(tmp_path: Path) -> None:
+    # loom_nb writes the JSON itself (nbformat's writer copies the whole notebook first); the
+    # file must still be byte for byte what nbformat writes, so saving it in Jupyter changes
+    # nothing but what the user changed.
+    agent = agent_for(script(3, calls=12), orders_frame())
+    path = agent.export(run_thread(agent).thread_id, tmp_path / "t.ipynb")
+    text = path.read_text(encoding="utf-8")
+    assert text == nbformat.writes(nbformat.reads(text, as_version=4)) + "\n"
+
+
 def test_values_with_newlines_and_quotes_stay_inside_their_comment_and_literal(
     tmp_path: Path,
 ) -> None:
