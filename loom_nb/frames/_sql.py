@@ -170,12 +170,30 @@ def _filter(
         else:
             value = value_for(col, f.value)
             check_operator(table, f, col)
+            if f.op in _ORDERING and dtype_kind(col.dtype) == "category":
+                c, value = _enum_position(table, f, c, col, value)
             hit = f"{c} {_COMPARE[f.op]} {statement.param(value)}"
     except BadValue as exc:
         raise ToolInputError(f"column {table}.{f.column} {exc}") from None
     # NOT of NULL is NULL: a missing value matches no comparison, negated or not, as in pandas'
     # backend.
     return f"NOT ({hit})" if f.negate else f"({hit})"
+
+
+_ORDERING = ("gt", "gte", "lt", "lte")
+
+
+def _enum_position(table: str, f: Filter, c: str, col: pd.Series, value: Any) -> tuple[str, int]:
+    """An ordering comparison on an ENUM (an ordered category) by the value's position
+    among the categories, as pandas compares: DuckDB would compare a text parameter with the
+    ENUM as text. A value that is not a category cannot be ordered (pandas refuses too)."""
+    categories = list(col.cat.categories)
+    if value not in categories:
+        raise ToolInputError(
+            f"cannot apply {f.op} to {table}.{f.column} ({col.dtype}) with {f.value!r}: "
+            "it is not one of the column's categories, so it has no place in their order"
+        )
+    return f"enum_code({c})", categories.index(value)
 
 
 def like_pattern(pattern: str) -> str:
@@ -329,6 +347,13 @@ def _aggregate(
     kind = dtype_kind(sample[a.column].dtype)
     if kind == "bool" and a.fn not in ("count", "count_distinct", "min", "max"):
         c = f"CAST({c} AS INTEGER)"
+    if kind == "timedelta" and a.fn in ("sum", "mean", "median", "std"):
+        # DuckDB has no sum or std of an INTERVAL and rounds its mean: pandas' figures, over
+        # whole microseconds, truncated as pandas truncates a duration it computed as a float.
+        us = f"epoch_us({c})"
+        if a.fn == "sum":
+            return f"to_microseconds(CAST(sum({us}) AS BIGINT))"
+        return f"to_microseconds(CAST(trunc({_FUNCTIONS[a.fn]}({us})) AS BIGINT))"
     if a.fn == "count":
         return f"count({c})"
     if a.fn == "count_distinct":
