@@ -31,6 +31,8 @@ from loom_nb.frames._values import BadValue, dtype_kind, value_for
 
 #: Each row's position in its table: the index of a select's result, and its tie-break.
 ROW = "__loom_row"
+#: Before a float column's name: the column as stored, NaN kept, which filters read.
+RAW = "__loom_raw_"
 
 _COMPARE = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _FUNCTIONS = {
@@ -89,12 +91,16 @@ class Plan:
 
 def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool = False) -> str:
     """A table with only ``columns``, its float NaN as NULL (Parquet keeps NaN apart from
-    NULL; pandas calls both missing) and, ``with_row``, each row's position."""
+    NULL; pandas calls both missing) and, ``with_row``, each row's position. A float column
+    also comes as stored (``RAW``), for the filters: DuckDB pushes a comparison of a column
+    into the scan (a Parquet file's row groups skipped by their statistics), not one of
+    ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out."""
     sample = source.samples[table]
     parts = []
     for c in dict.fromkeys(columns):
         if dtype_kind(sample[c].dtype) == "float":
             parts.append(f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}")
+            parts.append(f"{quote(c)} AS {quote(RAW + c)}")
         else:
             parts.append(quote(c))
     if with_row:
@@ -158,6 +164,13 @@ def _filter(
     col = sample[f.column]
     if f.op == "is_null":
         return f"{c} IS NOT NULL" if f.negate else f"{c} IS NULL"
+    # A float column compares as stored; DuckDB orders NaN above every number, so NaN is
+    # ruled out as a range (``< NaN``: any number, never NaN or NULL) the scan also takes.
+    nan_free = ""
+    if dtype_kind(col.dtype) == "float":
+        other, _, name = f.column.rpartition(".")
+        c = column(joins, f"{other}.{RAW}{name}" if other else RAW + name)
+        nan_free = f" AND {c} < 'NaN'::DOUBLE"
     try:
         if f.op in ("like", "ilike"):
             check_operator(table, f, col)
@@ -177,7 +190,7 @@ def _filter(
         raise ToolInputError(f"column {table}.{f.column} {exc}") from None
     # NOT of NULL is NULL: a missing value matches no comparison, negated or not, as in pandas'
     # backend.
-    return f"NOT ({hit})" if f.negate else f"({hit})"
+    return f"(NOT ({hit}){nan_free})" if f.negate else f"({hit}{nan_free})"
 
 
 _ORDERING = ("gt", "gte", "lt", "lte")

@@ -473,3 +473,47 @@ def test_categories_group_sort_and_reduce_the_same(backends: Any, column: str) -
     assert top.iloc[0].astype(object).tolist() == (
         ["silver", "bronze"] if column == "kind" else ["S", "L"]
     )
+
+
+@pytest.fixture(scope="module")
+def nan_file(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Connector]:
+    """A Parquet file holding NaN apart from NULL (as a file written by Spark or pyarrow
+    may; ``duckdb.from_df`` would store pandas' NaN as NULL), and the frame pandas reads of
+    it, where both are missing."""
+    path = tmp_path_factory.mktemp("nan") / "x.parquet"
+    duckdb.execute(
+        "COPY (SELECT i AS id, CASE WHEN i % 5 = 0 THEN 'NaN'::DOUBLE WHEN i % 7 = 0 THEN NULL "
+        f"ELSE (i % 9) * 1.5 END AS x FROM range(40) t(i)) TO '{path}' (FORMAT parquet)"
+    )
+    frame = duckdb.read_parquet(str(path)).df()
+    assert duckdb.execute(f"SELECT count(*) FROM '{path}' WHERE isnan(x)").fetchall() == [(8,)]
+    return {"pandas": frame_tools({"t": frame}), "parquet": frame_tools({"t": {"path": str(path)}})}
+
+
+@pytest.mark.parametrize("op", [o for o in OPERATORS if o not in ("like", "ilike")])
+@pytest.mark.parametrize("negate", [False, True])
+def test_nan_in_a_file_is_missing_for_every_filter_and_aggregate(
+    nan_file: dict[str, Connector], op: str, negate: bool
+) -> None:
+    f: dict[str, Any] = {"column": "x", "op": op, "not": negate}
+    if op != "is_null":
+        f["value"] = [3, 4.5] if op == "in" else 4.5
+    calls = [
+        ("frames_select", {"table": "t", "filters": [f], "order": [{"column": "x", "desc": True}]}),
+        (
+            "frames_aggregate",
+            {
+                "table": "t",
+                "group_by": [{"column": "x", "bins": 3}],
+                "aggregates": [{"fn": "count"}, *({"fn": g, "column": "x"} for g in SUMS)],
+                "filters": [f],
+            },
+        ),
+    ]
+    for tool, args in calls:
+        expected, got = (answer(nan_file[k], tool, args) for k in ("pandas", "parquet"))
+        assert not isinstance(expected, str) and not isinstance(got, str), (expected, got)
+        assert_frame_equal(normal(got), normal(expected), check_exact=False, rtol=1e-9)
+
+
+SUMS = ("count", "sum", "mean", "max", "median")
