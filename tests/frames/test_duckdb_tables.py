@@ -241,6 +241,15 @@ def test_a_parquet_glob_larger_than_the_memory_limit_answers_a_filtered_weekly_a
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    # The answer alone: no progress bar drawn on stdout (the cell running the agent).
+    (line,) = done.stdout.strip().splitlines()
+    got = json.loads(line)
     assert got["counts"] == [c for (c,) in expected]
     assert got["rss"] < limit
+
+
+def test_the_connectors_own_connection_draws_no_progress_bar() -> None:
+    """DuckDB draws a bar on stdout for a statement past two seconds; in a notebook, into
+    the cell running the agent. The connector's own connection does not."""
+    con = new_link().connection
+    assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
