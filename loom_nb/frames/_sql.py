@@ -164,13 +164,14 @@ def _filter(
     col = sample[f.column]
     if f.op == "is_null":
         return f"{c} IS NOT NULL" if f.negate else f"{c} IS NULL"
-    # A float column compares as stored; DuckDB orders NaN above every number, so NaN is
-    # ruled out as a range (``< NaN``: any number, never NaN or NULL) the scan also takes.
+    # A float column compares as stored, NaN ruled out apart (DuckDB orders NaN above every
+    # number): the comparison goes into the scan. ``isnan``, not the range ``< NaN``, which
+    # doubled the time over a DataFrame's scan.
     nan_free = ""
     if dtype_kind(col.dtype) == "float":
         other, _, name = f.column.rpartition(".")
         c = column(joins, f"{other}.{RAW}{name}" if other else RAW + name)
-        nan_free = f" AND {c} < 'NaN'::DOUBLE"
+        nan_free = f" AND NOT isnan({c})"
     try:
         if f.op in ("like", "ilike"):
             check_operator(table, f, col)
