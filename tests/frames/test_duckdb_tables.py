@@ -249,7 +249,18 @@ def test_a_parquet_glob_larger_than_the_memory_limit_answers_a_filtered_weekly_a
 
 
 def test_the_connectors_own_connection_draws_no_progress_bar() -> None:
-    """DuckDB draws a bar on stdout for a statement past two seconds; in a notebook, into
-    the cell running the agent. The connector's own connection does not."""
-    con = new_link().connection
-    assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+    """DuckDB draws a bar on stdout for a statement past two seconds (in a script or a kernel;
+    not under pytest); in a notebook, into the cell running the agent. The connector's own
+    connection does not; DuckDB's default one, in the same process, would."""
+    setting = "SELECT current_setting('enable_progress_bar')"
+    code = (
+        "import duckdb\n"
+        "from loom_nb.frames._duckdb import new_link\n"
+        f"print(duckdb.connect().execute({setting!r}).fetchall(), "
+        f"new_link().connection.execute({setting!r}).fetchall())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[(True,)]", "[(False,)]"]
