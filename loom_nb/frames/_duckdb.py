@@ -183,6 +183,9 @@ def new_link() -> Link:
     space limit when one is set (``resource.setrlimit``), which DuckDB does not read itself
     (it plans for 80 % of the machine's memory, and fails where it would have spilled)."""
     con = load_duckdb().connect()
+    # DuckDB draws a progress bar on stdout for a long statement: into the cell running the
+    # agent, between its views. The call's card says it is running.
+    con.execute("SET enable_progress_bar = false")
     budget = memory_budget()  # after connecting: DuckDB's threads reserve their own space
     if budget is not None:
         con.execute(f"SET memory_limit = '{budget // 2**20}MB'")  # a number of ours

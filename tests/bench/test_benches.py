@@ -30,7 +30,7 @@ SMOKE = {
     "bench_frames": (["--rows", "20000", "--runs", "2"], r"DuckDB ms +ratio"),
     "bench_duckdb": (
         ["--rows", "20000", "--runs", "2", "--glob-gb", "0"],
-        r"tool/parquet SQL/parquet +ratio.*\nby status +\d",
+        r"fastest SQL +ratio.*\nby status +Parquet file +\d.*\n(.*\n)*worst ratio \d",
     ),
     "bench_joins": (["--rows", "20000", "--runs", "2"], r"join \+ p90 .* x +\d"),
     "bench_buckets": (["--rows", "20000", "--runs", "2", "--grouper-runs", "1"], r"Grouper ms"),

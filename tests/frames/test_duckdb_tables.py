@@ -241,6 +241,26 @@ def test_a_parquet_glob_larger_than_the_memory_limit_answers_a_filtered_weekly_a
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    # The answer alone: no progress bar drawn on stdout (the cell running the agent).
+    (line,) = done.stdout.strip().splitlines()
+    got = json.loads(line)
     assert got["counts"] == [c for (c,) in expected]
     assert got["rss"] < limit
+
+
+def test_the_connectors_own_connection_draws_no_progress_bar() -> None:
+    """DuckDB draws a bar on stdout for a statement past two seconds (in a script or a kernel;
+    not under pytest); in a notebook, into the cell running the agent. The connector's own
+    connection does not; DuckDB's default one, in the same process, would."""
+    setting = "SELECT current_setting('enable_progress_bar')"
+    code = (
+        "import duckdb\n"
+        "from loom_nb.frames._duckdb import new_link\n"
+        f"print(duckdb.connect().execute({setting!r}).fetchall(), "
+        f"new_link().connection.execute({setting!r}).fetchall())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[(True,)]", "[(False,)]"]
