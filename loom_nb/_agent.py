@@ -67,7 +67,7 @@ from loom_nb._messages import (
 from loom_nb._numbers import CHECK_NUMBERS, CHECK_TOOL, CheckNumbers
 from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
 from loom_nb._run import Run, RunDeps
-from loom_nb._store import LeasedWrites, Store, store_from_env
+from loom_nb._store import Store, leased_writes, store_from_env
 from loom_nb._tools import (
     Connector,
     Tool,
@@ -218,7 +218,7 @@ class Agent:
         if thread_id is None:
             thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
             thread.title = _title(prompt)
-            if isinstance(self.store, LeasedWrites):  # made, held, by the run's first write
+            if leased_writes(self.store):  # made, held, by the run's first write
                 return await self._drive(
                     thread.id, context, on_event, prompt=prompt, budget=own, new=thread
                 )

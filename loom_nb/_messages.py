@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import json
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,10 +46,39 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class _RandomBytes:
+    """Bytes of ``os.urandom``, read a block at a time: a run makes several ids, and each read
+    is a system call that lets other threads take the interpreter. A forked child drops the
+    block it inherited, so no two processes hand out the same bytes."""
+
+    BLOCK = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._block = b""
+        self._at = 0
+
+    def take(self, n: int) -> bytes:
+        with self._lock:
+            if self._at + n > len(self._block):
+                self._block, self._at = os.urandom(max(self.BLOCK, n)), 0
+            taken = self._block[self._at : self._at + n]
+            self._at += n
+            return taken
+
+    def drop(self) -> None:
+        self._block, self._at = b"", 0
+        self._lock = threading.Lock()  # a lock held by another thread at the fork stays held
+
+
+random_bytes = _RandomBytes()
+os.register_at_fork(after_in_child=random_bytes.drop)
+
+
 def random_token(nbytes: int) -> str:
     """``nbytes`` random bytes, URL-safe (``secrets.token_urlsafe``, without importing
     ``secrets``: it brings ``random`` and ``hashlib`` to ``import loom_nb``)."""
-    return base64.urlsafe_b64encode(os.urandom(nbytes)).rstrip(b"=").decode("ascii")
+    return base64.urlsafe_b64encode(random_bytes.take(nbytes)).rstrip(b"=").decode("ascii")
 
 
 def new_thread_id() -> str:

@@ -63,7 +63,7 @@ from loom_nb._numbers import (
     unmatched,
 )
 from loom_nb._rules import Rule, RuleStore, deciding_rule
-from loom_nb._store import LEASE_SECONDS, LeasedWrites, Store
+from loom_nb._store import LEASE_SECONDS, Store, leased_writes
 from loom_nb._tokens import counter_for
 from loom_nb._tools import Tool
 from loom_nb._turn import (
@@ -155,6 +155,11 @@ class Run:
         #: its strict correction (once a run).
         self._numbers: tuple[TracedNumber, ...] = ()
         self._corrected = False
+        #: Whether an answer's numbers are traced as it is added: for ``on_event`` (the views
+        #: mark them) and for the strict check. Unobserved, they are not: ``trace_numbers``
+        #: on the thread gives the same marks when asked.
+        check = deps.check_numbers
+        self._traces = check == "strict" or (check != "off" and on_event is not None)
 
     async def emit(self, event: RunEvent) -> None:
         """Hand ``event`` to ``on_event``, awaiting it if it is async."""
@@ -226,10 +231,10 @@ class Run:
         self.thread.updated_at = message.created_at
         store, lease = self.store, self.lease
         if not lease.in_store:  # only a LeasedWrites store makes a thread this way
-            assert isinstance(store, LeasedWrites) and not pending
+            assert leased_writes(store) and not pending
             store.start(self.thread, message, holder=lease.holder, seconds=LEASE_SECONDS)
             lease.started()
-        elif last and not pending and isinstance(store, LeasedWrites):
+        elif last and not pending and leased_writes(store):
             lease.free_with(lambda: store.finish(self.thread, message, holder=lease.holder))
         elif pending:
             self.store.append(self.thread, message, pending=pending)
@@ -238,7 +243,7 @@ class Run:
             self.store.append(self.thread, message)
         self._added(message)
         self._numbers = ()
-        if self.deps.check_numbers != "off" and message.role == "assistant" and message.text:
+        if self._traces and message.role == "assistant" and message.text:
             messages = self.thread.messages
             self._numbers = tuple(trace_message(messages, len(messages) - 1))
         await self.emit(MessageAdded(message, self.thread.id, self._numbers))
@@ -429,7 +434,10 @@ class Run:
                 if p.state == "approved":
                     p.state, p.holder = "running", self.lease.holder
         await self._add(message, pending=pending)
-        outcomes = await asyncio.gather(*(invoke(c, t, self.ctx) for c, t in runnable))
+        if len(runnable) == 1:  # (gather would wrap the one call in a task of its own)
+            outcomes = [await invoke(*runnable[0], self.ctx)]
+        else:
+            outcomes = await asyncio.gather(*(invoke(c, t, self.ctx) for c, t in runnable))
         results.update({r.call_id: r for r in outcomes})
         if results:
             await self._add(Message("tool", [results[c.id] for c in calls if c.id in results]))

@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from loom_nb import _compose
 from loom_nb._errors import CallAlreadyDecided
@@ -173,6 +173,19 @@ class LeasedWrites(Protocol):
         it as ``release_lease(error=None)`` does: one transaction. True when it was freed
         (False: the lease lapsed and another run took it; the message is saved all the same,
         as ``append`` would save it)."""
+
+
+_LEASED_WRITES: dict[type, bool] = {}
+
+
+def leased_writes(store: object) -> TypeGuard[LeasedWrites]:
+    """``isinstance(store, LeasedWrites)``, judged once per store class (a protocol check reads
+    every method's name: costly on each write of a run)."""
+    kind = type(store)
+    found = _LEASED_WRITES.get(kind)
+    if found is None:
+        found = _LEASED_WRITES[kind] = isinstance(store, LeasedWrites)
+    return found
 
 
 def info_of(thread: Thread) -> ThreadInfo:
