@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -760,9 +759,10 @@ class Agent:
 
 def _snapshot(thread: Thread) -> Thread:
     """A kept thread as it is now, for a result (the kept one goes on with the next run)."""
-    return dataclasses.replace(
-        thread, messages=list(thread.messages), pending=[copy.copy(p) for p in thread.pending]
-    )
+    snapshot = copy.copy(thread)  # (``dataclasses.replace`` reads the fields each time)
+    snapshot.messages = list(thread.messages)
+    snapshot.pending = [copy.copy(p) for p in thread.pending]
+    return snapshot
 
 
 def _refuse_newer(thread: Thread) -> None:

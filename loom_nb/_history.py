@@ -20,6 +20,7 @@ same for several turns in a row (a cache hit) instead of changing at every turn.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -67,12 +68,32 @@ class View:
         return bool(self.referenced or self.left_out)
 
 
-@dataclass
 class _Result:
-    part: ToolResult
-    full: int
-    reference: ToolResult
-    referenced: int
+    """One result's count, and its reference line with that line's count: made when a view
+    is over budget (most views are not)."""
+
+    def __init__(self, part: ToolResult, call: ToolCall | None, counter: TokenCounter) -> None:
+        self.part = part
+        self.full = counter.part(part)
+        self._call = call
+        self._counter = counter
+        self._reference: tuple[ToolResult, int] | None = None
+
+    def _referred(self) -> tuple[ToolResult, int]:
+        if self._reference is None:
+            part = self.part
+            line = reference_line(part, self._call)
+            reference = ToolResult(part.call_id, part.name, line, is_error=part.is_error)
+            self._reference = reference, self._counter.part(reference)
+        return self._reference
+
+    @property
+    def reference(self) -> ToolResult:
+        return self._referred()[0]
+
+    @property
+    def referenced(self) -> int:
+        return self._referred()[1]
 
 
 class HistoryView:
@@ -197,10 +218,7 @@ class HistoryView:
         found = self._results.get(id(part))
         if found is not None and found.part is part:
             return found
-        line = reference_line(part, call)
-        reference = ToolResult(part.call_id, part.name, line, is_error=part.is_error)
-        count = self.counter
-        made = _Result(part, count.part(part), reference, count.part(reference))
+        made = _Result(part, call, self.counter)
         self._results[id(part)] = made
         return made
 
@@ -308,9 +326,10 @@ def _bind_recall(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     return [], {"call_id": arguments["call_id"]}
 
 
+@functools.cache
 def recall_tool() -> Tool:
     """``recall(call_id)``: a kept result of this thread, as stored (the same rows and data
-    block the model was first given)."""
+    block the model was first given). One value, as the agent's own tools are."""
     return Tool(
         name=RECALL,
         description=(

@@ -7,7 +7,6 @@ these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import itertools
 import json
 import os
@@ -235,9 +234,9 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         if self.empty:
-            return dataclasses.replace(other)  # a new value: a turn's usage is its own
+            return other._copy()  # a new value: a turn's usage is its own
         if other.empty:
-            return dataclasses.replace(self)
+            return self._copy()
         cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return Usage(
             self.input_tokens + other.input_tokens,
@@ -246,6 +245,16 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             cost,
+        )
+
+    def _copy(self) -> Usage:  # (``dataclasses.replace`` reads the fields each time)
+        return Usage(
+            self.input_tokens,
+            self.output_tokens,
+            self.requests,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.cost,
         )
 
     @property

@@ -65,7 +65,7 @@ from loom_nb._numbers import (
 from loom_nb._rules import Rule, RuleStore, deciding_rule
 from loom_nb._store import LEASE_SECONDS, Store, leased_writes
 from loom_nb._tokens import counter_for
-from loom_nb._tools import Tool
+from loom_nb._tools import Bound, Tool
 from loom_nb._turn import (
     check_call,
     definitions,
@@ -246,7 +246,8 @@ class Run:
         if self._traces and message.role == "assistant" and message.text:
             messages = self.thread.messages
             self._numbers = tuple(trace_message(messages, len(messages) - 1))
-        await self.emit(MessageAdded(message, self.thread.id, self._numbers))
+        if self.on_event is not None:
+            await self.emit(MessageAdded(message, self.thread.id, self._numbers))
 
     def _added(self, message: Message) -> None:
         self.thread.messages.append(message)
@@ -305,7 +306,12 @@ class Run:
             if await self._over_budget(view, tools):
                 return  # paused
             message = await model_turn(
-                deps.model, deps.instructions, tools, deps.settings, view.messages, self.emit
+                deps.model,
+                deps.instructions,
+                tools,
+                deps.settings,
+                view.messages,
+                self.emit if self.on_event is not None else None,
             )
             self._account(message, view, tools)
             if not message.tool_calls:
@@ -406,38 +412,41 @@ class Run:
         kill leaves a call without its card), then run the others. True if any wait."""
         calls = message.tool_calls
         results: dict[str, ToolResult] = {}
-        runnable: list[tuple[ToolCall, Tool]] = []
+        runnable: list[tuple[ToolCall, Tool, Bound]] = []
         pending: list[PendingApproval] = []
         rules: list[Rule] | None = None
         for call in calls:
             checked = check_call(call, self.tools)
             if isinstance(checked, ToolResult):
                 results[call.id] = checked
-            elif checked.requires_approval(call.arguments or {}):
-                waiting = await pending_of(call, checked, self.ctx)  # one preview at a time
+                continue
+            tool, bound = checked
+            if tool.requires_approval(call.arguments or {}):
+                waiting = await pending_of(call, tool, self.ctx)  # one preview at a time
                 if isinstance(waiting, ToolResult):  # its preview found it cannot work
                     results[call.id] = waiting
                     continue
                 if call.name != ASK_USER:  # a question is for a person, never a rule
                     rules = self._rules() if rules is None else rules
-                    effect = checked.effect_of(call.name, waiting.arguments, waiting.preview)
+                    effect = tool.effect_of(call.name, waiting.arguments, waiting.preview)
                     rule = deciding_rule(rules, self.thread.id, effect)
                     if rule is not None:  # decided as a click would, naming the rule
                         waiting.state = "approved" if rule.kind == "allow" else "rejected"
                         waiting.rule = rule.id
                 pending.append(waiting)
             else:
-                runnable.append((call, checked))
+                runnable.append((call, tool, bound))
         waits = any(p.state == "pending" for p in pending)
         if not waits:  # rules decided them all: claimed with the turn, in one transaction
             for p in pending:
                 if p.state == "approved":
                     p.state, p.holder = "running", self.lease.holder
         await self._add(message, pending=pending)
-        if len(runnable) == 1:  # (gather would wrap the one call in a task of its own)
-            outcomes = [await invoke(*runnable[0], self.ctx)]
+        runs = [invoke(c, t, self.ctx, bound=b) for c, t, b in runnable]
+        if len(runs) == 1:  # (gather would wrap the one call in a task of its own)
+            outcomes = [await runs[0]]
         else:
-            outcomes = await asyncio.gather(*(invoke(c, t, self.ctx) for c, t in runnable))
+            outcomes = await asyncio.gather(*runs)
         results.update({r.call_id: r for r in outcomes})
         if results:
             await self._add(Message("tool", [results[c.id] for c in calls if c.id in results]))

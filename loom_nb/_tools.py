@@ -42,6 +42,10 @@ class ToolOutput:
     chart: dict[str, Any] | None = None
 
 
+#: A call's arguments as a tool's function takes them: positional and keyword.
+Bound = tuple[list[Any], dict[str, Any]]
+
+
 @dataclass
 class Tool:
     """A function the model may call. Build one with :func:`tool`."""
@@ -116,15 +120,20 @@ class Tool:
             return {"error": f"no preview: {exc}"}
         return value
 
-    def validate(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    def validate(self, arguments: dict[str, Any]) -> Bound:
         """Check ``arguments`` against the schema; raises :class:`ToolInputError`."""
         return self._bind(arguments)
 
     async def call(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         """Validate the arguments and run the function (sync ones on a worker thread)."""
+        return await self.call_bound(self.validate(arguments), ctx)
+
+    async def call_bound(self, bound: Bound, ctx: RunContext) -> ToolOutput:
+        """Run the function with arguments :meth:`validate` returned (a fresh result: its
+        keyword arguments get ``ctx``)."""
         from loom_nb import _loop_thread
 
-        args, kwargs = self.validate(arguments)
+        args, kwargs = bound
         if self._takes_ctx:
             kwargs[self._takes_ctx] = ctx
         if inspect.iscoroutinefunction(self.function):

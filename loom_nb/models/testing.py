@@ -155,10 +155,21 @@ class FunctionModel(Model):
     fn: Callable[[ModelRequest], Any]
     name: str = "test:function"
     requests: list[ModelRequest] = field(default_factory=list)
+    #: ``fn``, and whether it is async (judged once, not at every turn).
+    _kind: tuple[Callable[..., Any], bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def _is_async(self) -> bool:
+        kind = self._kind
+        if kind is None or kind[0] is not self.fn:
+            fn = self.fn
+            kind = self._kind = fn, inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+        return kind[1]
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
-        if inspect.iscoroutinefunction(self.fn) or inspect.isasyncgenfunction(self.fn):
+        if self._is_async():
             _loop_thread.name_user_code(self.fn, f"the model function of {self.name}")
             result = self.fn(request)
         else:
