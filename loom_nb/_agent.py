@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +61,7 @@ from loom_nb._messages import (
     Usage,
     is_pause_call,
     new_thread_id,
+    shallow_copy,
 )
 from loom_nb._numbers import CHECK_NUMBERS, CHECK_TOOL, CheckNumbers
 from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
@@ -759,9 +759,9 @@ class Agent:
 
 def _snapshot(thread: Thread) -> Thread:
     """A kept thread as it is now, for a result (the kept one goes on with the next run)."""
-    snapshot = copy.copy(thread)  # (``dataclasses.replace`` reads the fields each time)
+    snapshot = shallow_copy(thread)
     snapshot.messages = list(thread.messages)
-    snapshot.pending = [copy.copy(p) for p in thread.pending]
+    snapshot.pending = [shallow_copy(p) for p in thread.pending]
     return snapshot
 
 

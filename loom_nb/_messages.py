@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, get_args, overload
+from typing import Any, Literal, TypeVar, get_args, overload
 
 from loom_nb import _codec
 from loom_nb._chart import Chart
@@ -39,6 +39,17 @@ CallState = Literal["pending", "approved", "rejected", "running", "unknown", "do
 #: The user's choice for a call in ``unknown``: "happened" (the write took effect: tell the
 #: agent so and go on), "retry" (it did not: run it again), "failed" (tell the agent it failed).
 Resolution = Literal["happened", "retry", "failed"]
+
+
+_T = TypeVar("_T")
+
+
+def shallow_copy(value: _T) -> _T:
+    """``copy.copy`` of a plain dataclass value (its fields all in ``__dict__``), without the
+    protocol ``copy`` walks through to find out how: a run copies its thread at each save."""
+    copied = object.__new__(type(value))
+    copied.__dict__.update(value.__dict__)
+    return copied
 
 
 def now() -> datetime:

@@ -34,7 +34,15 @@ from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from loom_nb import _compose
 from loom_nb._errors import CallAlreadyDecided
-from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._messages import (
+    CallState,
+    Lease,
+    Message,
+    PendingApproval,
+    Thread,
+    ThreadInfo,
+    shallow_copy,
+)
 from loom_nb._rules import Rule
 
 #: How long a run's lease on its thread lasts without renewal (a holder that died).
@@ -218,8 +226,8 @@ class MemoryStore(Store, LeasedWrites):
     def save_thread(self, thread: Thread) -> None:
         with self._lock:
             saved = self._threads.get(thread.id)
-            record = copy.copy(thread)
-            record.pending = [copy.copy(p) for p in thread.pending]
+            record = shallow_copy(thread)
+            record.pending = [shallow_copy(p) for p in thread.pending]
             record.messages = saved.messages if saved else []
             record.lease = saved.lease if saved else None
             self._threads[thread.id] = record
@@ -233,7 +241,7 @@ class MemoryStore(Store, LeasedWrites):
             saved.messages.append(message)
             saved.updated_at = thread.updated_at
             if pending is not None:
-                saved.pending = [copy.copy(p) for p in pending]
+                saved.pending = [shallow_copy(p) for p in pending]
             self._changes[thread.id] = next(self._count)
 
     def start(self, thread: Thread, message: Message, *, holder: str, seconds: float) -> None:

@@ -155,7 +155,12 @@ def to_output(value: Any) -> ToolOutput:
         return ToolOutput(frame_for_model(value), value)
     if isinstance(value, str):
         return ToolOutput(value)
-    return ToolOutput(json.dumps(_codec.encode(value), default=str), value)
+    return ToolOutput(_JSON.encode(_codec.encode(value)), value)
+
+
+#: ``json.dumps(..., default=str)``, made once (``dumps`` makes an encoder for each call
+#: given an argument of its own).
+_JSON = json.JSONEncoder(default=str)
 
 
 @overload

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -58,8 +58,17 @@ def _as_call(call: ToolCall | tuple[str, dict[str, Any] | str]) -> ToolCall:
     return ToolCall(new_call_id(), name, dict(arguments))
 
 
+_WORD = re.compile(r"\S+\s*|\s+")
+
+
 def _chunks(text: str, words: int) -> Iterable[str]:
-    pieces = re.findall(r"\S+\s*|\s+", text)
+    pieces = _WORD.findall(text)
+    if words == 1:
+        return pieces
+    return _joined(pieces, words)
+
+
+def _joined(pieces: list[str], words: int) -> Iterator[str]:
     for i in range(0, len(pieces), words):
         yield "".join(pieces[i : i + words])
 
@@ -164,7 +173,8 @@ class FunctionModel(Model):
         kind = self._kind
         if kind is None or kind[0] is not self.fn:
             fn = self.fn
-            kind = self._kind = fn, inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+            is_async = inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+            kind = self._kind = fn, is_async
         return kind[1]
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
