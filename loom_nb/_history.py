@@ -30,7 +30,7 @@ from typing import Any
 from loom_nb._context import RunContext
 from loom_nb._errors import HistoryTooLong
 from loom_nb._messages import Message, Part, TextPart, ToolCall, ToolResult, is_pause_call
-from loom_nb._tokens import TokenCounter
+from loom_nb._tokens import MESSAGE_TOKENS, TokenCounter
 from loom_nb._tools import Tool, ToolInputError, ToolOutput
 
 __all__ = ["HISTORY_TOKENS", "RECALL", "HistoryView", "View", "recall_tool"]
@@ -107,19 +107,25 @@ class HistoryView:
     def view(self, thread: Sequence[Message]) -> View:
         """What the next model turn is sent of ``thread``."""
         sent = [m for m in (_sendable(m) for m in thread) if m is not None]
-        calls = {c.id: c for m in sent for c in m.tool_calls}
-        units = _units(sent)
         count = self.counter
-        base = [
-            count.message(m) - sum(count.part(p) for p in m.tool_results) for m in sent
-        ]  # what stays whatever happens to results
-        results: list[tuple[int, _Result]] = []  # (message index, result)
-        for i, m in enumerate(sent):
-            for p in m.tool_results:
-                results.append((i, self._result(p, calls.get(p.call_id))))
+        calls: dict[str, ToolCall] = {}
+        base: list[int] = []  # each message's tokens but its results': what stays whatever
+        found: list[tuple[int, ToolResult]] = []  # (message index, result)
+        for i, m in enumerate(sent):  # one pass over the parts (a view is made every turn)
+            tokens = MESSAGE_TOKENS
+            for p in m.parts:
+                if isinstance(p, ToolResult):
+                    found.append((i, p))
+                    continue
+                tokens += count.part(p)
+                if isinstance(p, ToolCall):
+                    calls[p.id] = p
+            base.append(tokens)
+        results = [(i, self._result(p, calls.get(p.call_id))) for i, p in found]
         total = sum(base) + sum(r.full for _, r in results)
         if total <= self.budget:
             return View(sent, total)
+        units = _units(sent)
         step = max(self.budget // 4, 1)
         last_start = units[-1][0]
         older = [(i, r) for i, r in results if i < last_start and r.full > r.referenced]
@@ -254,6 +260,17 @@ def reference_line(result: ToolResult, call: ToolCall | None) -> str:
 def _sendable(message: Message) -> Message | None:
     """``message`` as the model may be sent it: without the parts of a run's pauses (loom_nb's
     own, never the model's) nor a newer loom_nb's parts; None when nothing is left."""
+    for p in message.parts:  # most messages are sent whole: found without a new list
+        kind = type(p)
+        if kind is TextPart:
+            continue
+        if kind is ToolCall and not is_pause_call(p.id):  # type: ignore[union-attr]
+            continue
+        if kind is ToolResult and not is_pause_call(p.call_id):  # type: ignore[union-attr]
+            continue
+        break
+    else:
+        return message
     parts: list[Part] = [
         p
         for p in message.parts

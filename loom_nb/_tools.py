@@ -141,7 +141,7 @@ class Tool:
             value = await self.function(*args, **kwargs)
         else:  # on a worker thread: sync tools run concurrently, and never block the loop
             value = await _loop_thread.in_thread(self.function, *args, **kwargs)
-            if inspect.isawaitable(value):
+            if not isinstance(value, (str, dict, list)) and inspect.isawaitable(value):
                 value = await value
         return to_output(value)
 
@@ -509,7 +509,8 @@ def _schema_from_hints(
             validated = model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolInputError(_pydantic_message(exc)) from None
-        return [], {n: getattr(validated, n) for n in names}
+        values = validated.__dict__  # (the fields, as getattr reads them: extra keys are refused)
+        return [], {n: values[n] for n in names}
 
     assert schema is not None
     return schema, bind

@@ -188,7 +188,7 @@ class FunctionModel(Model):
             async for event in cast(AsyncIterator[ModelEvent], result):
                 yield event
             return
-        if inspect.isawaitable(result):
+        if not isinstance(result, (str, Reply)) and inspect.isawaitable(result):
             result = await result
         for event in _as_reply(result).events():
             yield event
