@@ -155,6 +155,8 @@ class Run:
         #: its strict correction (once a run).
         self._numbers: tuple[TracedNumber, ...] = ()
         self._corrected = False
+        #: The tools as the model is told of them, without and with ``recall``.
+        self._tool_definitions: dict[bool, list[ToolDefinition]] = {}
         #: Whether an answer's numbers are traced as it is added: for ``on_event`` (the views
         #: mark them) and for the strict check. Unobserved, they are not: ``trace_numbers``
         #: on the thread gives the same marks when asked.
@@ -340,9 +342,14 @@ class Run:
         return True
 
     def _definitions(self, view: View) -> list[ToolDefinition]:
-        """The agent's tools, and ``recall`` once a result is left out of the view."""
-        tools = self.deps.tools if not view.shortened else self.tools
-        return definitions(tools)
+        """The agent's tools, and ``recall`` once a result is left out of the view: made once
+        a run for each (the turns' requests share them, as they share the tools)."""
+        shortened = view.shortened
+        made = self._tool_definitions.get(shortened)
+        if made is None:
+            made = definitions(self.tools if shortened else self.deps.tools)
+            self._tool_definitions[shortened] = made
+        return made
 
     def _account(self, message: Message, view: View, tools: list[ToolDefinition]) -> None:
         """The turn's cost, and how the provider's count compared with ours."""
