@@ -106,7 +106,7 @@ class HistoryView:
 
     def view(self, thread: Sequence[Message]) -> View:
         """What the next model turn is sent of ``thread``."""
-        sent = [m for m in (_sendable(m) for m in thread) if m is not None]
+        sent = _sent(thread)
         count = self.counter
         calls: dict[str, ToolCall] = {}
         base: list[int] = []  # each message's tokens but its results': what stays whatever
@@ -255,6 +255,15 @@ def reference_line(result: ToolResult, call: ToolCall | None) -> str:
         "It is kept in the thread and left out here to stay within the history budget; "
         f'{RECALL}(call_id="{result.call_id}") returns it as it was stored.'
     )
+
+
+def _sent(thread: Sequence[Message]) -> list[Message]:
+    """The messages of ``thread`` the model may be sent: the thread's own list when that is
+    all of it (a request then keeps no copy, see ``MessagesSoFar``)."""
+    for m in thread:
+        if _sendable(m) is not m:
+            return [s for s in (_sendable(m) for m in thread) if s is not None]
+    return thread if isinstance(thread, list) else list(thread)
 
 
 def _sendable(message: Message) -> Message | None:

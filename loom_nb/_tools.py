@@ -70,6 +70,8 @@ class Tool:
     #: What a call would do, for the rules that approve by themselves (``agent.allow``):
     #: ``(arguments, card) -> Effect``. Without it, a call's effect is its tool alone.
     effect: EffectOf | None = field(default=None, repr=False)
+    #: The tool as the model was last told of it (a ``ToolDefinition``; see ``_turn``).
+    _told: Any = field(default=None, init=False, repr=False, compare=False)
 
     def named(self, name: str) -> Tool:
         """This tool under ``name`` (a connector's key names its tool)."""

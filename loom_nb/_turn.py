@@ -33,7 +33,22 @@ REJECTED = f"The user rejected this call; {_words.NOTHING_DONE}."
 
 def definitions(tools: Mapping[str, Tool]) -> list[ToolDefinition]:
     """The tools as the model is told of them."""
-    return [ToolDefinition(t.name or n, t.description, t.parameters) for n, t in tools.items()]
+    return [_told(n, t) for n, t in tools.items()]
+
+
+def _told(key: str, tool: Tool) -> ToolDefinition:
+    """``tool``'s definition, the one made last time while its name and words are the same
+    (runs share it: a run keeps no copy of its tools' schemas)."""
+    told = tool._told
+    name = tool.name or key
+    if (
+        told is None
+        or told.name != name
+        or told.description is not tool.description
+        or told.parameters is not tool.parameters
+    ):
+        told = tool._told = ToolDefinition(name, tool.description, tool.parameters)
+    return told  # type: ignore[no-any-return]
 
 
 async def model_turn(
