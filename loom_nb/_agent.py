@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,11 +61,12 @@ from loom_nb._messages import (
     Usage,
     is_pause_call,
     new_thread_id,
+    shallow_copy,
 )
 from loom_nb._numbers import CHECK_NUMBERS, CHECK_TOOL, CheckNumbers
 from loom_nb._rules import KERNEL, Rule, RuleKind, RuleStore, make_rule
 from loom_nb._run import Run, RunDeps
-from loom_nb._store import LeasedWrites, Store, store_from_env
+from loom_nb._store import Store, leased_writes, store_from_env
 from loom_nb._tools import (
     Connector,
     Tool,
@@ -218,7 +217,7 @@ class Agent:
         if thread_id is None:
             thread = Thread(id=new_thread_id(), agent=self.name, user_id=user_id)
             thread.title = _title(prompt)
-            if isinstance(self.store, LeasedWrites):  # made, held, by the run's first write
+            if leased_writes(self.store):  # made, held, by the run's first write
                 return await self._drive(
                     thread.id, context, on_event, prompt=prompt, budget=own, new=thread
                 )
@@ -766,9 +765,10 @@ class Agent:
 
 def _snapshot(thread: Thread) -> Thread:
     """A kept thread as it is now, for a result (the kept one goes on with the next run)."""
-    return dataclasses.replace(
-        thread, messages=list(thread.messages), pending=[copy.copy(p) for p in thread.pending]
-    )
+    snapshot = shallow_copy(thread)
+    snapshot.messages = list(thread.messages)
+    snapshot.pending = [shallow_copy(p) for p in thread.pending]
+    return snapshot
 
 
 def _refuse_newer(thread: Thread) -> None:

@@ -28,6 +28,8 @@ _NOT_KEPT = "[arguments not kept: "
 def size_problem(value: Any, *, depth_only: bool = False) -> str | None:
     """Why ``value`` (JSON-like data) is too deep or too large to handle, or None.
     ``depth_only`` checks only the nesting (a tool's result may be large, not that deep)."""
+    if type(value) is dict and _flat_and_small(value):
+        return None  # most calls and results: no walk
     stack: list[tuple[Any, int]] = [(value, 0)]
     items = chars = 0
     while stack:
@@ -50,6 +52,24 @@ def size_problem(value: Any, *, depth_only: bool = False) -> str | None:
         if chars > MAX_CHARS:
             return f"more than {MAX_CHARS:,} characters of text"
     return None
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _flat_and_small(value: dict[Any, Any]) -> bool:
+    """Whether ``value`` holds only scalars, with well under the limits of text."""
+    if len(value) > 1000:
+        return False
+    chars = 0
+    for k, v in value.items():
+        if type(v) is str:
+            chars += len(v)
+        elif type(v) not in _SCALARS:
+            return False
+        if type(k) is str:
+            chars += len(k)
+    return chars <= MAX_CHARS
 
 
 def bounded_call(call: ToolCall) -> ToolCall:

@@ -27,12 +27,18 @@ def is_dataframe(value: Any) -> bool:
     return pd is not None and isinstance(value, pd.DataFrame)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def encode(value: Any) -> Any:
     """Turn ``value`` into JSON-able data that :func:`decode` turns back."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, dict):
-        items = {str(k): encode(v) for k, v in value.items()}
+        items = {  # a plain value as it is: no call for each (most of a tool's dict)
+            (k if type(k) is str else str(k)): (v if type(v) in _PLAIN else encode(v))
+            for k, v in value.items()
+        }
         return {TAG: "dict", "items": items} if TAG in items else items
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]

@@ -20,6 +20,7 @@ same for several turns in a row (a cache hit) instead of changing at every turn.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ from typing import Any
 from loom_nb._context import RunContext
 from loom_nb._errors import HistoryTooLong
 from loom_nb._messages import Message, Part, TextPart, ToolCall, ToolResult, is_pause_call
-from loom_nb._tokens import TokenCounter
+from loom_nb._tokens import MESSAGE_TOKENS, TokenCounter
 from loom_nb._tools import Tool, ToolInputError, ToolOutput
 
 __all__ = ["HISTORY_TOKENS", "RECALL", "HistoryView", "View", "recall_tool"]
@@ -67,12 +68,32 @@ class View:
         return bool(self.referenced or self.left_out)
 
 
-@dataclass
 class _Result:
-    part: ToolResult
-    full: int
-    reference: ToolResult
-    referenced: int
+    """One result's count, and its reference line with that line's count: made when a view
+    is over budget (most views are not)."""
+
+    def __init__(self, part: ToolResult, call: ToolCall | None, counter: TokenCounter) -> None:
+        self.part = part
+        self.full = counter.part(part)
+        self._call = call
+        self._counter = counter
+        self._reference: tuple[ToolResult, int] | None = None
+
+    def _referred(self) -> tuple[ToolResult, int]:
+        if self._reference is None:
+            part = self.part
+            line = reference_line(part, self._call)
+            reference = ToolResult(part.call_id, part.name, line, is_error=part.is_error)
+            self._reference = reference, self._counter.part(reference)
+        return self._reference
+
+    @property
+    def reference(self) -> ToolResult:
+        return self._referred()[0]
+
+    @property
+    def referenced(self) -> int:
+        return self._referred()[1]
 
 
 class HistoryView:
@@ -85,20 +106,26 @@ class HistoryView:
 
     def view(self, thread: Sequence[Message]) -> View:
         """What the next model turn is sent of ``thread``."""
-        sent = [m for m in (_sendable(m) for m in thread) if m is not None]
-        calls = {c.id: c for m in sent for c in m.tool_calls}
-        units = _units(sent)
+        sent = _sent(thread)
         count = self.counter
-        base = [
-            count.message(m) - sum(count.part(p) for p in m.tool_results) for m in sent
-        ]  # what stays whatever happens to results
-        results: list[tuple[int, _Result]] = []  # (message index, result)
-        for i, m in enumerate(sent):
-            for p in m.tool_results:
-                results.append((i, self._result(p, calls.get(p.call_id))))
+        calls: dict[str, ToolCall] = {}
+        base: list[int] = []  # each message's tokens but its results': what stays whatever
+        found: list[tuple[int, ToolResult]] = []  # (message index, result)
+        for i, m in enumerate(sent):  # one pass over the parts (a view is made every turn)
+            tokens = MESSAGE_TOKENS
+            for p in m.parts:
+                if isinstance(p, ToolResult):
+                    found.append((i, p))
+                    continue
+                tokens += count.part(p)
+                if isinstance(p, ToolCall):
+                    calls[p.id] = p
+            base.append(tokens)
+        results = [(i, self._result(p, calls.get(p.call_id))) for i, p in found]
         total = sum(base) + sum(r.full for _, r in results)
         if total <= self.budget:
             return View(sent, total)
+        units = _units(sent)
         step = max(self.budget // 4, 1)
         last_start = units[-1][0]
         older = [(i, r) for i, r in results if i < last_start and r.full > r.referenced]
@@ -197,10 +224,7 @@ class HistoryView:
         found = self._results.get(id(part))
         if found is not None and found.part is part:
             return found
-        line = reference_line(part, call)
-        reference = ToolResult(part.call_id, part.name, line, is_error=part.is_error)
-        count = self.counter
-        made = _Result(part, count.part(part), reference, count.part(reference))
+        made = _Result(part, call, self.counter)
         self._results[id(part)] = made
         return made
 
@@ -233,9 +257,29 @@ def reference_line(result: ToolResult, call: ToolCall | None) -> str:
     )
 
 
+def _sent(thread: Sequence[Message]) -> list[Message]:
+    """The messages of ``thread`` the model may be sent: the thread's own list when that is
+    all of it (a request then keeps no copy, see ``MessagesSoFar``)."""
+    for m in thread:
+        if _sendable(m) is not m:
+            return [s for s in (_sendable(m) for m in thread) if s is not None]
+    return thread if isinstance(thread, list) else list(thread)
+
+
 def _sendable(message: Message) -> Message | None:
     """``message`` as the model may be sent it: without the parts of a run's pauses (loom_nb's
     own, never the model's) nor a newer loom_nb's parts; None when nothing is left."""
+    for p in message.parts:  # most messages are sent whole: found without a new list
+        kind = type(p)
+        if kind is TextPart:
+            continue
+        if kind is ToolCall and not is_pause_call(p.id):  # type: ignore[union-attr]
+            continue
+        if kind is ToolResult and not is_pause_call(p.call_id):  # type: ignore[union-attr]
+            continue
+        break
+    else:
+        return message
     parts: list[Part] = [
         p
         for p in message.parts
@@ -308,9 +352,10 @@ def _bind_recall(arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     return [], {"call_id": arguments["call_id"]}
 
 
+@functools.cache
 def recall_tool() -> Tool:
     """``recall(call_id)``: a kept result of this thread, as stored (the same rows and data
-    block the model was first given)."""
+    block the model was first given). One value, as the agent's own tools are."""
     return Tool(
         name=RECALL,
         description=(

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from loom_nb import _loop_thread
 from loom_nb._errors import ThreadBusy
-from loom_nb._messages import Lease, Thread
+from loom_nb._messages import Lease, Thread, random_bytes
 from loom_nb._store import LEASE_SECONDS, Store
 
 __all__ = ["LEASE_SECONDS", "ThreadLease", "holder_gone", "settle", "where"]
@@ -66,7 +66,7 @@ _held_lock = threading.Lock()
 
 def new_holder() -> str:
     tag = f"ns{_NAMESPACE}." if _NAMESPACE else ""
-    return f"{_HOST}:{os.getpid()}:{tag}{os.urandom(6).hex()}"
+    return f"{_HOST}:{os.getpid()}:{tag}{random_bytes.take(6).hex()}"
 
 
 def holder_gone(lease: Lease) -> bool:
@@ -280,11 +280,16 @@ class _Keeper:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
+        #: When the keeper's current wait ends (``time.monotonic``).
+        self._next_round = 0.0
 
     def add(self, lease: ThreadLease) -> None:
         with self._lock:
             self._leases.add(lease)
-            self._wake.set()  # a new round starts now, on the current schedule
+            # The next round renews it in time (within 1.5 rounds); woken (a thread switch
+            # on every run) only when the schedule was shortened since the keeper went to sleep.
+            if self._next_round > time.monotonic() + RENEW_SECONDS:
+                self._wake.set()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._renew_forever, name="loom-nb-leases", daemon=True
@@ -297,7 +302,9 @@ class _Keeper:
 
     def _renew_forever(self) -> None:
         while True:
-            self._wake.wait(RENEW_SECONDS)
+            seconds = RENEW_SECONDS
+            self._next_round = time.monotonic() + seconds
+            self._wake.wait(seconds)
             self._wake.clear()
             with self._lock:
                 leases = list(self._leases)

@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import os
 import queue
 import sys
 import threading
@@ -242,72 +243,89 @@ async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     A cancelled caller returns at once; the function finishes in the background and its
     result is dropped (Python cannot stop a thread).
     """
-    handoff = _Handoff(asyncio.get_running_loop())
-    context = contextvars.copy_context()
-
-    def work() -> _Outcome:
-        try:
-            return context.run(fn, *args, **kwargs), None
-        except Exception as exc:
-            return None, exc
-        except BaseException as exc:  # SystemExit and the like must not hang the run
-            return None, RuntimeError(f"{type(exc).__name__} in {_name(fn)}")
-
-    _workers.run(work, handoff.deliver)
-    outcome = handoff.quick(QUICK_SECONDS)
-    result, error = outcome if outcome is not None else await handoff.later()
+    handoff = _Handoff(fn, args, kwargs)
+    _workers.run(handoff)
+    if _quick_wait(handoff.ready):
+        outcome = handoff.outcome
+    else:
+        outcome = await handoff.later(asyncio.get_running_loop())
+    result, error = outcome  # type: ignore[misc]
     if error is not None:
         raise error
     return result  # type: ignore[no-any-return]
 
 
+#: The first part of the quick wait, spent polling (yielding the processor and the GIL to the
+#: worker): a timed wait this short costs a timer of its own, more than a quick call.
+SPIN_SECONDS = 0.00005
+_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
+
+
+def _quick_wait(ready: threading.Lock) -> bool:
+    """Take ``ready`` within :data:`QUICK_SECONDS`, polling it for the first
+    :data:`SPIN_SECONDS`; False if it stayed held."""
+    end = time.monotonic() + SPIN_SECONDS
+    while not ready.acquire(blocking=False):
+        if time.monotonic() > end:
+            return ready.acquire(timeout=QUICK_SECONDS - SPIN_SECONDS)
+        _yield()
+    return True
+
+
 class _Handoff:
-    """One call's outcome, from its worker to the loop: taken at once if it comes within the
-    quick wait, else set on a future the loop awaits."""
+    """One call, and its outcome from the worker to the loop: taken at once if it comes within
+    the quick wait, else set on a future the loop awaits.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._ready = threading.Lock()
-        self._ready.acquire()
-        self._waiting = True  # the loop waits, blocked, for the outcome
-        self._outcome: _Outcome | None = None
-        self._future: asyncio.Future[_Outcome] | None = None
+    The worker always releases ``ready`` first, then looks for a future; the loop sets the
+    future first, then tries ``ready`` once more. So whichever comes second sees the other's
+    step, and the outcome is taken exactly one way.
+    """
 
-    def deliver(self, outcome: _Outcome) -> None:
-        """On the worker: hand ``outcome`` over."""
-        with self._lock:
-            self._outcome = outcome
-            if self._waiting:
-                self._ready.release()
-                return
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            self._loop.call_soon_threadsafe(self._settle)
+    __slots__ = ("args", "context", "fn", "future", "kwargs", "loop", "outcome", "ready")
 
-    def quick(self, seconds: float) -> _Outcome | None:
-        """On the loop: the outcome if it comes within ``seconds``; else None (await later)."""
-        if self._ready.acquire(timeout=seconds):
-            return self._outcome
-        with self._lock:
-            self._waiting = False
-            if self._outcome is not None:
-                return self._outcome
-            self._future = self._loop.create_future()
-            return None
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.context = contextvars.copy_context()  # the caller's: its interrupt, its call id
+        self.ready = threading.Lock()
+        self.ready.acquire()
+        self.outcome: _Outcome | None = None
+        self.future: asyncio.Future[_Outcome] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def later(self) -> asyncio.Future[_Outcome]:
-        assert self._future is not None
-        return self._future
+    def work(self) -> None:
+        """On the worker: run the call (nothing it raises escapes), then hand it over."""
+        try:
+            self.outcome = self.context.run(self.fn, *self.args, **self.kwargs), None
+        except Exception as exc:
+            self.outcome = None, exc
+        except BaseException as exc:  # SystemExit and the like must not hang the run
+            self.outcome = None, RuntimeError(f"{type(exc).__name__} in {_name(self.fn)}")
+
+    def deliver(self) -> None:
+        """On the worker, once it is idle again: wake the loop (see the class)."""
+        self.ready.release()
+        loop = self.loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._settle)
+
+    def later(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[_Outcome]:
+        """On the loop, after the quick wait: the future that gets the outcome."""
+        future = self.future = loop.create_future()
+        self.loop = loop
+        if self.ready.acquire(blocking=False):  # delivered meanwhile, maybe before the future
+            assert self.outcome is not None
+            future.set_result(self.outcome)
+        return future
 
     def _settle(self) -> None:
-        future = self._future
-        if future is not None and not future.done():  # else the caller was cancelled
-            assert self._outcome is not None
-            future.set_result(self._outcome)
+        future = self.future
+        if future is not None and not future.done():  # else taken already, or cancelled
+            assert self.outcome is not None
+            future.set_result(self.outcome)
 
 
 _Outcome = tuple[Any, "BaseException | None"]
-_Job = tuple[Callable[[], _Outcome], Callable[[_Outcome], None]]
 
 
 class _Workers:
@@ -320,11 +338,12 @@ class _Workers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[_Job]] = []
+        self._idle: list[queue.SimpleQueue[_Handoff]] = []
 
-    def run(self, work: Callable[[], _Outcome], deliver: Callable[[_Outcome], None]) -> None:
-        """``deliver(work())`` on a worker, which is idle again before ``deliver`` wakes the
-        caller (so the caller's next call finds it free instead of starting another)."""
+    def run(self, job: _Handoff) -> None:
+        """``job.work()`` then ``job.deliver()`` on a worker, which is idle again before
+        ``deliver`` wakes the caller (so the caller's next call finds it free instead of
+        starting another)."""
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:
@@ -332,22 +351,23 @@ class _Workers:
             threading.Thread(
                 target=self._serve, args=(inbox,), name="loom-nb-worker", daemon=True
             ).start()
-        inbox.put((work, deliver))
+        inbox.put(job)
 
-    def _serve(self, inbox: queue.SimpleQueue[_Job]) -> None:
+    def _serve(self, inbox: queue.SimpleQueue[_Handoff]) -> None:
         while True:
             try:
-                work, deliver = inbox.get(timeout=self.IDLE_SECONDS)
+                job = inbox.get(timeout=self.IDLE_SECONDS)
             except queue.Empty:
                 with self._lock:
                     if inbox in self._idle:  # not handed a job meanwhile: end
                         self._idle.remove(inbox)
                         return
                 continue  # a job is being put: take it
-            outcome = work()
+            job.work()
             with self._lock:
                 self._idle.append(inbox)
-            deliver(outcome)
+            job.deliver()
+            del job  # the call's arguments and outcome are not kept while idle
 
 
 _workers = _Workers()

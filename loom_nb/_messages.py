@@ -6,13 +6,13 @@ these values to their own records through :meth:`to_dict` / :meth:`from_dict`.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, get_args, overload
+from typing import Any, Literal, TypeVar, get_args, overload
 
 from loom_nb import _codec
 from loom_nb._chart import Chart
@@ -39,8 +39,48 @@ CallState = Literal["pending", "approved", "rejected", "running", "unknown", "do
 Resolution = Literal["happened", "retry", "failed"]
 
 
+_T = TypeVar("_T")
+
+
+def shallow_copy(value: _T) -> _T:
+    """``copy.copy`` of a plain dataclass value (its fields all in ``__dict__``), without the
+    protocol ``copy`` walks through to find out how: a run copies its thread at each save."""
+    copied = object.__new__(type(value))
+    copied.__dict__.update(value.__dict__)
+    return copied
+
+
 def now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+class _RandomBytes:
+    """Bytes of ``os.urandom``, read a block at a time: a run makes several ids, and each read
+    is a system call that lets other threads take the interpreter. A forked child drops the
+    block it inherited, so no two processes hand out the same bytes."""
+
+    BLOCK = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._block = b""
+        self._at = 0
+
+    def take(self, n: int) -> bytes:
+        with self._lock:
+            if self._at + n > len(self._block):
+                self._block, self._at = os.urandom(max(self.BLOCK, n)), 0
+            taken = self._block[self._at : self._at + n]
+            self._at += n
+            return taken
+
+    def drop(self) -> None:
+        self._block, self._at = b"", 0
+        self._lock = threading.Lock()  # a lock held by another thread at the fork stays held
+
+
+random_bytes = _RandomBytes()
+os.register_at_fork(after_in_child=random_bytes.drop)
 
 
 def random_token(nbytes: int) -> str:
@@ -48,7 +88,7 @@ def random_token(nbytes: int) -> str:
     ``secrets``: it brings ``random`` and ``hashlib`` to ``import loom_nb``)."""
     import base64  # here, as json below: ids and digests come with runs, not with the import
 
-    return base64.urlsafe_b64encode(os.urandom(nbytes)).rstrip(b"=").decode("ascii")
+    return base64.urlsafe_b64encode(random_bytes.take(nbytes)).rstrip(b"=").decode("ascii")
 
 
 def new_thread_id() -> str:
@@ -208,9 +248,9 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         if self.empty:
-            return dataclasses.replace(other)  # a new value: a turn's usage is its own
+            return other._copy()  # a new value: a turn's usage is its own
         if other.empty:
-            return dataclasses.replace(self)
+            return self._copy()
         cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return Usage(
             self.input_tokens + other.input_tokens,
@@ -219,6 +259,16 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             cost,
+        )
+
+    def _copy(self) -> Usage:  # (``dataclasses.replace`` reads the fields each time)
+        return Usage(
+            self.input_tokens,
+            self.output_tokens,
+            self.requests,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.cost,
         )
 
     @property

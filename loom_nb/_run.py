@@ -63,9 +63,9 @@ from loom_nb._numbers import (
     unmatched,
 )
 from loom_nb._rules import Rule, RuleStore, deciding_rule
-from loom_nb._store import LEASE_SECONDS, LeasedWrites, Store
+from loom_nb._store import LEASE_SECONDS, Store, leased_writes
 from loom_nb._tokens import counter_for
-from loom_nb._tools import Tool
+from loom_nb._tools import Bound, Tool
 from loom_nb._turn import (
     check_call,
     definitions,
@@ -155,6 +155,13 @@ class Run:
         #: its strict correction (once a run).
         self._numbers: tuple[TracedNumber, ...] = ()
         self._corrected = False
+        #: The tools as the model is told of them, without and with ``recall``.
+        self._tool_definitions: dict[bool, list[ToolDefinition]] = {}
+        #: Whether an answer's numbers are traced as it is added: for ``on_event`` (the views
+        #: mark them) and for the strict check. Unobserved, they are not: ``trace_numbers``
+        #: on the thread gives the same marks when asked.
+        check = deps.check_numbers
+        self._traces = check == "strict" or (check != "off" and on_event is not None)
 
     async def emit(self, event: RunEvent) -> None:
         """Hand ``event`` to ``on_event``, awaiting it if it is async."""
@@ -226,10 +233,10 @@ class Run:
         self.thread.updated_at = message.created_at
         store, lease = self.store, self.lease
         if not lease.in_store:  # only a LeasedWrites store makes a thread this way
-            assert isinstance(store, LeasedWrites) and not pending
+            assert leased_writes(store) and not pending
             store.start(self.thread, message, holder=lease.holder, seconds=LEASE_SECONDS)
             lease.started()
-        elif last and not pending and isinstance(store, LeasedWrites):
+        elif last and not pending and leased_writes(store):
             lease.free_with(lambda: store.finish(self.thread, message, holder=lease.holder))
         elif pending:
             self.store.append(self.thread, message, pending=pending)
@@ -238,10 +245,11 @@ class Run:
             self.store.append(self.thread, message)
         self._added(message)
         self._numbers = ()
-        if self.deps.check_numbers != "off" and message.role == "assistant" and message.text:
+        if self._traces and message.role == "assistant" and message.text:
             messages = self.thread.messages
             self._numbers = tuple(trace_message(messages, len(messages) - 1))
-        await self.emit(MessageAdded(message, self.thread.id, self._numbers))
+        if self.on_event is not None:
+            await self.emit(MessageAdded(message, self.thread.id, self._numbers))
 
     def _added(self, message: Message) -> None:
         self.thread.messages.append(message)
@@ -300,7 +308,12 @@ class Run:
             if await self._over_budget(view, tools):
                 return  # paused
             message = await model_turn(
-                deps.model, deps.instructions, tools, deps.settings, view.messages, self.emit
+                deps.model,
+                deps.instructions,
+                tools,
+                deps.settings,
+                view.messages,
+                self.emit if self.on_event is not None else None,
             )
             self._account(message, view, tools)
             if not message.tool_calls:
@@ -329,9 +342,14 @@ class Run:
         return True
 
     def _definitions(self, view: View) -> list[ToolDefinition]:
-        """The agent's tools, and ``recall`` once a result is left out of the view."""
-        tools = self.deps.tools if not view.shortened else self.tools
-        return definitions(tools)
+        """The agent's tools, and ``recall`` once a result is left out of the view: made once
+        a run for each (the turns' requests share them, as they share the tools)."""
+        shortened = view.shortened
+        made = self._tool_definitions.get(shortened)
+        if made is None:
+            made = definitions(self.tools if shortened else self.deps.tools)
+            self._tool_definitions[shortened] = made
+        return made
 
     def _account(self, message: Message, view: View, tools: list[ToolDefinition]) -> None:
         """The turn's cost, and how the provider's count compared with ours."""
@@ -401,35 +419,41 @@ class Run:
         kill leaves a call without its card), then run the others. True if any wait."""
         calls = message.tool_calls
         results: dict[str, ToolResult] = {}
-        runnable: list[tuple[ToolCall, Tool]] = []
+        runnable: list[tuple[ToolCall, Tool, Bound]] = []
         pending: list[PendingApproval] = []
         rules: list[Rule] | None = None
         for call in calls:
             checked = check_call(call, self.tools)
             if isinstance(checked, ToolResult):
                 results[call.id] = checked
-            elif checked.requires_approval(call.arguments or {}):
-                waiting = await pending_of(call, checked, self.ctx)  # one preview at a time
+                continue
+            tool, bound = checked
+            if tool.requires_approval(call.arguments or {}):
+                waiting = await pending_of(call, tool, self.ctx)  # one preview at a time
                 if isinstance(waiting, ToolResult):  # its preview found it cannot work
                     results[call.id] = waiting
                     continue
                 if call.name != ASK_USER:  # a question is for a person, never a rule
                     rules = self._rules() if rules is None else rules
-                    effect = checked.effect_of(call.name, waiting.arguments, waiting.preview)
+                    effect = tool.effect_of(call.name, waiting.arguments, waiting.preview)
                     rule = deciding_rule(rules, self.thread.id, effect)
                     if rule is not None:  # decided as a click would, naming the rule
                         waiting.state = "approved" if rule.kind == "allow" else "rejected"
                         waiting.rule = rule.id
                 pending.append(waiting)
             else:
-                runnable.append((call, checked))
+                runnable.append((call, tool, bound))
         waits = any(p.state == "pending" for p in pending)
         if not waits:  # rules decided them all: claimed with the turn, in one transaction
             for p in pending:
                 if p.state == "approved":
                     p.state, p.holder = "running", self.lease.holder
         await self._add(message, pending=pending)
-        outcomes = await asyncio.gather(*(invoke(c, t, self.ctx) for c, t in runnable))
+        runs = [invoke(c, t, self.ctx, bound=b) for c, t, b in runnable]
+        if len(runs) == 1:  # (gather would wrap the one call in a task of its own)
+            outcomes = [await runs[0]]
+        else:
+            outcomes = await asyncio.gather(*runs)
         results.update({r.call_id: r for r in outcomes})
         if results:
             await self._add(Message("tool", [results[c.id] for c in calls if c.id in results]))

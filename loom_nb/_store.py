@@ -30,11 +30,19 @@ import re
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from loom_nb import _compose
 from loom_nb._errors import CallAlreadyDecided
-from loom_nb._messages import CallState, Lease, Message, PendingApproval, Thread, ThreadInfo
+from loom_nb._messages import (
+    CallState,
+    Lease,
+    Message,
+    PendingApproval,
+    Thread,
+    ThreadInfo,
+    shallow_copy,
+)
 from loom_nb._rules import Rule
 
 #: How long a run's lease on its thread lasts without renewal (a holder that died).
@@ -175,6 +183,19 @@ class LeasedWrites(Protocol):
         as ``append`` would save it)."""
 
 
+_LEASED_WRITES: dict[type, bool] = {}
+
+
+def leased_writes(store: object) -> TypeGuard[LeasedWrites]:
+    """``isinstance(store, LeasedWrites)``, judged once per store class (a protocol check reads
+    every method's name: costly on each write of a run)."""
+    kind = type(store)
+    found = _LEASED_WRITES.get(kind)
+    if found is None:
+        found = _LEASED_WRITES[kind] = isinstance(store, LeasedWrites)
+    return found
+
+
 def info_of(thread: Thread) -> ThreadInfo:
     return ThreadInfo(
         id=thread.id,
@@ -205,8 +226,8 @@ class MemoryStore(Store, LeasedWrites):
     def save_thread(self, thread: Thread) -> None:
         with self._lock:
             saved = self._threads.get(thread.id)
-            record = copy.copy(thread)
-            record.pending = [copy.copy(p) for p in thread.pending]
+            record = shallow_copy(thread)
+            record.pending = [shallow_copy(p) for p in thread.pending]
             record.messages = saved.messages if saved else []
             record.lease = saved.lease if saved else None
             self._threads[thread.id] = record
@@ -220,7 +241,7 @@ class MemoryStore(Store, LeasedWrites):
             saved.messages.append(message)
             saved.updated_at = thread.updated_at
             if pending is not None:
-                saved.pending = [copy.copy(p) for p in pending]
+                saved.pending = [shallow_copy(p) for p in pending]
             self._changes[thread.id] = next(self._count)
 
     def start(self, thread: Thread, message: Message, *, holder: str, seconds: float) -> None:

@@ -69,7 +69,7 @@ class TokenCounter:
             return self.count(part.text)
         if isinstance(part, ToolCall):
             arguments = part.arguments if part.arguments is not None else {}
-            return self.count(part.id + part.name + json.dumps(arguments, ensure_ascii=False))
+            return self.count(part.id + part.name + _JSON.encode(arguments))
         if isinstance(part, ToolResult):
             return self.count(part.call_id) + self.count(part.content)
         if isinstance(part, NewerPart):
@@ -89,6 +89,10 @@ class TokenCounter:
             total += self.count(t.name + t.description + json.dumps(t.parameters, sort_keys=True))
         return total
 
+
+#: ``json.dumps(..., ensure_ascii=False)``, made once (``dumps`` makes one for each call
+#: given an argument of its own).
+_JSON = json.JSONEncoder(ensure_ascii=False)
 
 ESTIMATE = TokenCounter(f"estimate: characters / {CHARS_PER_TOKEN}")
 

@@ -42,6 +42,10 @@ class ToolOutput:
     chart: dict[str, Any] | None = None
 
 
+#: A call's arguments as a tool's function takes them: positional and keyword.
+Bound = tuple[list[Any], dict[str, Any]]
+
+
 @dataclass
 class Tool:
     """A function the model may call. Build one with :func:`tool`."""
@@ -66,6 +70,8 @@ class Tool:
     #: What a call would do, for the rules that approve by themselves (``agent.allow``):
     #: ``(arguments, card) -> Effect``. Without it, a call's effect is its tool alone.
     effect: EffectOf | None = field(default=None, repr=False)
+    #: The tool as the model was last told of it (a ``ToolDefinition``; see ``_turn``).
+    _told: Any = field(default=None, init=False, repr=False, compare=False)
 
     def named(self, name: str) -> Tool:
         """This tool under ``name`` (a connector's key names its tool)."""
@@ -116,15 +122,20 @@ class Tool:
             return {"error": f"no preview: {exc}"}
         return value
 
-    def validate(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    def validate(self, arguments: dict[str, Any]) -> Bound:
         """Check ``arguments`` against the schema; raises :class:`ToolInputError`."""
         return self._bind(arguments)
 
     async def call(self, arguments: dict[str, Any], ctx: RunContext) -> ToolOutput:
         """Validate the arguments and run the function (sync ones on a worker thread)."""
+        return await self.call_bound(self.validate(arguments), ctx)
+
+    async def call_bound(self, bound: Bound, ctx: RunContext) -> ToolOutput:
+        """Run the function with arguments :meth:`validate` returned (a fresh result: its
+        keyword arguments get ``ctx``)."""
         from loom_nb import _loop_thread
 
-        args, kwargs = self.validate(arguments)
+        args, kwargs = bound
         if self._takes_ctx:
             kwargs[self._takes_ctx] = ctx
         if inspect.iscoroutinefunction(self.function):
@@ -132,7 +143,7 @@ class Tool:
             value = await self.function(*args, **kwargs)
         else:  # on a worker thread: sync tools run concurrently, and never block the loop
             value = await _loop_thread.in_thread(self.function, *args, **kwargs)
-            if inspect.isawaitable(value):
+            if not isinstance(value, (str, dict, list)) and inspect.isawaitable(value):
                 value = await value
         return to_output(value)
 
@@ -146,7 +157,12 @@ def to_output(value: Any) -> ToolOutput:
         return ToolOutput(frame_for_model(value), value)
     if isinstance(value, str):
         return ToolOutput(value)
-    return ToolOutput(json.dumps(_codec.encode(value), default=str), value)
+    return ToolOutput(_JSON.encode(_codec.encode(value)), value)
+
+
+#: ``json.dumps(..., default=str)``, made once (``dumps`` makes an encoder for each call
+#: given an argument of its own).
+_JSON = json.JSONEncoder(default=str)
 
 
 @overload
@@ -495,7 +511,8 @@ def _schema_from_hints(
             validated = model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolInputError(_pydantic_message(exc)) from None
-        return [], {n: getattr(validated, n) for n in names}
+        values = validated.__dict__  # (the fields, as getattr reads them: extra keys are refused)
+        return [], {n: values[n] for n in names}
 
     assert schema is not None
     return schema, bind

@@ -25,7 +25,7 @@ from loom_nb._messages import (
     ToolResult,
     Usage,
 )
-from loom_nb._tools import Tool, ToolInputError, ToolOutput
+from loom_nb._tools import Bound, Tool, ToolInputError, ToolOutput
 from loom_nb.models import Model, ModelRequest, ModelSettings, TextDelta, ToolDefinition
 
 REJECTED = f"The user rejected this call; {_words.NOTHING_DONE}."
@@ -33,7 +33,22 @@ REJECTED = f"The user rejected this call; {_words.NOTHING_DONE}."
 
 def definitions(tools: Mapping[str, Tool]) -> list[ToolDefinition]:
     """The tools as the model is told of them."""
-    return [ToolDefinition(t.name or n, t.description, t.parameters) for n, t in tools.items()]
+    return [_told(n, t) for n, t in tools.items()]
+
+
+def _told(key: str, tool: Tool) -> ToolDefinition:
+    """``tool``'s definition, the one made last time while its name and words are the same
+    (runs share it: a run keeps no copy of its tools' schemas)."""
+    told = tool._told
+    name = tool.name or key
+    if (
+        told is None
+        or told.name != name
+        or told.description is not tool.description
+        or told.parameters is not tool.parameters
+    ):
+        told = tool._told = ToolDefinition(name, tool.description, tool.parameters)
+    return told  # type: ignore[no-any-return]
 
 
 async def model_turn(
@@ -42,10 +57,11 @@ async def model_turn(
     tools: list[ToolDefinition],
     settings: ModelSettings,
     messages: Sequence[Message],
-    on_delta: Callable[[TextDelta], Awaitable[None]],
+    on_delta: Callable[[TextDelta], Awaitable[None]] | None,
 ) -> Message:
     """Stream one answer of ``model`` to ``messages`` (the thread's view: a list of its own,
-    or the thread's list, read without a copy); the assistant message it made."""
+    or the thread's list, read without a copy); the assistant message it made. ``on_delta``
+    gets each piece of text (None: nobody listens)."""
     request = ModelRequest(
         instructions=instructions,
         messages=MessagesSoFar(messages) if isinstance(messages, list) else messages,
@@ -60,7 +76,8 @@ async def model_turn(
         async for event in stream:
             if isinstance(event, TextDelta):
                 text.append(event.text)
-                await on_delta(event)
+                if on_delta is not None:
+                    await on_delta(event)
             elif isinstance(event, ToolCall):
                 calls.append(bounded_call(event))  # too large: answered with an error
             elif isinstance(event, Usage):
@@ -77,8 +94,9 @@ async def model_turn(
     return Message("assistant", parts + calls, usage=usage, model=model.name)
 
 
-def check_call(call: ToolCall, tools: Mapping[str, Tool]) -> Tool | ToolResult:
-    """The tool to run ``call`` with, or the error result the model gets instead."""
+def check_call(call: ToolCall, tools: Mapping[str, Tool]) -> tuple[Tool, Bound] | ToolResult:
+    """The tool to run ``call`` with and its validated arguments, or the error result the
+    model gets instead."""
     tool = tools.get(call.name)
     if tool is None:
         return error_result(
@@ -89,10 +107,9 @@ def check_call(call: ToolCall, tools: Mapping[str, Tool]) -> Tool | ToolResult:
     if call.arguments is None:
         return error_result(call, unusable_arguments(call))
     try:
-        tool.validate(call.arguments)
+        return tool, tool.validate(call.arguments)
     except ToolInputError as exc:
         return error_result(call, f"Invalid arguments for {call.name!r}: {exc}")
-    return tool
 
 
 async def pending_of(call: ToolCall, tool: Tool, ctx: RunContext) -> PendingApproval | ToolResult:
@@ -108,14 +125,24 @@ async def pending_of(call: ToolCall, tool: Tool, ctx: RunContext) -> PendingAppr
 
 
 async def invoke(
-    call: ToolCall, tool: Tool, ctx: RunContext, approval: Any = None, preview: Any = None
+    call: ToolCall,
+    tool: Tool,
+    ctx: RunContext,
+    approval: Any = None,
+    preview: Any = None,
+    *,
+    bound: Bound | None = None,
 ) -> ToolResult:
-    """Run ``call``; a failing tool becomes an error result the model reads."""
+    """Run ``call`` (``bound``: its arguments as :func:`check_call` validated them just now);
+    a failing tool becomes an error result the model reads."""
     if approval is not None:  # an approved call sees its card: it may refuse to do more
         ctx = dataclasses.replace(ctx, approved_preview=preview)
     try:
         with _user_errors.running(call.id):
-            output = await tool.call(call.arguments or {}, ctx)
+            if bound is None:
+                output = await tool.call(call.arguments or {}, ctx)
+            else:
+                output = await tool.call_bound(bound, ctx)
     except ToolInputError as exc:
         return error_result(call, f"Invalid arguments for {call.name!r}: {exc}")
     except Exception as exc:

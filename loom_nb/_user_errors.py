@@ -13,8 +13,6 @@ import os
 import threading
 import types
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 KEPT = 200
 _PACKAGE = os.path.dirname(os.path.realpath(__file__))
@@ -34,14 +32,24 @@ def keep(key: str, exc: BaseException) -> None:
             _kept.popitem(last=False)
 
 
-@contextmanager
-def running(key: str) -> Iterator[None]:
+def running(key: str) -> _Running:
     """User code run within this block fails under ``key`` (see :func:`keep_for_running`)."""
-    token = _running.set(key)
-    try:
-        yield
-    finally:
-        _running.reset(token)
+    return _Running(key)
+
+
+class _Running:
+    """:func:`running`'s block: a class, not ``@contextmanager`` (it wraps every tool call)."""
+
+    __slots__ = ("_key", "_token")
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+
+    def __enter__(self) -> None:
+        self._token = _running.set(self._key)
+
+    def __exit__(self, *exc: object) -> None:
+        _running.reset(self._token)
 
 
 def keep_for_running(exc: BaseException) -> None:

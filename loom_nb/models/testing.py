@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -59,8 +59,17 @@ def _as_call(call: ToolCall | tuple[str, dict[str, Any] | str]) -> ToolCall:
     return ToolCall(new_call_id(), name, dict(arguments))
 
 
+_WORD = re.compile(r"\S+\s*|\s+")
+
+
 def _chunks(text: str, words: int) -> Iterable[str]:
-    pieces = re.findall(r"\S+\s*|\s+", text)
+    pieces = _WORD.findall(text)
+    if words == 1:
+        return pieces
+    return _joined(pieces, words)
+
+
+def _joined(pieces: list[str], words: int) -> Iterator[str]:
     for i in range(0, len(pieces), words):
         yield "".join(pieces[i : i + words])
 
@@ -163,10 +172,22 @@ class FunctionModel(Model):
     fn: Callable[[ModelRequest], Any]
     name: str = "test:function"
     requests: list[ModelRequest] = field(default_factory=list)
+    #: ``fn``, and whether it is async (judged once, not at every turn).
+    _kind: tuple[Callable[..., Any], bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def _is_async(self) -> bool:
+        kind = self._kind
+        if kind is None or kind[0] is not self.fn:
+            fn = self.fn
+            is_async = inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+            kind = self._kind = fn, is_async
+        return kind[1]
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
-        if inspect.iscoroutinefunction(self.fn) or inspect.isasyncgenfunction(self.fn):
+        if self._is_async():
             _loop_thread.name_user_code(self.fn, f"the model function of {self.name}")
             result = self.fn(request)
         else:
@@ -175,7 +196,7 @@ class FunctionModel(Model):
             async for event in cast(AsyncIterator[ModelEvent], result):
                 yield event
             return
-        if inspect.isawaitable(result):
+        if not isinstance(result, (str, Reply)) and inspect.isawaitable(result):
             result = await result
         for event in _as_reply(result).events():
             yield event
