@@ -569,10 +569,12 @@ class Agent:
 
         # The thread is loaded and dropped in the pause: its decoded frames are freed with it,
         # never walked by a collection after the export (a tenth of an export's time).
+        # (No name holds it: a local would outlive the pause.)
+        mark = self.check_numbers != "off"
         with _codec.collector_paused():
-            thread = self.thread(thread_id, context=context)
-            mark = self.check_numbers != "off"
-            return export_thread(thread, self.tools, path, mark_numbers=mark)
+            return export_thread(
+                self.thread(thread_id, context=context), self.tools, path, mark_numbers=mark
+            )
 
     def delete_thread(self, thread_id: str, *, context: Mapping[str, Any] | None = None) -> None:
         """Delete a saved thread and its messages; :class:`ThreadNotFound` if not this user's."""
