@@ -5,7 +5,10 @@ the model answers with text. What is measured is everything around the model and
 building requests, validating arguments, running the tool, recording messages, saving to the
 in-memory store. Both libraries run the sync model function and the sync tool on worker
 threads; pydantic-ai's run keeps its messages in a dict under a new random id, as loom_nb's
-``memory_store()`` keeps the thread. Run: ``python -m bench.bench_agent [--runs 1000]``.
+``memory_store()`` keeps the thread. Beside them, in the same run, the floor of any thread pool:
+three bare round trips to a kept worker thread (a queue there, a lock back), the handoffs a run
+with a sync model and one sync tool cannot do without. Run:
+``python -m bench.bench_agent [--runs 1000]``.
 """
 
 from __future__ import annotations
@@ -69,6 +72,42 @@ def pydantic_ai_runner() -> Callable[[], Awaitable[object]]:
     return run
 
 
+def handoffs_runner() -> Callable[[], Awaitable[object]]:
+    """Three calls of an instant function on a kept worker thread, the caller polling until
+    each returns (the quickest wait here, then blocking): the least a pool does for one model
+    call, one tool call and one more model call (no event-loop wake, no future, no context)."""
+    import queue
+    import threading
+
+    def wait(done: threading.Lock) -> None:
+        end = time.monotonic() + 0.0002
+        while not done.acquire(blocking=False):
+            if time.monotonic() > end:
+                done.acquire()
+                return
+            os.sched_yield()
+
+    inbox: queue.SimpleQueue[threading.Lock] = queue.SimpleQueue()
+
+    def serve() -> None:
+        while True:
+            done = inbox.get()
+            lookup("Oslo")
+            done.release()
+
+    threading.Thread(target=serve, name="bench-worker", daemon=True).start()
+
+    async def run() -> object:
+        for _ in range(3):
+            done = threading.Lock()
+            done.acquire()
+            inbox.put(done)
+            wait(done)
+        return None
+
+    return run
+
+
 async def measure(
     run: Callable[[], Awaitable[object]], runs: int
 ) -> tuple[list[float], list[float]]:
@@ -90,7 +129,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3, help="alternate the libraries this often")
     args = parser.parse_args()
-    runners = {"loom_nb": loom_runner(), "pydantic-ai": pydantic_ai_runner()}
+    runners = {
+        "loom_nb": loom_runner(),
+        "pydantic-ai": pydantic_ai_runner(),
+        "3 handoffs": handoffs_runner(),
+    }
     samples: dict[str, list[float]] = {name: [] for name in runners}
     cpu: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(args.rounds):  # interleave, so machine noise hits both alike
@@ -106,6 +149,11 @@ def main() -> None:
         p90 = statistics.quantiles(t, n=10)[-1] * 1e6
         print(f"{name:<12} {medians[name]:>14.1f} {p90:>11.1f} {cpu_means[name]:>18.1f}")
     print(f"loom_nb's own cost per run: {medians['loom_nb']:.1f} µs (goal: at most 150 µs)")
+    floor = medians["3 handoffs"]
+    print(
+        f"of which no pool can save the three handoffs, {floor:.1f} µs: "
+        f"the rest is {medians['loom_nb'] - floor:.1f} µs"
+    )
     print(
         f"ratio loom_nb / pydantic-ai (median): {medians['loom_nb'] / medians['pydantic-ai']:.2f}"
     )

@@ -100,3 +100,38 @@ def test_a_tool_still_running_from_an_abandoned_call_never_delays_the_next_calls
             assert result.thread.messages[2].tool_results[0].content == str(i + 1)
     finally:
         release.set()
+
+
+def _worker_calls(workers: _loop_thread._Workers, fn: object, count: int) -> list[object]:
+    """``count`` calls of ``fn`` on ``workers``, one after another, as a run makes them."""
+    results = []
+    for _ in range(count):
+        job = _loop_thread._Handoff(fn, (), {})  # type: ignore[arg-type]
+        workers.run(job)
+        assert job.ready.acquire(timeout=10)
+        assert job.outcome is not None
+        results.append(job.outcome[0])
+    return results
+
+
+def test_calls_one_after_another_take_the_same_worker_whether_it_polls_or_sleeps():
+    # A worker that just finished polls for the next call a moment, then blocks: a call in
+    # either window is taken by it (none is lost, the pool does not grow).
+    workers = _loop_thread._Workers()
+    quick = _worker_calls(workers, threading.get_ident, 20)
+    slow = []
+    for _ in range(3):
+        threading.Event().wait(_loop_thread.WARM_SECONDS * 4)  # past the polling
+        slow += _worker_calls(workers, threading.get_ident, 1)
+    assert len(set(quick + slow)) == 1
+    assert threading.get_ident() not in quick
+
+
+def test_an_idle_worker_ends(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(_loop_thread._Workers, "IDLE_SECONDS", 0.05)
+    workers = _loop_thread._Workers()
+    (ident,) = _worker_calls(workers, threading.get_ident, 1)
+    worker = next(t for t in threading.enumerate() if t.ident == ident)
+    worker.join(5)
+    assert not worker.is_alive()
+    assert _worker_calls(workers, lambda: "again", 1) == ["again"]  # a new one starts
