@@ -17,7 +17,7 @@ from loom_nb.models._base import Advice, StreamingAdapter
 from loom_nb.models._clients import NO_KEY
 from loom_nb.models._deadlines import Deadlines
 from loom_nb.models._server_errors import ServerError, status_error
-from loom_nb.models._tool_calls import tool_call
+from loom_nb.models._tool_calls import call_as_text, result_as_text, sendable, tool_call
 
 try:
     import anthropic
@@ -172,11 +172,13 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
 def map_messages(messages: Sequence[Message]) -> list[MessageParam]:
     """User and tool messages become "user" turns, with tool results first; consecutive turns
     of one role are merged (the API wants them alternating, and all results of one assistant
-    turn in the next user turn)."""
+    turn in the next user turn). A call whose tool name the API refuses goes as text, and so
+    does its result."""
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
+    as_text: set[str] = set()  # the ids of the calls sent as text so far
     for message in messages:
         role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
-        blocks = _blocks(message)
+        blocks = _blocks(message, as_text)
         if not blocks:
             continue  # the API refuses empty turns
         if turns and turns[-1][0] == role:
@@ -195,12 +197,17 @@ def map_messages(messages: Sequence[Message]) -> list[MessageParam]:
     return out
 
 
-def _blocks(message: Message) -> list[ContentBlockParam]:
+def _blocks(message: Message, as_text: set[str]) -> list[ContentBlockParam]:
     blocks: list[ContentBlockParam] = []
     for part in message.parts:
         if isinstance(part, TextPart):
             if part.text:
                 blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ToolCall) and not sendable(part):
+            as_text.add(part.id)
+            blocks.append({"type": "text", "text": call_as_text(part)})
+        elif isinstance(part, ToolResult) and part.call_id in as_text:
+            blocks.append({"type": "text", "text": result_as_text(part)})
         elif isinstance(part, ToolCall):
             blocks.append(
                 {
@@ -222,7 +229,8 @@ def _blocks(message: Message) -> list[ContentBlockParam]:
 
 def _named_in(messages: Sequence[MessageParam]) -> list[ToolUnionParam]:
     """A tool for each name the messages' tool calls use: the API refuses tool blocks in a
-    request that defines no tools."""
+    request that defines no tools. (Each name is one it takes: :func:`map_messages` wrote the
+    calls of other names as text.)"""
     names = [
         b["name"]
         for m in messages

@@ -19,7 +19,7 @@ from loom_nb.models._base import Advice, StreamingAdapter
 from loom_nb.models._clients import NO_KEY
 from loom_nb.models._deadlines import Deadlines
 from loom_nb.models._server_errors import ServerError, body_message, status_error
-from loom_nb.models._tool_calls import tool_call
+from loom_nb.models._tool_calls import call_as_text, result_as_text, sendable, tool_call
 
 try:
     import openai
@@ -208,35 +208,57 @@ def ollama(
 def map_messages(
     instructions: str | None, messages: Sequence[Message]
 ) -> list[ChatCompletionMessageParam]:
-    """System instructions, then each message; tool results become one "tool" message each."""
+    """System instructions, then each message; tool results become one "tool" message each.
+    A call whose tool name the API refuses goes as text in its assistant message; its result
+    goes as text in a user message after the tool messages that answer that turn's calls."""
     out: list[ChatCompletionMessageParam] = []
     if instructions:
         out.append({"role": "system", "content": instructions})
+    as_text: set[str] = set()  # the ids of the calls sent as text so far
+    held: list[str] = []  # their results, until the turn's tool messages are all out
     for message in messages:
+        if held and message.role != "tool":
+            out.append({"role": "user", "content": "\n\n".join(held)})
+            held = []
         if message.role == "user":
             out.append({"role": "user", "content": message.text})
         elif message.role == "assistant":
-            out.append(_assistant(message))
+            out.append(_assistant(message, as_text))
         else:
             for part in message.parts:
-                if isinstance(part, ToolResult):
+                if not isinstance(part, ToolResult):
+                    continue
+                if part.call_id in as_text:
+                    held.append(result_as_text(part))
+                else:
                     out.append(
                         {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
                     )
+    if held:
+        out.append({"role": "user", "content": "\n\n".join(held)})
     return out
 
 
-def _assistant(message: Message) -> ChatCompletionAssistantMessageParam:
+def _assistant(message: Message, as_text: set[str]) -> ChatCompletionAssistantMessageParam:
     text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
-    calls: list[ChatCompletionMessageFunctionToolCallParam] = [
-        {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": _arguments_text(call)},
-        }
-        for call in message.parts
-        if isinstance(call, ToolCall)
-    ]
+    calls: list[ChatCompletionMessageFunctionToolCallParam] = []
+    written: list[str] = []
+    for call in message.parts:
+        if not isinstance(call, ToolCall):
+            continue
+        if not sendable(call):
+            as_text.add(call.id)
+            written.append(call_as_text(call))
+            continue
+        calls.append(
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": _arguments_text(call)},
+            }
+        )
+    if written:
+        text = "\n\n".join(t for t in (text, *written) if t)
     out: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": text or None}
     if calls:
         out["tool_calls"] = calls
