@@ -1,13 +1,17 @@
-"""Tool calls between loom_nb and a provider: a call from the pieces a provider streams, and a
-past call whose tool name the provider's API refuses, written as text instead."""
+"""Tool calls between loom_nb and a provider: a call from the pieces a provider streams; a past
+call's id as the API takes it; a past call whose tool name the API refuses, written as text."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from loom_nb._messages import TOOL_NAME, ToolCall, ToolResult, new_call_id
 from loom_nb._render import data_block
+
+#: A call id that both vendors take (Anthropic's pattern; OpenAI's length is checked apart).
+_CALL_ID = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
@@ -30,6 +34,17 @@ def tool_call(call_id: str | None, name: str, raw: str) -> ToolCall:
         arguments,
         raw_arguments=None if arguments is not None else raw,
     )
+
+
+def wire_id(call_id: str) -> str:
+    """``call_id`` as the API takes it: Anthropic's pattern, OpenAI's 40 characters at most.
+    Another (a thread from another server: ``functions.get_weather:0``, a long id) becomes a
+    digest of it, the same for the call and its result."""
+    if len(call_id) <= 40 and _CALL_ID.fullmatch(call_id):
+        return call_id
+    import hashlib
+
+    return "call_" + hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 # ---- past calls the API cannot carry as calls -------------------------------------------------

@@ -17,7 +17,13 @@ from loom_nb.models._base import Advice, StreamingAdapter
 from loom_nb.models._clients import NO_KEY
 from loom_nb.models._deadlines import Deadlines
 from loom_nb.models._server_errors import ServerError, status_error
-from loom_nb.models._tool_calls import call_as_text, result_as_text, sendable, tool_call
+from loom_nb.models._tool_calls import (
+    call_as_text,
+    result_as_text,
+    sendable,
+    tool_call,
+    wire_id,
+)
 
 try:
     import anthropic
@@ -212,13 +218,16 @@ def _blocks(message: Message, as_text: set[str]) -> list[ContentBlockParam]:
             blocks.append(
                 {
                     "type": "tool_use",
-                    "id": part.id,
+                    "id": wire_id(part.id),
                     "name": part.name,
                     "input": part.arguments if part.arguments is not None else {},
                 }
             )
         elif isinstance(part, ToolResult):
-            result: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": part.call_id}
+            result: ToolResultBlockParam = {
+                "type": "tool_result",
+                "tool_use_id": wire_id(part.call_id),
+            }
             if part.content:
                 result["content"] = part.content
             if part.is_error:

@@ -19,7 +19,13 @@ from loom_nb.models._base import Advice, StreamingAdapter
 from loom_nb.models._clients import NO_KEY
 from loom_nb.models._deadlines import Deadlines
 from loom_nb.models._server_errors import ServerError, body_message, status_error
-from loom_nb.models._tool_calls import call_as_text, result_as_text, sendable, tool_call
+from loom_nb.models._tool_calls import (
+    call_as_text,
+    result_as_text,
+    sendable,
+    tool_call,
+    wire_id,
+)
 
 try:
     import openai
@@ -232,7 +238,11 @@ def map_messages(
                     held.append(result_as_text(part))
                 else:
                     out.append(
-                        {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
+                        {
+                            "role": "tool",
+                            "tool_call_id": wire_id(part.call_id),
+                            "content": part.content,
+                        }
                     )
     if held:
         out.append({"role": "user", "content": "\n\n".join(held)})
@@ -252,7 +262,7 @@ def _assistant(message: Message, as_text: set[str]) -> ChatCompletionAssistantMe
             continue
         calls.append(
             {
-                "id": call.id,
+                "id": wire_id(call.id),
                 "type": "function",
                 "function": {"name": call.name, "arguments": _arguments_text(call)},
             }

@@ -333,6 +333,11 @@ class OpenAICase(Case):
                 for c in calls:
                     if c["id"] in seen:
                         broken.append(f"messages.{i}: duplicate tool_call id {c['id']}")
+                    if len(c["id"]) > 40:
+                        broken.append(
+                            f"Invalid 'messages[{i}].tool_calls[0].id': string too long. "
+                            "Expected a string with maximum length 40"
+                        )
                     seen.add(c["id"])
                     if not _NAME.fullmatch(c["function"]["name"]):
                         broken.append(f"messages.{i}: invalid function name")

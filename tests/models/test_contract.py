@@ -294,6 +294,39 @@ async def test_a_thread_from_another_model_with_a_refused_tool_name_is_taken(cas
     assert second["messages"][: len(first["messages"])] == first["messages"]
 
 
+async def test_a_thread_from_another_server_with_call_ids_the_api_refuses_goes_on(
+    case: Case,
+) -> None:
+    """Call ids another server made (Kimi's ``functions.get_weather:0``, an id longer than
+    OpenAI's 40 characters) go as ids the API takes, each call still paired with its result;
+    the thread keeps its own ids."""
+    odd = ["functions.get_weather:0", "x" * 46]
+    other = ReplayModel(
+        [
+            Scripted(
+                tool_calls=[
+                    ToolCall(odd[0], "get_weather", {"city": "Oslo"}),
+                    ToolCall(odd[1], "get_weather", {"city": "Rome"}),
+                ]
+            ),
+            "Sunny in both.",
+        ]
+    )
+    store = memory_store()
+    started = await weather_agent(other, store=store).run("Weather in Oslo and Rome?")
+    case.server.add(case.text("Still sunny."))
+    agent = weather_agent(case.model(), store=store)
+    result = await agent.run("And now?", thread_id=started.thread_id)
+
+    assert result.output == "Still sunny."
+    [body] = case.server.bodies()
+    assert case.rules_broken(body) == []
+    assert case.calls_sent(body) == ["get_weather", "get_weather"]
+    assert not any(i in json.dumps(body) for i in odd)
+    thread = agent.thread(result.thread_id)
+    assert [c.id for m in thread.messages for c in m.tool_calls] == odd
+
+
 async def test_broken_arguments_go_back_as_an_error_result(case: Case) -> None:
     case.server.add(
         case.tool_calls(("call_1", "get_weather", ('{"city": Oslo',))),
