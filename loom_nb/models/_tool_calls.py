@@ -10,8 +10,10 @@ from typing import Any
 from loom_nb._messages import TOOL_NAME, ToolCall, ToolResult, new_call_id
 from loom_nb._render import data_block
 
-#: A call id that both vendors take (Anthropic's pattern; OpenAI's length is checked apart).
-_CALL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+#: A call both vendors take as it is, as ``f"{name}\0{id}"``: a tool name of theirs, and an id
+#: of Anthropic's pattern and OpenAI's 40 characters at most. One match for the common case.
+_plain_call = re.compile(r"[a-zA-Z0-9_-]{1,64}\0[a-zA-Z0-9_-]{1,40}").fullmatch
+_plain_id = re.compile(r"[a-zA-Z0-9_-]{1,40}").fullmatch
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
@@ -36,11 +38,31 @@ def tool_call(call_id: str | None, name: str, raw: str) -> ToolCall:
     )
 
 
-def wire_id(call_id: str) -> str:
-    """``call_id`` as the API takes it: Anthropic's pattern, OpenAI's 40 characters at most.
-    Another (a thread from another server: ``functions.get_weather:0``, a long id) becomes a
-    digest of it, the same for the call and its result."""
-    if len(call_id) <= 40 and _CALL_ID.fullmatch(call_id):
+def sent_id(call: ToolCall, sent: dict[str, str | None]) -> str | None:
+    """The id to send ``call`` with, or None when it goes as text (:func:`call_as_text`: its
+    tool name is one the API refuses); noted in ``sent`` (one request's calls) for its result.
+
+    An id the API refuses (a thread from another server: ``functions.get_weather:0``, an id
+    over 40 characters) goes as a digest of it, the same for the call and its result."""
+    if _plain_call(f"{call.name}\0{call.id}"):
+        wire: str | None = call.id
+    elif TOOL_NAME.fullmatch(call.name) is None:
+        wire = None
+    else:
+        wire = _wire_id(call.id)
+    sent[call.id] = wire
+    return wire
+
+
+def sent_result_id(result: ToolResult, sent: dict[str, str | None]) -> str | None:
+    """The id to send ``result`` with, its call's; None when its call went as text."""
+    if result.call_id in sent:
+        return sent[result.call_id]
+    return _wire_id(result.call_id)  # a result of no call in the request
+
+
+def _wire_id(call_id: str) -> str:
+    if _plain_id(call_id):
         return call_id
     import hashlib
 
@@ -55,11 +77,6 @@ def wire_id(call_id: str) -> str:
 # would read a name it never used. So the call and its result go as text, in data blocks: the
 # name and the arguments came from a model, and stay data. The blocks' markers are digests, so
 # the same thread gives the same bytes at each request.
-
-
-def sendable(call: ToolCall) -> bool:
-    """Whether the API takes ``call`` as a call: its tool name is one both vendors take."""
-    return TOOL_NAME.fullmatch(call.name) is not None
 
 
 def call_as_text(call: ToolCall) -> str:

@@ -20,9 +20,9 @@ from loom_nb.models._server_errors import ServerError, status_error
 from loom_nb.models._tool_calls import (
     call_as_text,
     result_as_text,
-    sendable,
+    sent_id,
+    sent_result_id,
     tool_call,
-    wire_id,
 )
 
 try:
@@ -181,10 +181,10 @@ def map_messages(messages: Sequence[Message]) -> list[MessageParam]:
     turn in the next user turn). A call whose tool name the API refuses goes as text, and so
     does its result."""
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
-    as_text: set[str] = set()  # the ids of the calls sent as text so far
+    sent: dict[str, str | None] = {}  # each call's id as sent, None: as text
     for message in messages:
         role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
-        blocks = _blocks(message, as_text)
+        blocks = _blocks(message, sent)
         if not blocks:
             continue  # the API refuses empty turns
         if turns and turns[-1][0] == role:
@@ -203,31 +203,31 @@ def map_messages(messages: Sequence[Message]) -> list[MessageParam]:
     return out
 
 
-def _blocks(message: Message, as_text: set[str]) -> list[ContentBlockParam]:
+def _blocks(message: Message, sent: dict[str, str | None]) -> list[ContentBlockParam]:
     blocks: list[ContentBlockParam] = []
     for part in message.parts:
         if isinstance(part, TextPart):
             if part.text:
                 blocks.append({"type": "text", "text": part.text})
-        elif isinstance(part, ToolCall) and not sendable(part):
-            as_text.add(part.id)
-            blocks.append({"type": "text", "text": call_as_text(part)})
-        elif isinstance(part, ToolResult) and part.call_id in as_text:
-            blocks.append({"type": "text", "text": result_as_text(part)})
         elif isinstance(part, ToolCall):
+            call_id = sent_id(part, sent)
+            if call_id is None:
+                blocks.append({"type": "text", "text": call_as_text(part)})
+                continue
             blocks.append(
                 {
                     "type": "tool_use",
-                    "id": wire_id(part.id),
+                    "id": call_id,
                     "name": part.name,
                     "input": part.arguments if part.arguments is not None else {},
                 }
             )
         elif isinstance(part, ToolResult):
-            result: ToolResultBlockParam = {
-                "type": "tool_result",
-                "tool_use_id": wire_id(part.call_id),
-            }
+            call_id = sent_result_id(part, sent)
+            if call_id is None:
+                blocks.append({"type": "text", "text": result_as_text(part)})
+                continue
+            result: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": call_id}
             if part.content:
                 result["content"] = part.content
             if part.is_error:

@@ -22,9 +22,9 @@ from loom_nb.models._server_errors import ServerError, body_message, status_erro
 from loom_nb.models._tool_calls import (
     call_as_text,
     result_as_text,
-    sendable,
+    sent_id,
+    sent_result_id,
     tool_call,
-    wire_id,
 )
 
 try:
@@ -220,8 +220,8 @@ def map_messages(
     out: list[ChatCompletionMessageParam] = []
     if instructions:
         out.append({"role": "system", "content": instructions})
-    as_text: set[str] = set()  # the ids of the calls sent as text so far
-    held: list[str] = []  # their results, until the turn's tool messages are all out
+    sent: dict[str, str | None] = {}  # each call's id as sent, None: as text
+    held: list[str] = []  # results of calls sent as text, until the tool messages are out
     for message in messages:
         if held and message.role != "tool":
             out.append({"role": "user", "content": "\n\n".join(held)})
@@ -229,40 +229,37 @@ def map_messages(
         if message.role == "user":
             out.append({"role": "user", "content": message.text})
         elif message.role == "assistant":
-            out.append(_assistant(message, as_text))
+            out.append(_assistant(message, sent))
         else:
             for part in message.parts:
                 if not isinstance(part, ToolResult):
                     continue
-                if part.call_id in as_text:
+                call_id = sent_result_id(part, sent)
+                if call_id is None:
                     held.append(result_as_text(part))
                 else:
-                    out.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": wire_id(part.call_id),
-                            "content": part.content,
-                        }
-                    )
+                    out.append({"role": "tool", "tool_call_id": call_id, "content": part.content})
     if held:
         out.append({"role": "user", "content": "\n\n".join(held)})
     return out
 
 
-def _assistant(message: Message, as_text: set[str]) -> ChatCompletionAssistantMessageParam:
+def _assistant(
+    message: Message, sent: dict[str, str | None]
+) -> ChatCompletionAssistantMessageParam:
     text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
     calls: list[ChatCompletionMessageFunctionToolCallParam] = []
     written: list[str] = []
     for call in message.parts:
         if not isinstance(call, ToolCall):
             continue
-        if not sendable(call):
-            as_text.add(call.id)
+        call_id = sent_id(call, sent)
+        if call_id is None:
             written.append(call_as_text(call))
             continue
         calls.append(
             {
-                "id": wire_id(call.id),
+                "id": call_id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": _arguments_text(call)},
             }
