@@ -29,7 +29,15 @@ from typing import Any
 
 from loom_nb._context import RunContext
 from loom_nb._errors import HistoryTooLong
-from loom_nb._messages import Message, Part, TextPart, ToolCall, ToolResult, is_pause_call
+from loom_nb._messages import (
+    TOOL_NAME,
+    Message,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    is_pause_call,
+)
 from loom_nb._tokens import MESSAGE_TOKENS, TokenCounter
 from loom_nb._tools import Tool, ToolInputError, ToolOutput
 
@@ -215,7 +223,7 @@ class HistoryView:
                 " Tool calls made there, oldest first"
                 + (f" ({more} earlier ones not listed)" if more else "")
                 + ": "
-                + ", ".join(f"{c.id} ({c.name})" for c in listed_calls)
+                + ", ".join(f"{c.id} ({_listed_name(c)})" for c in listed_calls)
                 + f". {RECALL}(call_id=...) returns any call's result as it was stored."
             )
         return Message("user", [TextPart(text)], created_at=messages[0].created_at)
@@ -231,6 +239,12 @@ class HistoryView:
     def _cost(self, part: ToolResult, chosen: set[int]) -> int:
         r = self._results[id(part)]
         return r.referenced if id(part) in chosen else r.full
+
+
+def _listed_name(call: ToolCall) -> str:
+    """A call's tool name for loom_nb's own words: one that no tool can have came from a model
+    or from elsewhere (``a.b``, or text that gives orders), and stays out of them."""
+    return call.name if TOOL_NAME.fullmatch(call.name) else "a tool name the APIs refuse"
 
 
 def reference_line(result: ToolResult, call: ToolCall | None) -> str:

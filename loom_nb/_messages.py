@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,10 @@ from loom_nb._chart import Chart
 #: Version of the JSON form written by :meth:`Thread.to_dict` and :meth:`Message.to_dict`.
 #: 2: a pending call carries its lifecycle ``state`` (and ``holder``) instead of ``decision``.
 FORMAT_VERSION = 2
+
+#: A tool name that OpenAI's and Anthropic's APIs both take, in a tool's definition and in a
+#: past call (Anthropic's docs now allow 128 characters; OpenAI's, and Anthropic's before, 64).
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 Role = Literal["user", "assistant", "tool"]
 RunStatus = Literal["complete", "awaiting_approval", "error"]

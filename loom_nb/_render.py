@@ -32,6 +32,13 @@ def _new_marker() -> str:
     return os.urandom(8).hex()
 
 
+def _digest_marker(body: str, attrs: str, tries: int) -> str:
+    import hashlib
+
+    text = f"{tries}\0{attrs}\0{body}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def frame_for_model(
     df: Any,
     *,
@@ -91,13 +98,19 @@ def frame_for_model(
     return data_block(f"columns: {columns}\n{body}", attrs=attrs, before=" ".join(notes))
 
 
-def data_block(body: str, *, attrs: str = "", before: str = _NOTICE) -> str:
+def data_block(body: str, *, attrs: str = "", before: str = _NOTICE, stable: bool = False) -> str:
     """``body`` (text that came from data) fenced by a marker no part of it contains:
     ``before`` (``{end}`` names the closing line), then ``<data-M attrs>``, the body and
-    ``</data-M>``. ``attrs`` is loom_nb's own text, never a value's."""
-    marker = _new_marker()
-    while marker in body or marker in attrs:  # 64 random bits: in practice never loops
-        marker = _new_marker()
+    ``</data-M>``. ``attrs`` is loom_nb's own text, never a value's.
+
+    ``stable``: the marker is a digest of the body instead of random, so that a block written
+    anew for each request is the same bytes each time (prompt caches hit); a text cannot
+    contain a digest of itself, so no body can close its block either."""
+    tries = 0
+    marker = _digest_marker(body, attrs, tries) if stable else _new_marker()
+    while marker in body or marker in attrs:  # 64 bits: in practice never loops
+        tries += 1
+        marker = _digest_marker(body, attrs, tries) if stable else _new_marker()
     end = f"</data-{marker}>"
     opening = f"<data-{marker} {attrs}>" if attrs else f"<data-{marker}>"
     body = body if body.endswith("\n") or not body else body + "\n"

@@ -21,6 +21,7 @@ from loom_nb._code import Describe, WriteCode
 from loom_nb._context import RunContext
 from loom_nb._errors import DuplicateToolError, UserError
 from loom_nb._json_schema import Issue, SchemaError, Validator
+from loom_nb._messages import TOOL_NAME
 from loom_nb._render import frame_for_model
 from loom_nb._rules import Effect, EffectOf
 
@@ -309,13 +310,13 @@ def _check_described(name: str, description: str, params: list[inspect.Parameter
 
 
 def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not name.replace("_", "a").replace("-", "a").isalnum():
+    if isinstance(name, str) and len(name) > 64:
+        raise UserError(f"tool name {name!r} is longer than 64 characters")
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
         raise UserError(
-            f"tool name {name!r} is not valid: use letters, digits, '_' and '-' only "
+            f"tool name {name!r} is not valid: use ASCII letters, digits, '_' and '-' only "
             "(model providers accept nothing else)"
         )
-    if len(name) > 64:
-        raise UserError(f"tool name {name!r} is longer than 64 characters")
 
 
 def _split_ctx(fn: Callable[..., Any]) -> tuple[str | None, list[inspect.Parameter]]:

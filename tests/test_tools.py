@@ -173,7 +173,8 @@ def test_dataframe_results_are_rendered_compactly_for_the_model():
     assert "id,status\n1,open\n2,paid" in out.content
 
 
-@pytest.mark.parametrize("name", ["has space", "semi;colon", "", "x" * 65])
+# Non-ASCII letters and digits too: the providers' pattern is ASCII.
+@pytest.mark.parametrize("name", ["has space", "semi;colon", "", "x" * 65, "météo", "x²", "a.b"])
 def test_bad_tool_names_fail_at_definition(name):
     with pytest.raises(UserError, match="tool name"):
         tool(name=name, description="d", run=lambda: None)

@@ -17,7 +17,13 @@ from loom_nb.models._base import Advice, StreamingAdapter
 from loom_nb.models._clients import NO_KEY
 from loom_nb.models._deadlines import Deadlines
 from loom_nb.models._server_errors import ServerError, status_error
-from loom_nb.models._tool_calls import tool_call
+from loom_nb.models._tool_calls import (
+    call_as_text,
+    result_as_text,
+    sent_id,
+    sent_result_id,
+    tool_call,
+)
 
 try:
     import anthropic
@@ -172,11 +178,13 @@ class AnthropicModel(StreamingAdapter[AsyncAnthropic, _Prepared, RawMessageStrea
 def map_messages(messages: Sequence[Message]) -> list[MessageParam]:
     """User and tool messages become "user" turns, with tool results first; consecutive turns
     of one role are merged (the API wants them alternating, and all results of one assistant
-    turn in the next user turn)."""
+    turn in the next user turn). A call whose tool name the API refuses goes as text, and so
+    does its result."""
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
+    sent: dict[str, str | None] = {}  # each call's id as sent, None: as text
     for message in messages:
         role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
-        blocks = _blocks(message)
+        blocks = _blocks(message, sent)
         if not blocks:
             continue  # the API refuses empty turns
         if turns and turns[-1][0] == role:
@@ -195,23 +203,31 @@ def map_messages(messages: Sequence[Message]) -> list[MessageParam]:
     return out
 
 
-def _blocks(message: Message) -> list[ContentBlockParam]:
+def _blocks(message: Message, sent: dict[str, str | None]) -> list[ContentBlockParam]:
     blocks: list[ContentBlockParam] = []
     for part in message.parts:
         if isinstance(part, TextPart):
             if part.text:
                 blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ToolCall):
+            call_id = sent_id(part, sent)
+            if call_id is None:
+                blocks.append({"type": "text", "text": call_as_text(part)})
+                continue
             blocks.append(
                 {
                     "type": "tool_use",
-                    "id": part.id,
+                    "id": call_id,
                     "name": part.name,
                     "input": part.arguments if part.arguments is not None else {},
                 }
             )
         elif isinstance(part, ToolResult):
-            result: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": part.call_id}
+            call_id = sent_result_id(part, sent)
+            if call_id is None:
+                blocks.append({"type": "text", "text": result_as_text(part)})
+                continue
+            result: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": call_id}
             if part.content:
                 result["content"] = part.content
             if part.is_error:
@@ -222,7 +238,8 @@ def _blocks(message: Message) -> list[ContentBlockParam]:
 
 def _named_in(messages: Sequence[MessageParam]) -> list[ToolUnionParam]:
     """A tool for each name the messages' tool calls use: the API refuses tool blocks in a
-    request that defines no tools."""
+    request that defines no tools. (Each name is one it takes: :func:`map_messages` wrote the
+    calls of other names as text.)"""
     names = [
         b["name"]
         for m in messages

@@ -19,7 +19,13 @@ from loom_nb.models._base import Advice, StreamingAdapter
 from loom_nb.models._clients import NO_KEY
 from loom_nb.models._deadlines import Deadlines
 from loom_nb.models._server_errors import ServerError, body_message, status_error
-from loom_nb.models._tool_calls import tool_call
+from loom_nb.models._tool_calls import (
+    call_as_text,
+    result_as_text,
+    sent_id,
+    sent_result_id,
+    tool_call,
+)
 
 try:
     import openai
@@ -208,35 +214,58 @@ def ollama(
 def map_messages(
     instructions: str | None, messages: Sequence[Message]
 ) -> list[ChatCompletionMessageParam]:
-    """System instructions, then each message; tool results become one "tool" message each."""
+    """System instructions, then each message; tool results become one "tool" message each.
+    A call whose tool name the API refuses goes as text in its assistant message; its result
+    goes as text in a user message after the tool messages that answer that turn's calls."""
     out: list[ChatCompletionMessageParam] = []
     if instructions:
         out.append({"role": "system", "content": instructions})
+    sent: dict[str, str | None] = {}  # each call's id as sent, None: as text
+    held: list[str] = []  # results of calls sent as text, until the tool messages are out
     for message in messages:
+        if held and message.role != "tool":
+            out.append({"role": "user", "content": "\n\n".join(held)})
+            held = []
         if message.role == "user":
             out.append({"role": "user", "content": message.text})
         elif message.role == "assistant":
-            out.append(_assistant(message))
+            out.append(_assistant(message, sent))
         else:
             for part in message.parts:
-                if isinstance(part, ToolResult):
-                    out.append(
-                        {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
-                    )
+                if not isinstance(part, ToolResult):
+                    continue
+                call_id = sent_result_id(part, sent)
+                if call_id is None:
+                    held.append(result_as_text(part))
+                else:
+                    out.append({"role": "tool", "tool_call_id": call_id, "content": part.content})
+    if held:
+        out.append({"role": "user", "content": "\n\n".join(held)})
     return out
 
 
-def _assistant(message: Message) -> ChatCompletionAssistantMessageParam:
+def _assistant(
+    message: Message, sent: dict[str, str | None]
+) -> ChatCompletionAssistantMessageParam:
     text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
-    calls: list[ChatCompletionMessageFunctionToolCallParam] = [
-        {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": _arguments_text(call)},
-        }
-        for call in message.parts
-        if isinstance(call, ToolCall)
-    ]
+    calls: list[ChatCompletionMessageFunctionToolCallParam] = []
+    written: list[str] = []
+    for call in message.parts:
+        if not isinstance(call, ToolCall):
+            continue
+        call_id = sent_id(call, sent)
+        if call_id is None:
+            written.append(call_as_text(call))
+            continue
+        calls.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": _arguments_text(call)},
+            }
+        )
+    if written:
+        text = "\n\n".join(t for t in (text, *written) if t)
     out: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": text or None}
     if calls:
         out["tool_calls"] = calls

@@ -181,6 +181,10 @@ class Case(ABC):
     def tools_sent(self, body: dict[str, Any]) -> list[str]: ...
 
     @abstractmethod
+    def calls_sent(self, body: dict[str, Any]) -> list[str]:
+        """The tool names of the past calls a request carries as calls (not as text)."""
+
+    @abstractmethod
     def tool_result_sent(self, body: dict[str, Any]) -> tuple[str, str]:
         """The last tool result in a request: (call id, content)."""
 
@@ -190,9 +194,35 @@ class Case(ABC):
         400 its API answers (none: the vendor takes it)."""
 
 
-#: What a tool's name and a call's id may be (both vendors' patterns).
+#: What a tool's name and a call's id may be (both vendors' patterns; Anthropic's docs now
+#: allow names of 128 characters, OpenAI's 64).
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _ID = re.compile(r"[a-zA-Z0-9_-]+")
+
+#: A data block as loom_nb writes one (``loom_nb._render.data_block``), up to its closing line.
+_DATA_BLOCK = re.compile(r"<data-([0-9a-f]{16})[^>\n]*>\n.*?\n</data-\1>", re.S)
+
+
+def _strings(body: Any) -> list[str]:
+    """Every string in a request's JSON ``body``: texts, names, ids, keys, tools."""
+    if isinstance(body, str):
+        return [body]
+    if isinstance(body, dict):
+        return [s for k, v in body.items() for s in [k, *_strings(v)]]
+    if isinstance(body, list):
+        return [s for v in body for s in _strings(v)]
+    return []
+
+
+def outside_data_blocks(body: Any) -> list[str]:
+    """The strings of a request's JSON ``body`` with their data blocks cut out: what the model
+    reads as anything but data."""
+    return [_DATA_BLOCK.sub("", s) for s in _strings(body)]
+
+
+def data_blocks(body: Any) -> list[str]:
+    """The data blocks in the strings of a request's JSON ``body``, whole."""
+    return [m.group(0) for s in _strings(body) for m in _DATA_BLOCK.finditer(s)]
 
 
 class OpenAICase(Case):
@@ -274,12 +304,19 @@ class OpenAICase(Case):
     def tools_sent(self, body: dict[str, Any]) -> list[str]:
         return [t["function"]["name"] for t in body.get("tools", [])]
 
+    def calls_sent(self, body: dict[str, Any]) -> list[str]:
+        return [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []]
+
     def tool_result_sent(self, body: dict[str, Any]) -> tuple[str, str]:
         last = [m for m in body["messages"] if m["role"] == "tool"][-1]
         return last["tool_call_id"], last["content"]
 
     def rules_broken(self, body: dict[str, Any]) -> list[str]:
-        broken: list[str] = []
+        broken: list[str] = [
+            f"tools[{i}].function.name: string does not match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+            for i, t in enumerate(body.get("tools", []))
+            if not _NAME.fullmatch(t["function"]["name"])
+        ]
         waiting: list[str] = []  # the calls the next "tool" messages must answer
         seen: set[str] = set()
         for i, m in enumerate(body["messages"]):
@@ -296,6 +333,11 @@ class OpenAICase(Case):
                 for c in calls:
                     if c["id"] in seen:
                         broken.append(f"messages.{i}: duplicate tool_call id {c['id']}")
+                    if len(c["id"]) > 40:
+                        broken.append(
+                            f"Invalid 'messages[{i}].tool_calls[0].id': string too long. "
+                            "Expected a string with maximum length 40"
+                        )
                     seen.add(c["id"])
                     if not _NAME.fullmatch(c["function"]["name"]):
                         broken.append(f"messages.{i}: invalid function name")
@@ -396,6 +438,15 @@ class AnthropicCase(Case):
     def tools_sent(self, body: dict[str, Any]) -> list[str]:
         return [t["name"] for t in body.get("tools", [])]
 
+    def calls_sent(self, body: dict[str, Any]) -> list[str]:
+        return [
+            b["name"]
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b["type"] == "tool_use"
+        ]
+
     def tool_result_sent(self, body: dict[str, Any]) -> tuple[str, str]:
         blocks = [b for m in body["messages"] if m["role"] == "user" for b in m["content"]]
         last = [b for b in blocks if b["type"] == "tool_result"][-1]
@@ -403,7 +454,11 @@ class AnthropicCase(Case):
         return last["tool_use_id"], content if isinstance(content, str) else json.dumps(content)
 
     def rules_broken(self, body: dict[str, Any]) -> list[str]:
-        broken: list[str] = []
+        broken: list[str] = [
+            f"tools.{i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+            for i, t in enumerate(body.get("tools", []))
+            if not _NAME.fullmatch(t["name"])
+        ]
         messages = body["messages"]
         if not messages or messages[0]["role"] != "user":
             broken.append("messages: the first message must use the user role")

@@ -193,6 +193,48 @@ async def test_past_calls_of_tools_no_longer_defined_are_declared_never_to_be_ca
     assert "tool_choice" not in with_tools
 
 
+async def test_a_past_call_of_a_name_the_api_refuses_declares_no_tool(server: WireServer) -> None:
+    """Without tools, only the names the API takes are declared; a call of another name (a
+    thread from another model) and its result go as text where the blocks would be."""
+    history = [
+        Message.user("Weather?"),
+        Message(
+            "assistant",
+            [
+                ToolCall("toolu_a", "get_weather", {"city": "Oslo"}),
+                ToolCall("toolu_x", "weather.get", {"city": "Rome"}),
+            ],
+        ),
+        Message(
+            "tool",
+            [
+                ToolResult("toolu_a", "get_weather", "Sunny"),
+                ToolResult("toolu_x", "weather.get", "no such tool", is_error=True),
+            ],
+        ),
+    ]
+    server.add(text("ok"))
+    await collect(make_model(server), request(messages=history))
+
+    [body] = server.bodies()
+    assert body["tools"] == [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    assert body["tool_choice"] == {"type": "none"}
+    use, call = body["messages"][1]["content"]
+    assert use["type"] == "tool_use" and use["name"] == "get_weather"
+    assert call["type"] == "text" and "this API refuses its tool name" in call["text"]
+    assert (
+        '{"call_id": "toolu_x", "tool": "weather.get", "arguments": {"city": "Rome"}}'
+        in (call["text"])
+    )
+    result, answer = body["messages"][2]["content"]
+    assert result == {"type": "tool_result", "tool_use_id": "toolu_a", "content": "Sunny"}
+    assert answer["type"] == "text"
+    assert (
+        '{"call_id": "toolu_x", "tool": "weather.get", "is_error": true}\nno such tool'
+        in (answer["text"])
+    )
+
+
 async def test_broken_input_goes_back_flagged_as_an_error(server: WireServer) -> None:
     server.add(
         stream(tool_block(0, "toolu_1", "get_weather", '{"city": Oslo'), stop="tool_use"),
