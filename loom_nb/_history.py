@@ -37,6 +37,7 @@ from loom_nb._messages import (
     ToolCall,
     ToolResult,
     is_pause_call,
+    wire_call_id,
 )
 from loom_nb._tokens import MESSAGE_TOKENS, TokenCounter
 from loom_nb._tools import Tool, ToolInputError, ToolOutput
@@ -223,7 +224,7 @@ class HistoryView:
                 " Tool calls made there, oldest first"
                 + (f" ({more} earlier ones not listed)" if more else "")
                 + ": "
-                + ", ".join(f"{c.id} ({_listed_name(c)})" for c in listed_calls)
+                + ", ".join(f"{wire_call_id(c.id)} ({_listed_name(c.name)})" for c in listed_calls)
                 + f". {RECALL}(call_id=...) returns any call's result as it was stored."
             )
         return Message("user", [TextPart(text)], created_at=messages[0].created_at)
@@ -241,10 +242,11 @@ class HistoryView:
         return r.referenced if id(part) in chosen else r.full
 
 
-def _listed_name(call: ToolCall) -> str:
+def _listed_name(name: str) -> str:
     """A call's tool name for loom_nb's own words: one that no tool can have came from a model
-    or from elsewhere (``a.b``, or text that gives orders), and stays out of them."""
-    return call.name if TOOL_NAME.fullmatch(call.name) else "a tool name the APIs refuse"
+    or from elsewhere (``a.b``, or text that gives orders), and stays out of them (its call's
+    id, :func:`wire_call_id`, stands for it: the id the model was sent)."""
+    return name if TOOL_NAME.fullmatch(name) else "a tool name the APIs refuse"
 
 
 def reference_line(result: ToolResult, call: ToolCall | None) -> str:
@@ -264,10 +266,11 @@ def reference_line(result: ToolResult, call: ToolCall | None) -> str:
         shape = "an error"
     else:
         shape = f"{len(result.content):,} characters"
+    call_id = wire_call_id(result.call_id)
     return (
-        f"[kept result] call {result.call_id}: {result.name}({arguments}) returned {shape}. "
-        "It is kept in the thread and left out here to stay within the history budget; "
-        f'{RECALL}(call_id="{result.call_id}") returns it as it was stored.'
+        f"[kept result] call {call_id}: {_listed_name(result.name)}({arguments}) returned "
+        f"{shape}. It is kept in the thread and left out here to stay within the history "
+        f'budget; {RECALL}(call_id="{call_id}") returns it as it was stored.'
     )
 
 
@@ -345,8 +348,13 @@ _RECALLED = (
 
 async def _recall(call_id: str, ctx: RunContext) -> ToolOutput:
     for result in ctx.tool_results():
-        if result.call_id == call_id and not is_pause_call(call_id):
-            said = _RECALLED.format(call_id=result.call_id, tool=result.name)
+        # the id as the model was sent it: a digest for one the APIs refuse (wire_call_id)
+        if call_id in (result.call_id, wire_call_id(result.call_id)) and not is_pause_call(
+            result.call_id
+        ):
+            said = _RECALLED.format(
+                call_id=wire_call_id(result.call_id), tool=_listed_name(result.name)
+            )
             return ToolOutput(f"{said}\n{result.content}", is_error=result.is_error)
     return ToolOutput(
         json.dumps(

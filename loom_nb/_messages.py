@@ -25,6 +25,20 @@ FORMAT_VERSION = 2
 #: A tool name that OpenAI's and Anthropic's APIs both take, in a tool's definition and in a
 #: past call (Anthropic's docs now allow 128 characters; OpenAI's, and Anthropic's before, 64).
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+#: A call id both APIs take (Anthropic's pattern, OpenAI's 40 characters at most).
+_PLAIN_CALL_ID = re.compile(r"[a-zA-Z0-9_-]{1,40}").fullmatch
+
+
+def wire_call_id(call_id: str) -> str:
+    """``call_id`` as the APIs take it and as loom_nb's own words name it: as it is when plain,
+    else a digest of it (an id from another server, ``functions.get_weather:0``, or text that
+    gives orders), the same at every request."""
+    if _PLAIN_CALL_ID(call_id):
+        return call_id
+    import hashlib  # rare: not paid by every import
+
+    return "call_" + hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
 
 Role = Literal["user", "assistant", "tool"]
 RunStatus = Literal["complete", "awaiting_approval", "error"]

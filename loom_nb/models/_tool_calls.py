@@ -7,13 +7,12 @@ import json
 import re
 from typing import Any
 
-from loom_nb._messages import TOOL_NAME, ToolCall, ToolResult, new_call_id
+from loom_nb._messages import TOOL_NAME, ToolCall, ToolResult, new_call_id, wire_call_id
 from loom_nb._render import data_block
 
 #: A call both vendors take as it is, as ``f"{name}\0{id}"``: a tool name of theirs, and an id
 #: of Anthropic's pattern and OpenAI's 40 characters at most. One match for the common case.
 _plain_call = re.compile(r"[a-zA-Z0-9_-]{1,64}\0[a-zA-Z0-9_-]{1,40}").fullmatch
-_plain_id = re.compile(r"[a-zA-Z0-9_-]{1,40}").fullmatch
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
@@ -49,7 +48,7 @@ def sent_id(call: ToolCall, sent: dict[str, str | None]) -> str | None:
     elif TOOL_NAME.fullmatch(call.name) is None:
         wire = None
     else:
-        wire = _wire_id(call.id)
+        wire = wire_call_id(call.id)
     sent[call.id] = wire
     return wire
 
@@ -58,15 +57,7 @@ def sent_result_id(result: ToolResult, sent: dict[str, str | None]) -> str | Non
     """The id to send ``result`` with, its call's; None when its call went as text."""
     if result.call_id in sent:
         return sent[result.call_id]
-    return _wire_id(result.call_id)  # a result of no call in the request
-
-
-def _wire_id(call_id: str) -> str:
-    if _plain_id(call_id):
-        return call_id
-    import hashlib
-
-    return "call_" + hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return wire_call_id(result.call_id)  # a result of no call in the request
 
 
 # ---- past calls the API cannot carry as calls -------------------------------------------------
