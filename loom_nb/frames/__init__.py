@@ -191,6 +191,7 @@ from loom_nb.frames._connector import frame_connector
 from loom_nb.frames._duckdb import (
     DuckTable,
     Link,
+    case_clashes,
     check_path,
     is_relation,
     new_link,
@@ -277,6 +278,13 @@ def frame_tools(
                 )
     for r in related:  # DuckDB joins tables of one connection (and DataFrames) only
         a, b = duck.get(r.table), duck.get(r.other)
+        side = r.table if a is None else r.other  # the DataFrame, when one side is
+        if (a is None) != (b is None) and (clash := case_clashes(data[side])):
+            raise UserError(
+                f"frame {side!r} has columns {clash} whose names differ only in case; DuckDB, "
+                "which joins it to a DuckDB table, reads them as one name. Rename them "
+                "(df.rename(columns=...))"
+            )
         if a is not None and b is not None and a.link is not b.link:
             raise UserError(
                 f"relationships joins {r.table!r} and {r.other!r}, which DuckDB reads on two "

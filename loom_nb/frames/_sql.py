@@ -5,7 +5,7 @@ backend converts it (``_values.value_for`` on the column's zero-row sample).
 
 The statements follow the pandas backend's rules: a missing value (NULL, and NaN, made NULL
 as the table is read) matches only ``is_null``; sorting puts missing values last both ways and
-keeps the table's row order among ties (``__loom_row``, each row's position); groups are
+keeps the table's row order among ties (``ROW``, each row's position); groups are
 ``GROUP BY``'s, the missing group last; a bins group holds each bin's left edge, bins
 ``[left, right)``, the last ``[left, right]``. The tool runs the very text the export shows
 (``_code.py``), with the tables' names the connection knows (``ref``).
@@ -29,10 +29,13 @@ from loom_nb.frames._buckets import check_bucket
 from loom_nb.frames._filters import check_operator
 from loom_nb.frames._values import BadValue, dtype_kind, value_for
 
+# The statements' own columns are named with a space: a column a call names is a plain
+# identifier (``IDENTIFIER``), so no column of the user's can take these names, in any case
+# (DuckDB matches names case-insensitively).
 #: Each row's position in its table: the index of a select's result, and its tie-break.
-ROW = "__loom_row"
+ROW = "__loom row"
 #: Before a float column's name: the column as stored, NaN kept, which filters read.
-RAW = "__loom_raw_"
+RAW = "__loom raw "
 
 _COMPARE = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _FUNCTIONS = {
@@ -76,6 +79,9 @@ class Source:
     samples: Mapping[str, pd.DataFrame]
     #: The columns a call may name of each table, as the allowlist has them.
     allowed: Callable[[str], list[str]]
+    #: Whether DuckDB reads no NaN in a table's float columns (a DataFrame's scan makes NaN
+    #: NULL itself): those are read as stored, without the NaN rules below.
+    nan_free: Callable[[str], bool] = lambda _table: False
 
 
 @dataclass(frozen=True)
@@ -96,9 +102,10 @@ def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool 
     into the scan (a Parquet file's row groups skipped by their statistics), not one of
     ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out."""
     sample = source.samples[table]
+    nan_free = source.nan_free(table)
     parts = []
     for c in dict.fromkeys(columns):
-        if dtype_kind(sample[c].dtype) == "float":
+        if not nan_free and dtype_kind(sample[c].dtype) == "float":
             parts.append(f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}")
             parts.append(f"{quote(c)} AS {quote(RAW + c)}")
         else:
@@ -139,7 +146,7 @@ def plan(
         )
         other = source.samples[r.other][list(dict.fromkeys(used))].iloc[:0]
         sample = pd.concat([sample, other.add_prefix(f"{r.other}.")], axis=1)
-    where = [_filter(statement, table, sample, joins, f) for f in filters]
+    where = [_filter(source, statement, table, sample, joins, f) for f in filters]
     return Plan(statement, from_, " AND ".join(where), sample)
 
 
@@ -154,6 +161,7 @@ def column(joins: Sequence[Relationship], name: str) -> str:
 
 
 def _filter(
+    source: Source,
     statement: Statement,
     table: str,
     sample: pd.DataFrame,
@@ -168,8 +176,8 @@ def _filter(
     # number): the comparison goes into the scan. ``isnan``, not the range ``< NaN``, which
     # doubled the time over a DataFrame's scan.
     nan_free = ""
-    if dtype_kind(col.dtype) == "float":
-        other, _, name = f.column.rpartition(".")
+    other, _, name = f.column.rpartition(".")
+    if dtype_kind(col.dtype) == "float" and not source.nan_free(other or table):
         c = column(joins, f"{other}.{RAW}{name}" if other else RAW + name)
         nan_free = f" AND NOT isnan({c})"
     try:
@@ -229,7 +237,7 @@ def _clauses(p: Plan) -> str:
 
 
 def select_statements(source: Source, q: Select, columns: Sequence[str]) -> tuple[Statement, ...]:
-    """The page (each row's position beside it, as ``__loom_row``) and the count of all
+    """The page (each row's position beside it, as ``ROW``) and the count of all
     matching rows."""
     names = [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
     p = plan(source, q.table, q.joins, names, q.filters, with_row=True)
