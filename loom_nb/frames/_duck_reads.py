@@ -131,10 +131,11 @@ def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
         src = source(tables, views)
         driver = _driver(tables, q.table, others)
         joined = _join_text(tables, src, driver, q.table, q.joins, q.filters, registered)
-        sql.check_aggregate_query(
-            src, q, sql.plan(src, q.table, q.joins, sql.aggregate_names(q), q.filters).sample
-        )
         edges: dict[str, list[float]] = {}
+        if any(k.bins is not None and not isinstance(k.bins, tuple) for k in q.group_by):
+            # Refused as by pandas before the range is asked (the statement checks again).
+            sample = sql.plan(src, q.table, q.joins, sql.aggregate_names(q), q.filters).sample
+            sql.check_aggregate_query(src, q, sample)
         for k in q.group_by:
             if k.bins is not None:
                 low, high = (None, None)

@@ -101,11 +101,11 @@ def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool 
     also comes as stored (``RAW``), for the filters: DuckDB pushes a comparison of a column
     into the scan (a Parquet file's row groups skipped by their statistics), not one of
     ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out."""
-    sample = source.samples[table]
+    dtypes = source.samples[table].dtypes
     nan_free = source.nan_free(table)
     parts = []
     for c in dict.fromkeys(columns):
-        if not nan_free and dtype_kind(sample[c].dtype) == "float":
+        if not nan_free and dtype_kind(dtypes[c]) == "float":
             parts.append(f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}")
             parts.append(f"{quote(c)} AS {quote(RAW + c)}")
         else:
@@ -132,7 +132,9 @@ def plan(
     from_ = f'{_read(source, table, base, with_row=with_row)} AS "b"'
     # Zero rows each (a DataFrame's sample is the frame itself): side by side, rows would
     # align on the index and fill with NaN, turning a bool column into object.
-    sample = source.samples[table][list(dict.fromkeys(own))].iloc[:0]
+    # Zero rows first: a joined DataFrame's sample is the frame itself, whose columns a
+    # selection would copy.
+    sample = source.samples[table].iloc[:0][list(dict.fromkeys(own))]
     inner = {f.column.partition(".")[0] for f in filters if "." in f.column}
     for i, r in enumerate(joins):
         used = [r.other_column]
@@ -144,7 +146,7 @@ def plan(
             f" {kind} (SELECT * FROM {right} WHERE {quote(r.other_column)} IS NOT NULL) AS "
             f'{alias} ON "b".{quote(r.column)} = {alias}.{quote(r.other_column)}'
         )
-        other = source.samples[r.other][list(dict.fromkeys(used))].iloc[:0]
+        other = source.samples[r.other].iloc[:0][list(dict.fromkeys(used))]
         sample = pd.concat([sample, other.add_prefix(f"{r.other}.")], axis=1)
     where = [_filter(source, statement, table, sample, joins, f) for f in filters]
     return Plan(statement, from_, " AND ".join(where), sample)
