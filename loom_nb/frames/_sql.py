@@ -4,11 +4,12 @@ every value a named parameter (``$p1``), converted to the column's dtype as the 
 backend converts it (``_values.value_for`` on the column's zero-row sample).
 
 The statements follow the pandas backend's rules: a missing value (NULL, and NaN, made NULL
-as the table is read) matches only ``is_null``; sorting puts missing values last both ways and
-keeps the table's row order among ties (``ROW``, each row's position); groups are
-``GROUP BY``'s, the missing group last; a bins group holds each bin's left edge, bins
-``[left, right)``, the last ``[left, right]``. The tool runs the very text the export shows
-(``_code.py``), with the tables' names the connection knows (``ref``).
+as the table is read unless DuckDB's scan of a DataFrame has done it) matches only
+``is_null``; sorting puts missing values last both ways and keeps the table's row order among
+ties (``ROW``, each row's position); groups are ``GROUP BY``'s, the missing group last; a bins
+group holds each bin's left edge, bins ``[left, right)``, the last ``[left, right]``. The tool
+runs the very text the export shows (``_code.py``), with the tables' names the connection
+knows (``ref``).
 
 No DuckDB import here: the text is built the same way whether or not it is run.
 """
@@ -100,7 +101,8 @@ def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool 
     NULL; pandas calls both missing) and, ``with_row``, each row's position. A float column
     also comes as stored (``RAW``), for the filters: DuckDB pushes a comparison of a column
     into the scan (a Parquet file's row groups skipped by their statistics), not one of
-    ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out."""
+    ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out. A table DuckDB reads
+    no NaN in (``Source.nan_free``) is read as stored."""
     dtypes = source.samples[table].dtypes
     nan_free = source.nan_free(table)
     parts = []
