@@ -103,7 +103,7 @@ the millisecond, and a CSV file holds them as text.
 
 In-memory DataFrames stay on pandas, at every size: there is no switch. Measured at 10M rows
 (``bench/bench_duckdb.py``), the tool over DuckDB answers a filtered aggregate by a category
-3.4-3.9x faster than over pandas and a weekly aggregate of every row 4.7-8.8x, but a
+2.7-3.9x faster than over pandas and a weekly aggregate of every row 4.7-8.8x, but a
 filtered weekly aggregate 1.25-1.3x slower. And its answers would change with the frame's size: an
 unordered category comes back as an ordered one, a ``UTC`` column as ``Etc/UTC``, sums differ
 in the last bits, a select's index is the row's position, a tz-aware column's buckets follow
