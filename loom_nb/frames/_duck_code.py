@@ -18,6 +18,7 @@ from loom_nb.frames import _sql as sql
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import AllowedFrames
 from loom_nb.frames._code import literal
+from loom_nb.frames._duck_reads import nan_free
 from loom_nb.frames._reads import _every_column
 
 
@@ -44,7 +45,7 @@ def _source(tables: AllowedFrames, ctx: CodeContext) -> sql.Source:
             ctx.setup(f"{variable} = duckdb.{reader}({py_literal(duck.path)})")
         return sql.quote(variable)
 
-    return sql.Source(ref, tables.frames, tables.columns)
+    return sql.Source(ref, tables.frames, tables.columns, lambda t: nan_free(tables, t))
 
 
 def _execute(statement: sql.Statement, fetch: str) -> str:

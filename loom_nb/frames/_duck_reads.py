@@ -16,7 +16,7 @@ from loom_nb._tools import ToolInputError, ToolOutput
 from loom_nb.frames import _sql as sql
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import AllowedFrames
-from loom_nb.frames._duckdb import DuckTable, fetch, fetch_one, frame_views
+from loom_nb.frames._duckdb import DuckTable, fetch, fetch_one, frame_nan_free, frame_views
 from loom_nb.frames._joins import inner_tables, unmatched_text
 from loom_nb.frames._reads import _every_column, _page_text, aggregate_output
 
@@ -36,7 +36,19 @@ def source(tables: AllowedFrames, names: dict[str, str]) -> sql.Source:
         duck = tables.duck.get(table)
         return sql.quote(duck.view if duck is not None else names[table])
 
-    return sql.Source(ref, tables.frames, tables.columns)
+    return sql.Source(ref, tables.frames, tables.columns, lambda t: nan_free(tables, t))
+
+
+def nan_free(tables: AllowedFrames, table: str) -> bool:
+    """Does DuckDB read no NaN in ``table``'s float columns: a relation that scans a
+    DataFrame, or a DataFrame the call joins (registered, or found by name in the export)?"""
+    duck = tables.duck.get(table)
+    return duck.nan_free if duck is not None else frame_nan_free(tables.frames[table])
+
+
+def _frames(tables: AllowedFrames) -> dict[str, pd.DataFrame]:
+    """The DataFrames among the tables (a DuckDB table's frame is its zero-row sample)."""
+    return {t: df for t, df in tables.frames.items() if t not in tables.duck}
 
 
 def _driver(tables: AllowedFrames, table: str, others: list[str]) -> DuckTable:
@@ -51,7 +63,7 @@ def select(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
         columns = list(q.columns) if q.columns is not None else _every_column(tables, q)
         names = [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
         tables.check_columns(q.table, names)
-        views = frame_views([q.table, *others], tables.frames)
+        views = frame_views([q.table, *others], _frames(tables))
         registered = {views[t]: tables.frames[t] for t in views}
         src = source(tables, views)
         driver = _driver(tables, q.table, others)
@@ -114,15 +126,16 @@ def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
     others = [r.other for r in q.joins]
     with tables.locked([q.table, *others]):
         tables.check_columns(q.table, sql.aggregate_names(q))
-        views = frame_views([q.table, *others], tables.frames)
+        views = frame_views([q.table, *others], _frames(tables))
         registered = {views[t]: tables.frames[t] for t in views}
         src = source(tables, views)
         driver = _driver(tables, q.table, others)
         joined = _join_text(tables, src, driver, q.table, q.joins, q.filters, registered)
-        sql.check_aggregate_query(
-            src, q, sql.plan(src, q.table, q.joins, sql.aggregate_names(q), q.filters).sample
-        )
         edges: dict[str, list[float]] = {}
+        if any(k.bins is not None and not isinstance(k.bins, tuple) for k in q.group_by):
+            # Refused as by pandas before the range is asked (the statement checks again).
+            sample = sql.plan(src, q.table, q.joins, sql.aggregate_names(q), q.filters).sample
+            sql.check_aggregate_query(src, q, sample)
         for k in q.group_by:
             if k.bins is not None:
                 low, high = (None, None)

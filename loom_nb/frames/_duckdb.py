@@ -11,6 +11,7 @@ loom_nb's. One lock per connection: a DuckDB connection runs one statement at a 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import threading
 import uuid
@@ -86,6 +87,8 @@ class DuckTable:
     types: dict[str, str]
     #: The relation the user gave (relations only).
     relation: Any = None
+    #: Whether DuckDB reads no NaN in its float columns (``scans_frame``).
+    nan_free: bool = False
 
     def type_of(self, column: str) -> str:
         """A column's type as ``list_tables`` says it: DuckDB's, or ``category`` for an
@@ -217,7 +220,33 @@ def _opened(
         types = {
             str(row[0]): str(row[1]) for row in con.execute(f"DESCRIBE {quote(view)}").fetchall()
         }
-    return DuckTable(table, kind, path, link, view, sample, types, relation)
+        nan_free = kind == "relation" and scans_frame(con, view)
+    return DuckTable(table, kind, path, link, view, sample, types, relation, nan_free)
+
+
+def scans_frame(con: Any, view: str) -> bool:
+    """Does DuckDB read ``view`` by a lone scan of a DataFrame (``duckdb.from_df(df)``, a
+    registered frame)? That scan reads a float column's NaN as NULL (duckdb/duckdb#2610,
+    #10196: NaN, None and ``pd.NA`` alike), so the view holds no NaN to make missing. Any other
+    plan may hold NaN: a table, a file, an expression, a frame of Arrow dtypes (scanned as
+    Arrow, which keeps NaN, duckdb/duckdb#15379)."""
+    duckdb = load_duckdb()
+    try:
+        text = con.execute(f"EXPLAIN (FORMAT json) SELECT * FROM {quote(view)}").fetchall()
+        plan = json.loads(text[0][1])
+    except (duckdb.Error, ValueError, IndexError):  # an older DuckDB's plan: assume NaN
+        return False
+    return (
+        isinstance(plan, list)
+        and len(plan) == 1
+        and plan[0].get("name") == "PANDAS_SCAN"
+        and not plan[0].get("children")
+    )
+
+
+def frame_nan_free(frame: pd.DataFrame) -> bool:
+    """Does DuckDB read no NaN in a DataFrame it scans (its pandas scan, not Arrow's)?"""
+    return not any(isinstance(dtype, pd.ArrowDtype) for dtype in frame.dtypes)
 
 
 def fetch(
@@ -261,8 +290,27 @@ def running(table: DuckTable, frames: Mapping[str, pd.DataFrame]) -> Iterator[An
 
 
 def frame_views(tables: Sequence[str], frames: Mapping[str, pd.DataFrame]) -> dict[str, str]:
-    """Names, on a DuckDB connection, for the DataFrames a DuckDB call joins."""
+    """Names, on a DuckDB connection, for the DataFrames a DuckDB call joins (``frames``: the
+    DataFrames only, not the DuckDB tables' samples); a frame whose columns DuckDB would
+    confuse is refused (``case_clashes``)."""
+    for t in tables:
+        if t in frames and (clash := case_clashes(frames[t])):
+            raise ToolInputError(
+                f"frame {t!r} has columns {clash} whose names differ only in case, which DuckDB "
+                f"reads as one name, so a call that joins {t!r} to a DuckDB table cannot read "
+                "them; tell the user, who can rename them (df.rename(columns=...))"
+            )
     return {t: f"loom_{t}_{uuid.uuid4().hex[:12]}" for t in tables if t in frames}
+
+
+def case_clashes(frame: pd.DataFrame) -> list[str]:
+    """The columns of a DataFrame whose names differ only in case: DuckDB matches names
+    case-insensitively and renames the later ones (``tier_1``), so it would read ``tier`` as
+    ``Tier``."""
+    by_key: dict[str, list[str]] = {}
+    for c in map(str, frame.columns):
+        by_key.setdefault(c.lower(), []).append(c)
+    return [c for names in by_key.values() if len(names) > 1 for c in names]
 
 
 def row_count(table: DuckTable) -> int:

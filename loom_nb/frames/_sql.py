@@ -4,11 +4,12 @@ every value a named parameter (``$p1``), converted to the column's dtype as the 
 backend converts it (``_values.value_for`` on the column's zero-row sample).
 
 The statements follow the pandas backend's rules: a missing value (NULL, and NaN, made NULL
-as the table is read) matches only ``is_null``; sorting puts missing values last both ways and
-keeps the table's row order among ties (``__loom_row``, each row's position); groups are
-``GROUP BY``'s, the missing group last; a bins group holds each bin's left edge, bins
-``[left, right)``, the last ``[left, right]``. The tool runs the very text the export shows
-(``_code.py``), with the tables' names the connection knows (``ref``).
+as the table is read unless DuckDB's scan of a DataFrame has done it) matches only
+``is_null``; sorting puts missing values last both ways and keeps the table's row order among
+ties (``ROW``, each row's position); groups are ``GROUP BY``'s, the missing group last; a bins
+group holds each bin's left edge, bins ``[left, right)``, the last ``[left, right]``. The tool
+runs the very text the export shows (``_code.py``), with the tables' names the connection
+knows (``ref``).
 
 No DuckDB import here: the text is built the same way whether or not it is run.
 """
@@ -29,10 +30,13 @@ from loom_nb.frames._buckets import check_bucket
 from loom_nb.frames._filters import check_operator
 from loom_nb.frames._values import BadValue, dtype_kind, value_for
 
+# The statements' own columns are named with a space: a column a call names is a plain
+# identifier (``IDENTIFIER``), so no column of the user's can take these names, in any case
+# (DuckDB matches names case-insensitively).
 #: Each row's position in its table: the index of a select's result, and its tie-break.
-ROW = "__loom_row"
+ROW = "__loom row"
 #: Before a float column's name: the column as stored, NaN kept, which filters read.
-RAW = "__loom_raw_"
+RAW = "__loom raw "
 
 _COMPARE = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _FUNCTIONS = {
@@ -76,6 +80,9 @@ class Source:
     samples: Mapping[str, pd.DataFrame]
     #: The columns a call may name of each table, as the allowlist has them.
     allowed: Callable[[str], list[str]]
+    #: Whether DuckDB reads no NaN in a table's float columns (a DataFrame's scan makes NaN
+    #: NULL itself): those are read as stored, without the NaN rules below.
+    nan_free: Callable[[str], bool] = lambda _table: False
 
 
 @dataclass(frozen=True)
@@ -94,11 +101,13 @@ def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool 
     NULL; pandas calls both missing) and, ``with_row``, each row's position. A float column
     also comes as stored (``RAW``), for the filters: DuckDB pushes a comparison of a column
     into the scan (a Parquet file's row groups skipped by their statistics), not one of
-    ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out."""
-    sample = source.samples[table]
+    ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out. A table DuckDB reads
+    no NaN in (``Source.nan_free``) is read as stored."""
+    dtypes = source.samples[table].dtypes
+    nan_free = source.nan_free(table)
     parts = []
     for c in dict.fromkeys(columns):
-        if dtype_kind(sample[c].dtype) == "float":
+        if not nan_free and dtype_kind(dtypes[c]) == "float":
             parts.append(f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}")
             parts.append(f"{quote(c)} AS {quote(RAW + c)}")
         else:
@@ -125,7 +134,9 @@ def plan(
     from_ = f'{_read(source, table, base, with_row=with_row)} AS "b"'
     # Zero rows each (a DataFrame's sample is the frame itself): side by side, rows would
     # align on the index and fill with NaN, turning a bool column into object.
-    sample = source.samples[table][list(dict.fromkeys(own))].iloc[:0]
+    # Zero rows first: a joined DataFrame's sample is the frame itself, whose columns a
+    # selection would copy.
+    sample = source.samples[table].iloc[:0][list(dict.fromkeys(own))]
     inner = {f.column.partition(".")[0] for f in filters if "." in f.column}
     for i, r in enumerate(joins):
         used = [r.other_column]
@@ -137,9 +148,9 @@ def plan(
             f" {kind} (SELECT * FROM {right} WHERE {quote(r.other_column)} IS NOT NULL) AS "
             f'{alias} ON "b".{quote(r.column)} = {alias}.{quote(r.other_column)}'
         )
-        other = source.samples[r.other][list(dict.fromkeys(used))].iloc[:0]
+        other = source.samples[r.other].iloc[:0][list(dict.fromkeys(used))]
         sample = pd.concat([sample, other.add_prefix(f"{r.other}.")], axis=1)
-    where = [_filter(statement, table, sample, joins, f) for f in filters]
+    where = [_filter(source, statement, table, sample, joins, f) for f in filters]
     return Plan(statement, from_, " AND ".join(where), sample)
 
 
@@ -154,6 +165,7 @@ def column(joins: Sequence[Relationship], name: str) -> str:
 
 
 def _filter(
+    source: Source,
     statement: Statement,
     table: str,
     sample: pd.DataFrame,
@@ -168,8 +180,8 @@ def _filter(
     # number): the comparison goes into the scan. ``isnan``, not the range ``< NaN``, which
     # doubled the time over a DataFrame's scan.
     nan_free = ""
-    if dtype_kind(col.dtype) == "float":
-        other, _, name = f.column.rpartition(".")
+    other, _, name = f.column.rpartition(".")
+    if dtype_kind(col.dtype) == "float" and not source.nan_free(other or table):
         c = column(joins, f"{other}.{RAW}{name}" if other else RAW + name)
         nan_free = f" AND NOT isnan({c})"
     try:
@@ -229,7 +241,7 @@ def _clauses(p: Plan) -> str:
 
 
 def select_statements(source: Source, q: Select, columns: Sequence[str]) -> tuple[Statement, ...]:
-    """The page (each row's position beside it, as ``__loom_row``) and the count of all
+    """The page (each row's position beside it, as ``ROW``) and the count of all
     matching rows."""
     names = [*columns, *(f.column for f in q.filters), *(c for c, _ in q.order)]
     p = plan(source, q.table, q.joins, names, q.filters, with_row=True)

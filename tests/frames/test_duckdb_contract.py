@@ -517,3 +517,103 @@ def test_nan_in_a_file_is_missing_for_every_filter_and_aggregate(
 
 
 SUMS = ("count", "sum", "mean", "max", "median")
+
+
+def missing_floats_frame() -> pd.DataFrame:
+    """Missing values every way pandas holds them in a float column: NaN and None in a
+    float64 column, ``pd.NA`` and None in a nullable Float64 one."""
+    return pd.DataFrame(
+        {
+            "id": np.arange(12, dtype="int64"),
+            "x": [1.5, np.nan, 3.0, None, 4.5, 6.0, np.nan, 7.5, 0.0, -1.0, 4.5, 9.0],
+            "y": pd.array(
+                [2.0, pd.NA, 4.5, 1.0, pd.NA, 4.5, 8.0, None, 3.0, 0.5, 6.0, pd.NA],
+                dtype="Float64",
+            ),
+            "g": ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b", "a", None],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def missing_floats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Connector]:
+    """The frame on pandas, as DuckDB relations that scan it (``from_df``, a registered
+    frame), as a Parquet file, and joined by a Parquet table (registered for each call)."""
+    frame = missing_floats_frame()
+    path = tmp_path_factory.mktemp("floats") / "ids.parquet"
+    duckdb.from_df(frame[["id"]]).write_parquet(str(path))
+    con = duckdb.connect()
+    con.register("floats", frame)
+    joined = {"relationships": {"ids.id": "t.id"}}
+    return {
+        "pandas": frame_tools({"t": frame}),
+        "from_df": frame_tools({"t": duckdb.from_df(frame)}),
+        "registered": frame_tools({"t": {"frame": con.table("floats"), "connection": con}}),
+        "pandas joined": frame_tools({"ids": frame[["id"]], "t": frame}, **joined),
+        "parquet joined": frame_tools({"ids": {"path": str(path)}, "t": frame}, **joined),
+    }
+
+
+@pytest.mark.parametrize("op", [o for o in OPERATORS if o not in ("like", "ilike")])
+@pytest.mark.parametrize("negate", [False, True])
+@pytest.mark.parametrize("column", ["x", "y"])
+def test_nan_none_and_na_in_a_frame_are_missing_on_every_backend(
+    missing_floats: dict[str, Connector], op: str, negate: bool, column: str
+) -> None:
+    """DuckDB's scan of a DataFrame reads NaN, None and ``pd.NA`` as NULL: every filter, bins
+    group and aggregate answers as pandas does, on the frame itself and joined to a file."""
+    f: dict[str, Any] = {"column": column, "op": op, "not": negate}
+    if op != "is_null":
+        f["value"] = [3, 4.5] if op == "in" else 4.5
+    order = [{"column": column, "desc": True}, {"column": "id"}]
+    calls = [
+        ("frames_select", {"table": "t", "filters": [f], "order": order}),
+        (
+            "frames_aggregate",
+            {
+                "table": "t",
+                "group_by": [{"column": column, "bins": 3}, "g"],
+                "aggregates": [{"fn": "count"}, *({"fn": g, "column": column} for g in SUMS)],
+                "filters": [f],
+            },
+        ),
+    ]
+    for tool, args in calls:
+        expected = answer(missing_floats["pandas"], tool, args)
+        assert not isinstance(expected, str), expected
+        for name in ("from_df", "registered"):
+            got = answer(missing_floats[name], tool, args)
+            assert not isinstance(got, str), (name, got)
+            assert_frame_equal(normal(got), normal(expected), check_exact=False, rtol=1e-9)
+        joined_f = {**f, "column": f"t.{column}"}
+        args = {"table": "ids", "join": ["t"], "filters": [joined_f]}
+        if tool == "frames_select":
+            args |= {"columns": ["id", f"t.{column}"], "order": [{"column": "id"}]}
+        else:
+            args |= {"group_by": ["t.g"], "aggregates": [{"fn": "sum", "column": f"t.{column}"}]}
+        expected, got = (
+            answer(missing_floats[k], tool, args) for k in ("pandas joined", "parquet joined")
+        )
+        assert not isinstance(expected, str) and not isinstance(got, str), (expected, got)
+        assert_frame_equal(normal(got), normal(expected), check_exact=False, rtol=1e-9)
+
+
+def test_a_relation_that_scans_a_frame_reads_its_floats_as_stored(
+    missing_floats: dict[str, Connector],
+) -> None:
+    """Its exported statement is the plain one: no NaN rules, which DuckDB's scan of a
+    DataFrame makes needless; a Parquet file's keeps them (it may hold NaN apart from NULL)."""
+    args = {
+        "table": "t",
+        "aggregates": [{"fn": "sum", "column": "x"}],
+        "filters": [{"column": "x", "op": "gt", "value": 1}],
+    }
+    hook = missing_floats["from_df"].tools["frames_aggregate"].code
+    assert hook is not None
+    source = hook(args, CodeContext("result_1"))
+    assert "nullif" not in source and "isnan" not in source
+    assert '"x" > $p1' in source
+    hook = missing_floats["parquet joined"].tools["frames_aggregate"].code
+    assert hook is not None
+    joined = {"table": "ids", "join": ["t"], "filters": [{"column": "t.x", "op": "gt", "value": 1}]}
+    assert "isnan" not in hook(joined | {"aggregates": [{"fn": "count"}]}, CodeContext("r"))

@@ -264,3 +264,83 @@ def test_the_connectors_own_connection_draws_no_progress_bar() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[(True,)]", "[(False,)]"]
+
+
+def test_columns_named_like_the_statements_own_columns_answer_as_on_pandas(
+    tmp_path: Path,
+) -> None:
+    """The statements add each row's position and each float column as stored beside the
+    columns a call reads; a file's columns of the same names (any case) are read as the
+    user's columns, as the pandas backend reads them."""
+    df = pd.DataFrame(
+        {
+            "id": range(6),
+            "total": [5.0, 1.0, None, 3.0, 9.0, 2.0],
+            "__loom_raw_total": [100.0, 200.0, 300.0, 400.0, 500.0, 600.0],
+            "__loom_row": [50, 40, 30, 20, 10, 0],
+            "__LOOM_RAW_ID": [7, 7, 8, 8, 9, 9],
+        }
+    )
+    path = tmp_path / "c.parquet"
+    duckdb.from_df(df).write_parquet(str(path))
+    backends = {
+        "pandas": frame_tools({"t": duckdb.read_parquet(str(path)).df()}),
+        "parquet": frame_tools({"t": {"path": str(path)}}),
+    }
+    calls = [
+        (
+            "frames_select",
+            {
+                "table": "t",
+                "filters": [{"column": "total", "op": "gt", "value": 1.5}],
+                "order": [{"column": "__loom_row"}],
+            },
+        ),
+        (
+            "frames_select",
+            {
+                "table": "t",
+                "columns": ["id", "__loom_raw_total"],
+                "filters": [{"column": "__loom_raw_total", "op": "lt", "value": 350}],
+                "order": [{"column": "__LOOM_RAW_ID", "desc": True}],
+            },
+        ),
+        (
+            "frames_aggregate",
+            {
+                "table": "t",
+                "group_by": ["__LOOM_RAW_ID"],
+                "aggregates": [
+                    {"fn": "sum", "column": "__loom_raw_total"},
+                    {"fn": "sum", "column": "total"},
+                    {"fn": "max", "column": "__loom_row"},
+                ],
+                "filters": [{"column": "total", "op": "gt", "value": 1.5}],
+            },
+        ),
+    ]
+    for tool, args in calls:
+        expected, got = (run(backends[k], tool, args).data for k in ("pandas", "parquet"))
+        pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    total = run(backends["parquet"], *calls[2]).data["sum___loom_raw_total"].sum()
+    assert total == 100 + 400 + 500 + 600  # the user's column, not ``total`` as stored
+
+
+def test_a_frame_whose_names_differ_only_in_case_is_not_joined_by_duckdb(trips: Path) -> None:
+    """DuckDB matches names case-insensitively (it would read ``tier`` as ``Tier``): refused
+    when defined, and when the frame gains such a column later, at the call."""
+    drivers = pd.DataFrame({"id": [1, 2, 3], "Tier": ["a", "b", "c"], "tier": ["x", "y", "z"]})
+    relationships = {"trips.id": "drivers.id"}
+    with pytest.raises(UserError, match=r"\['Tier', 'tier'\] whose names differ only in case"):
+        frame_tools(
+            {"trips": {"path": str(trips)}, "drivers": drivers}, relationships=relationships
+        )
+    drivers = drivers.drop(columns="Tier")
+    conn = frame_tools(
+        {"trips": {"path": str(trips)}, "drivers": drivers}, relationships=relationships
+    )
+    args = {"table": "trips", "join": ["drivers"], "columns": ["id", "drivers.tier"]}
+    assert run(conn, "frames_select", args).data["drivers.tier"].tolist() == ["x", "y", "z"]
+    drivers["TIER"] = ["a", "b", "c"]
+    with pytest.raises(ToolInputError, match=r"\['tier', 'TIER'\] whose names differ only"):
+        run(conn, "frames_select", args)
