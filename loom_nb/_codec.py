@@ -135,6 +135,18 @@ def frame_head(value: Any, rows: int) -> FrameHead | None:
     return FrameHead(_decode_frame(value, max(rows, 0)), total, len(body), plain, found)
 
 
+def frame_outline(value: Any) -> tuple[Any, dict[str, Any] | None] | None:
+    """The column labels (the Index a decode makes) and the counts a table tool saved
+    (``loom_nb._counts``) of a DataFrame, or of an encoded one without decoding it (an export
+    writes most calls' code from these alone); None for anything else."""
+    if is_dataframe(value):
+        return value.columns, _counts.counts_of(value)
+    if not (isinstance(value, dict) and value.get(TAG) == "dataframe"):
+        return None
+    columns = _labels([decode(label) for label in value["labels"]], value.get("labels_dtype"))
+    return columns, _counts.counts_of(value.get("attrs"))
+
+
 def _plain_index(index: Any) -> bool:
     import pandas as pd
 

@@ -36,6 +36,7 @@ from typing import Any
 from loom_nb import _codec, _words
 from loom_nb._code import (
     CodeContext,
+    SavedContext,
     call_code,
     call_words,
     comment_text,
@@ -43,7 +44,7 @@ from loom_nb._code import (
     markdown_text,
     py_literal,
 )
-from loom_nb._counts import counts_of, words_with_counts
+from loom_nb._counts import words_with_counts
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._numbers import TracedNumber, by_message, is_check_call, trace_numbers, unmatched
@@ -130,6 +131,7 @@ class _Body:
         self.bound: set[str] = set()
         self.cells: list[Cell] = []
         number = 0
+        shared: dict[Any, Any] = {}  # what the calls' code hooks share (``_code.shared``)
         missing = by_message(unmatched(trace_numbers(thread))) if mark_numbers else {}
         for at, message in enumerate(thread.messages):
             if message.role == "user" and message.text:
@@ -142,10 +144,11 @@ class _Body:
                     if is_check_call(call.id):  # loom_nb's own, no code: its answer follows
                         continue
                     number += 1
-                    ctx = CodeContext(
+                    ctx = SavedContext(
                         f"result_{number}",
                         results=dict(self.exported.results),
-                        data=_saved(results.get(call.id)),
+                        saved=results.get(call.id),
+                        shared=shared,
                         agent=thread.agent,
                         thread_id=thread.id,
                         user_id=thread.user_id,
@@ -168,21 +171,11 @@ class _Body:
 
 
 def _counts_of(result: ToolResult | None) -> dict[str, Any] | None:
-    """The counts a table tool saved with its frame."""
+    """The counts a table tool saved with its frame (a stored frame is not decoded for them)."""
     if result is None or result.is_error:
         return None
-    if result.chart is None:  # its data, which its code read (``_saved``): decoded already
-        return counts_of(result.data) if _codec.is_dataframe(result.data) else None
-    head = result.frame_head(0)  # its head only is decoded
-    return head.counts if head is not None else None
-
-
-def _saved(result: ToolResult | None) -> Any:
-    """What a call's code may read of its own saved result: a chart's spec (its bins' edges),
-    else the result's data."""
-    if result is None:
-        return None
-    return result.chart if result.chart is not None else result.data
+    outline = result._frame_outline()
+    return outline[1] if outline is not None else None
 
 
 def _call_cell(
