@@ -48,6 +48,7 @@ from loom_nb._counts import words_with_counts
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._numbers import TracedNumber, by_message, is_check_call, trace_numbers, unmatched
+from loom_nb._tables.grammar import parses_kept
 from loom_nb._tools import Tool
 
 #: The formats, by the path's suffix: what jupytext calls them (None: nbformat).
@@ -97,9 +98,10 @@ def thread_cells(
 ) -> Exported:
     """The cells of ``thread``: its messages in order, each tool call as its code; each
     answer's numbers in no result named under it (unless ``mark_numbers=False``)."""
-    body = _Body(thread, tools, frozenset(), mark_numbers)
-    if body.bound & body.expected.keys():  # a table named like a helper or scratch variable
-        body = _Body(thread, tools, frozenset(body.expected), mark_numbers)
+    with parses_kept():  # each call's arguments are parsed for its words and its code
+        body = _Body(thread, tools, frozenset(), mark_numbers)
+        if body.bound & body.expected.keys():  # a table named like a helper or scratch variable
+            body = _Body(thread, tools, frozenset(body.expected), mark_numbers)
     body.exported.cells = [
         Cell("markdown", _title(thread, body.expected)),
         Cell(
@@ -321,7 +323,8 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     nb = nbformat.v4.new_notebook()
     # The cells as nbformat.v4's new_*_cell make them, without validating each one: the
     # whole notebook is validated once, when it is written.
-    nb.cells = [_cell(nbformat, c) for c in exported.cells]
+    ids = _cell_ids(len(exported.cells))
+    nb.cells = [_cell(nbformat, c, i) for c, i in zip(exported.cells, ids, strict=True)]
     nb.metadata["kernelspec"] = {  # as ipykernel's own, which JupyterLab would write back
         "name": "python3",
         "display_name": "Python 3 (ipykernel)",
@@ -338,13 +341,28 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     return nb
 
 
-def _cell(nbformat: Any, cell: Cell) -> Any:
-    made = {"id": nbformat.v4.nbbase.random_cell_id(), "source": cell.source, "metadata": {}}
+def _cell(nbformat: Any, cell: Cell, cell_id: str) -> Any:
+    node = nbformat.NotebookNode  # what nbformat.from_dict makes of the cell's dict
+    metadata = node(jupyter=node(source_hidden=True)) if cell.folded else node()
     if cell.kind == "markdown":
-        return nbformat.from_dict({**made, "cell_type": "markdown"})
-    if cell.folded:
-        made["metadata"] = {"jupyter": {"source_hidden": True}}
-    return nbformat.from_dict({**made, "cell_type": "code", "execution_count": None, "outputs": []})
+        return node(id=cell_id, cell_type="markdown", source=cell.source, metadata=node())
+    return node(
+        id=cell_id,
+        cell_type="code",
+        source=cell.source,
+        metadata=metadata,
+        execution_count=None,
+        outputs=[],
+    )
+
+
+def _cell_ids(n: int) -> list[str]:
+    """``n`` distinct random cell ids, as nbformat makes them (8 hex digits), made at once."""
+    digits = secrets.token_hex(4 * n)
+    ids = list(dict.fromkeys(digits[i : i + 8] for i in range(0, len(digits), 8)))
+    while len(ids) < n:  # one in 10^5 exports of 250 cells
+        ids = list(dict.fromkeys([*ids, secrets.token_hex(4)]))
+    return ids
 
 
 def _language_info() -> dict[str, Any]:
@@ -371,15 +389,35 @@ def _writes(notebook: Any, fmt: str | None) -> str:
 
 def _ipynb_text(notebook: Any) -> str:
     """What nbformat.v4's writer (where nbformat.writes ends) writes for this notebook, less
-    its deep copy of it first (the copy is most of its time; this notebook is written once)."""
-    cells = [{**cell, "source": cell["source"].splitlines(True)} for cell in notebook["cells"]]
-    return json.dumps(
+    its deep copy of it first (the copy is most of its time; this notebook is written once).
+
+    json's indenting writer is Python, a generator step for each value: the cells' lines (most
+    of the text) are written here by json's C string encoder instead, into a placeholder the
+    rest of the notebook holds for each cell's source."""
+    token = secrets.token_hex(16)  # in the text once: no model text can hold it
+    sources = [cell["source"] for cell in notebook["cells"]]
+    cells = [{**cell, "source": f"{token}:{i}"} for i, cell in enumerate(notebook["cells"])]
+    skeleton = json.dumps(
         {**notebook, "cells": cells},
         indent=1,
         sort_keys=True,
         separators=(",", ": "),
         ensure_ascii=False,
     )
+
+    def source(match: re.Match[str]) -> str:
+        key, lines = match.group(1), sources[int(match.group(2))].splitlines(True)
+        if not lines:
+            return f"{key}[]"
+        indent = " " * (len(key) - len(key.lstrip(" ")) + 1)  # indent=1: one past the key's
+        items = ",\n".join(indent + _json_string(line) for line in lines)
+        return f"{key}[\n{items}\n{indent[:-1]}]"
+
+    return re.sub(rf'(?m)^( *"source": )"{token}:(\d+)"', source, skeleton)
+
+
+#: A string as JSON, as ``json.dumps(..., ensure_ascii=False)`` writes it.
+_json_string = json.encoder.encode_basestring
 
 
 def _read_code(text: str, fmt: str | None) -> list[str]:
@@ -397,9 +435,14 @@ def _read_code(text: str, fmt: str | None) -> list[str]:
 
 def _metadata(text: str, fmt: str | None) -> Any:
     """The notebook metadata in ``text`` (of ``.ipynb``: its JSON's, nothing else read)."""
-    return (
-        _jupytext().reads(text, fmt).metadata if fmt is not None else json.loads(text)["metadata"]
-    )
+    if fmt is not None:
+        return _jupytext().reads(text, fmt).metadata
+    # As nbformat writes it (indent 1), the top-level key is the one at the start of a line
+    # with one space: the JSON from there is read alone, not the cells before it.
+    at = text.rfind('\n "metadata": {')
+    if at < 0:
+        return json.loads(text)["metadata"]
+    return json.JSONDecoder().raw_decode(text, at + len('\n "metadata": '))[0]
 
 
 # ---- the export checks itself --------------------------------------------------------------
