@@ -8,12 +8,15 @@ tool without them reads as ``name({"arg": value})``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import json
 import keyword
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from loom_nb import _codec
 from loom_nb._messages import ToolCall, ToolResult
@@ -125,6 +128,45 @@ def saved_columns(ctx: CodeContext) -> list[str] | None:
     return None if outline is None else [str(c) for c in outline[0]]
 
 
+_Parse = TypeVar("_Parse", bound=Callable[..., Any])
+#: The parses kept while :func:`parses_kept` is on, by their inputs' identities.
+_kept: contextvars.ContextVar[dict[tuple[Any, ...], tuple[Any, ...]] | None] = (
+    contextvars.ContextVar("loom_nb_parses_kept", default=None)
+)
+
+
+@contextlib.contextmanager
+def parses_kept() -> Iterator[None]:
+    """Keep each parse of the same arguments against the same tables while on: an export
+    parses each call's arguments for its words and again for its code, and changes neither
+    (a run never keeps one: what a tool runs is parsed from what it is given)."""
+    token = _kept.set({})
+    try:
+        yield
+    finally:
+        _kept.reset(token)
+
+
+def kept_parse(parse: _Parse) -> _Parse:
+    """``parse`` (of a tool's arguments), kept by :func:`parses_kept` while it is on."""
+
+    @functools.wraps(parse)
+    def kept(*inputs: Any, **named: Any) -> Any:
+        memo = _kept.get()
+        if memo is None or named:
+            return parse(*inputs, **named)
+        # the inputs are held with their parse: while it is kept no other object has their ids
+        key = (parse.__name__, *map(id, inputs))
+        found = memo.get(key)
+        if found is not None:
+            return found[1]
+        parsed = parse(*inputs)
+        memo[key] = (inputs, parsed)
+        return parsed
+
+    return kept  # type: ignore[return-value]
+
+
 #: ``describe(arguments)``: the call in words, or None.
 Describe = Callable[[dict[str, Any]], "str | None"]
 #: ``code(arguments, ctx)``: Python that assigns the call's result to ``ctx.result``, or None.
@@ -203,6 +245,7 @@ def variable_for(name: str) -> str:
     return f"{variable}_" if variable in _CODE_NAMES else variable
 
 
+@functools.lru_cache(maxsize=1024)  # the same few names, for every call of a thread
 def identifier(name: str) -> str:
     """``name`` as a Python variable: each character other than an ASCII letter, digit or
     ``_`` made ``_`` (a column called ``total (€)``), ``_`` before a digit, after a keyword."""

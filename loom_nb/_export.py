@@ -42,13 +42,13 @@ from loom_nb._code import (
     comment_text,
     markdown_code,
     markdown_text,
+    parses_kept,
     py_literal,
 )
 from loom_nb._counts import words_with_counts
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._numbers import TracedNumber, by_message, is_check_call, trace_numbers, unmatched
-from loom_nb._tables.grammar import parses_kept
 from loom_nb._tools import Tool
 
 #: The formats, by the path's suffix: what jupytext calls them (None: nbformat).

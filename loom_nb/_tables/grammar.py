@@ -9,15 +9,13 @@ before any request is made.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
+from loom_nb._code import kept_parse
 from loom_nb._tables.options import IDENTIFIER, RESERVED, Relationship, TableSpec
 from loom_nb._tools import ToolInputError
 
@@ -404,44 +402,7 @@ def _percentile(i: int, raw: Any) -> float:
     )
 
 
-_Parse = TypeVar("_Parse", bound=Callable[..., Any])
-#: The parses kept while :func:`parses_kept` is on, by their inputs' identities.
-_kept: contextvars.ContextVar[dict[tuple[Any, ...], tuple[Any, ...]] | None] = (
-    contextvars.ContextVar("loom_nb_parses_kept", default=None)
-)
-
-
-@contextlib.contextmanager
-def parses_kept() -> Iterator[None]:
-    """Keep each parse of the same arguments against the same tables while on: an export
-    parses each call's arguments for its words and again for its code, and changes neither
-    (a run never keeps one: what a tool runs is parsed from what it is given)."""
-    token = _kept.set({})
-    try:
-        yield
-    finally:
-        _kept.reset(token)
-
-
-def _keep(parse: _Parse) -> _Parse:
-    @functools.wraps(parse)
-    def kept(*inputs: Any, **named: Any) -> Any:
-        memo = _kept.get()
-        if memo is None or named:
-            return parse(*inputs, **named)
-        key = (parse.__name__, *map(id, inputs))
-        found = memo.get(key)
-        # the inputs are held with the parse: no other object can have their ids meanwhile
-        if found is not None and all(a is b for a, b in zip(found[0], inputs, strict=True)):
-            return found[1]
-        parsed = parse(*inputs)
-        memo[key] = (inputs, parsed)
-        return parsed
-
-    return kept  # type: ignore[return-value]
-
-
-@_keep
+@kept_parse
 def parse_aggregate(
     args: Mapping[str, Any],
     tables: Mapping[str, TableSpec],
@@ -521,7 +482,7 @@ def parse_aggregate(
     )
 
 
-@_keep
+@kept_parse
 def parse_select(
     args: Mapping[str, Any],
     tables: Mapping[str, TableSpec],

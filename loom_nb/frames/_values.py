@@ -25,6 +25,8 @@ def dtype_kind(dtype: Any) -> str:
     """One word for how values of ``dtype`` are converted."""
     if isinstance(dtype, pd.CategoricalDtype):
         return "category"
+    if isinstance(dtype, pd.StringDtype):  # none of the tests below holds for it (its hash is slow)
+        return "text"
     key = (type(dtype), dtype)  # a dtype equal to its name ("str") is not that name
     try:  # pandas' dtype tests take microseconds, and writing a thread's code asks thousands
         found = _KINDS.get(key)
