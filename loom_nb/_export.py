@@ -391,33 +391,44 @@ def _ipynb_text(notebook: Any) -> str:
     """What nbformat.v4's writer (where nbformat.writes ends) writes for this notebook, less
     its deep copy of it first (the copy is most of its time; this notebook is written once).
 
-    json's indenting writer is Python, a generator step for each value: the cells' lines (most
-    of the text) are written here by json's C string encoder instead, into a placeholder the
-    rest of the notebook holds for each cell's source."""
+    json's indenting writer is Python, a generator step for each value: the cells (most of
+    the text) are written here instead, their strings by json's C encoder, each into the
+    placeholder the rest of the notebook holds for it."""
     token = secrets.token_hex(16)  # in the text once: no model text can hold it
-    sources = [cell["source"] for cell in notebook["cells"]]
-    cells = [{**cell, "source": f"{token}:{i}"} for i, cell in enumerate(notebook["cells"])]
-    skeleton = json.dumps(
-        {**notebook, "cells": cells},
-        indent=1,
-        sort_keys=True,
-        separators=(",", ": "),
-        ensure_ascii=False,
-    )
+    cells = notebook["cells"]
+    skeleton = _JSON.encode({**notebook, "cells": [f"{token}:{i}" for i in range(len(cells))]})
 
-    def source(match: re.Match[str]) -> str:
-        key, lines = match.group(1), sources[int(match.group(2))].splitlines(True)
-        if not lines:
-            return f"{key}[]"
-        indent = " " * (len(key) - len(key.lstrip(" ")) + 1)  # indent=1: one past the key's
-        items = ",\n".join(indent + _json_string(line) for line in lines)
-        return f"{key}[\n{items}\n{indent[:-1]}]"
+    def cell(match: re.Match[str]) -> str:
+        return match.group(1) + _cell_json(cells[int(match.group(2))], len(match.group(1)))
 
-    return re.sub(rf'(?m)^( *"source": )"{token}:(\d+)"', source, skeleton)
+    return re.sub(rf'(?m)^( *)"{token}:(\d+)"', cell, skeleton)
 
 
-#: A string as JSON, as ``json.dumps(..., ensure_ascii=False)`` writes it.
+#: The JSON nbformat.v4 writes (``nbjson.JSONWriter``), and a string as it writes it.
+_JSON = json.JSONEncoder(indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
 _json_string = json.encoder.encode_basestring
+
+
+def _cell_json(cell: Mapping[str, Any], depth: int) -> str:
+    """One cell as nbformat.v4 writes it ``depth`` spaces in: its source as its lines."""
+    inner = " " * (depth + 1)
+    items = []
+    for key in sorted(cell):
+        value = cell[key]
+        if key == "source" and isinstance(value, str):
+            lines = value.splitlines(True)
+            text = "[]"
+            if lines:
+                listed = ",\n".join(f"{inner} {_json_string(line)}" for line in lines)
+                text = f"[\n{listed}\n{inner}]"
+        elif isinstance(value, str):
+            text = _json_string(value)
+        elif value is None or value == {} or value == []:
+            text = "null" if value is None else "{}" if value == {} else "[]"
+        else:  # a JSON string holds no line break: each line is indented as it would be
+            text = _JSON.encode(value).replace("\n", "\n" + inner)
+        items.append(f"{inner}{_json_string(key)}: {text}")
+    return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
 
 
 def _read_code(text: str, fmt: str | None) -> list[str]:

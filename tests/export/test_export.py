@@ -314,6 +314,8 @@ def test_the_ipynb_writer_writes_any_cell_text_as_nbformat_does() -> None:
         for i, t in enumerate(texts)
     ]
     nb.cells[1].metadata["jupyter"] = {"source_hidden": True}
+    nb.cells[3].metadata.update(tags=["a", "b"], deep={"x": [1, 2.5, None, True]})
+    nb.cells[3].execution_count = 7
     nb.metadata["loom_nb"] = {"source": "a value, not a cell's"}
     assert _ipynb_text(nb) == nbformat.writes(nb)
 
