@@ -134,6 +134,7 @@ class _Body:
         self.cells: list[Cell] = []
         number = 0
         shared: dict[Any, Any] = {}  # what the calls' code hooks share (``_code.shared``)
+        start = ""  # what the ids of exported.results all start with
         missing = by_message(unmatched(trace_numbers(thread))) if mark_numbers else {}
         for at, message in enumerate(thread.messages):
             if message.role == "user" and message.text:
@@ -158,18 +159,26 @@ class _Body:
                     )
                     tool = tools.get(call.name)
                     cell, runs = _call_cell(
-                        number, call, tool, results.get(call.id), pending.get(call.id), ctx
+                        number, call, tool, results.get(call.id), pending.get(call.id), ctx, start
                     )
                     self.cells.append(cell)
                     self.bound |= ctx.bound
                     if runs:
                         self.exported.results[call.id] = ctx.result
+                        earlier = len(self.exported.results) > 1
+                        start = _common_start(start, call.id) if earlier else call.id
                         for name, about in ctx.expected.items():
                             self.expected.setdefault(name, about)
                     # A comment's imports too, so that it runs once uncommented (its other
                     # setups may read variables that only running code makes the notebook ask for)
                     setups = ctx.setups if runs else [s for s in ctx.setups if _is_import(s)]
                     self.setups.extend(s for s in setups if s not in self.setups)
+
+
+def _common_start(a: str, b: str) -> str:
+    """What ``a`` and ``b`` both start with."""
+    pairs = enumerate(zip(a, b, strict=False))
+    return a[: next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))]
 
 
 def _counts_of(result: ToolResult | None) -> dict[str, Any] | None:
@@ -187,11 +196,14 @@ def _call_cell(
     result: ToolResult | None,
     pending: CallState | None,
     ctx: CodeContext,
+    ids_start: str = "",
 ) -> tuple[Cell, bool]:
-    """The call's cell, and whether its code runs (a read that worked) or is a comment."""
+    """The call's cell, and whether its code runs (a read that worked) or is a comment;
+    ``ids_start``: what the ids of ``ctx.results`` all start with."""
     words = call_words(call, tool)
-    for call_id, variable in ctx.results.items():  # "bar of result_1", as the code reads
-        if call_id in words:  # most calls name no earlier one: no pattern for each
+    # words without the ids' common start ("call_") name none of them: no id looked for
+    for call_id, variable in ctx.results.items() if ids_start in words else ():
+        if call_id in words:  # "bar of result_1", as the code reads; no pattern for each
             words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
     # one line, with what came back as the call header says it: 3 rows (limit 50), 53 groups
     head = f"# Call {number} · {comment_text(words_with_counts(words, _counts_of(result)))}"
