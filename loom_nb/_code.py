@@ -8,14 +8,18 @@ tool without them reads as ``name({"arg": value})``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import json
 import keyword
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from loom_nb._messages import ToolCall
+from loom_nb import _codec
+from loom_nb._messages import ToolCall, ToolResult
 
 
 @dataclass
@@ -72,6 +76,95 @@ class CodeContext:
     def result_of(self, call_id: str) -> str | None:
         """The variable of an earlier call's result, or None when that call has none."""
         return self.results.get(call_id)
+
+    def _outline(self) -> tuple[Any, dict[str, Any] | None] | None:
+        """The saved frame's columns and counts (``_codec.frame_outline``), or None."""
+        return _codec.frame_outline(self.data)
+
+
+class SavedContext(CodeContext):
+    """A :class:`CodeContext` whose :attr:`data` is read from the call's saved result when the
+    code first reads it: an export gives every call its result, and most code reads none of
+    its rows, or only its columns (:func:`saved_columns`), which a stored result gives without
+    decoding the frame."""
+
+    def __init__(
+        self, result: str, *, saved: ToolResult | None, shared: dict[Any, Any], **fields: Any
+    ) -> None:
+        super().__init__(result, **fields)
+        self.shared = shared
+        if saved is not None:  # after: the dataclass's __init__ sets data, which drops it
+            self.__dict__["_saved"] = saved
+
+    @property  # type: ignore[override]
+    def data(self) -> Any:
+        saved: ToolResult | None = self.__dict__.pop("_saved", None)
+        if saved is not None:
+            self.__dict__["_data"] = saved.chart if saved.chart is not None else saved.data
+        return self.__dict__.get("_data")
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self.__dict__.pop("_saved", None)
+        self.__dict__["_data"] = value
+
+    def _outline(self) -> tuple[Any, dict[str, Any] | None] | None:
+        saved: ToolResult | None = self.__dict__.get("_saved")
+        if saved is None:
+            return super()._outline()
+        return saved._frame_outline() if saved.chart is None else None
+
+
+def shared(ctx: CodeContext) -> dict[Any, Any] | None:
+    """What the code hooks of one export's calls share, or None outside an export: what one
+    call's code reads of the data as it is now (a column's dtype), the next call's would read
+    again. Keys start with the name of the module that sets them."""
+    return ctx.shared if isinstance(ctx, SavedContext) else None
+
+
+def saved_columns(ctx: CodeContext) -> list[str] | None:
+    """The columns, as text, of the call's saved DataFrame (None when it saved no frame)."""
+    outline = ctx._outline()
+    return None if outline is None else [str(c) for c in outline[0]]
+
+
+_Parse = TypeVar("_Parse", bound=Callable[..., Any])
+#: The parses kept while :func:`parses_kept` is on, by their inputs' identities.
+_kept: contextvars.ContextVar[dict[tuple[Any, ...], tuple[Any, ...]] | None] = (
+    contextvars.ContextVar("loom_nb_parses_kept", default=None)
+)
+
+
+@contextlib.contextmanager
+def parses_kept() -> Iterator[None]:
+    """Keep each parse of the same arguments against the same tables while on: an export
+    parses each call's arguments for its words and again for its code, and changes neither
+    (a run never keeps one: what a tool runs is parsed from what it is given)."""
+    token = _kept.set({})
+    try:
+        yield
+    finally:
+        _kept.reset(token)
+
+
+def kept_parse(parse: _Parse) -> _Parse:
+    """``parse`` (of a tool's arguments), kept by :func:`parses_kept` while it is on."""
+
+    @functools.wraps(parse)
+    def kept(*inputs: Any, **named: Any) -> Any:
+        memo = _kept.get()
+        if memo is None or named:
+            return parse(*inputs, **named)
+        # the inputs are held with their parse: while it is kept no other object has their ids
+        key = (parse.__name__, *map(id, inputs))
+        found = memo.get(key)
+        if found is not None:
+            return found[1]
+        parsed = parse(*inputs)
+        memo[key] = (inputs, parsed)
+        return parsed
+
+    return kept  # type: ignore[return-value]
 
 
 #: ``describe(arguments)``: the call in words, or None.
@@ -152,6 +245,7 @@ def variable_for(name: str) -> str:
     return f"{variable}_" if variable in _CODE_NAMES else variable
 
 
+@functools.lru_cache(maxsize=1024)  # the same few names, for every call of a thread
 def identifier(name: str) -> str:
     """``name`` as a Python variable: each character other than an ASCII letter, digit or
     ``_`` made ``_`` (a column called ``total (€)``), ``_`` before a digit, after a keyword."""

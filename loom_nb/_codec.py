@@ -135,6 +135,24 @@ def frame_head(value: Any, rows: int) -> FrameHead | None:
     return FrameHead(_decode_frame(value, max(rows, 0)), total, len(body), plain, found)
 
 
+def frame_outline(value: Any) -> tuple[Any, dict[str, Any] | None] | None:
+    """The column labels (as the Index a decode makes holds them) and the counts a table
+    tool saved (``loom_nb._counts``) of a DataFrame, or of an encoded one without decoding it
+    (an export writes most calls' code from these alone); None for anything else."""
+    if is_dataframe(value):
+        return value.columns, _counts.counts_of(value)
+    if not (isinstance(value, dict) and value.get(TAG) == "dataframe"):
+        return None
+    labels, dtype = value["labels"], value.get("labels_dtype")
+    if dtype not in _TEXT_LABELS or not all(type(label) is str for label in labels):
+        labels = _labels([decode(label) for label in labels], dtype)  # as a decode makes them
+    return labels, _counts.counts_of(value.get("attrs"))
+
+
+#: Dtypes of an Index whose labels are the texts written (no Index is made to read them).
+_TEXT_LABELS = frozenset({"object", "str", "string"})
+
+
 def _plain_index(index: Any) -> bool:
     import pandas as pd
 

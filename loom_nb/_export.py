@@ -36,14 +36,16 @@ from typing import Any
 from loom_nb import _codec, _words
 from loom_nb._code import (
     CodeContext,
+    SavedContext,
     call_code,
     call_words,
     comment_text,
     markdown_code,
     markdown_text,
+    parses_kept,
     py_literal,
 )
-from loom_nb._counts import counts_of, words_with_counts
+from loom_nb._counts import words_with_counts
 from loom_nb._errors import MissingExtra, UserError
 from loom_nb._messages import CallState, Thread, ToolCall, ToolResult
 from loom_nb._numbers import TracedNumber, by_message, is_check_call, trace_numbers, unmatched
@@ -96,9 +98,10 @@ def thread_cells(
 ) -> Exported:
     """The cells of ``thread``: its messages in order, each tool call as its code; each
     answer's numbers in no result named under it (unless ``mark_numbers=False``)."""
-    body = _Body(thread, tools, frozenset(), mark_numbers)
-    if body.bound & body.expected.keys():  # a table named like a helper or scratch variable
-        body = _Body(thread, tools, frozenset(body.expected), mark_numbers)
+    with parses_kept():  # each call's arguments are parsed for its words and its code
+        body = _Body(thread, tools, frozenset(), mark_numbers)
+        if body.bound & body.expected.keys():  # a table named like a helper or scratch variable
+            body = _Body(thread, tools, frozenset(body.expected), mark_numbers)
     body.exported.cells = [
         Cell("markdown", _title(thread, body.expected)),
         Cell(
@@ -130,6 +133,8 @@ class _Body:
         self.bound: set[str] = set()
         self.cells: list[Cell] = []
         number = 0
+        shared: dict[Any, Any] = {}  # what the calls' code hooks share (``_code.shared``)
+        start = ""  # what the ids of exported.results all start with
         missing = by_message(unmatched(trace_numbers(thread))) if mark_numbers else {}
         for at, message in enumerate(thread.messages):
             if message.role == "user" and message.text:
@@ -142,10 +147,11 @@ class _Body:
                     if is_check_call(call.id):  # loom_nb's own, no code: its answer follows
                         continue
                     number += 1
-                    ctx = CodeContext(
+                    ctx = SavedContext(
                         f"result_{number}",
                         results=dict(self.exported.results),
-                        data=_saved(results.get(call.id)),
+                        saved=results.get(call.id),
+                        shared=shared,
                         agent=thread.agent,
                         thread_id=thread.id,
                         user_id=thread.user_id,
@@ -153,12 +159,14 @@ class _Body:
                     )
                     tool = tools.get(call.name)
                     cell, runs = _call_cell(
-                        number, call, tool, results.get(call.id), pending.get(call.id), ctx
+                        number, call, tool, results.get(call.id), pending.get(call.id), ctx, start
                     )
                     self.cells.append(cell)
                     self.bound |= ctx.bound
                     if runs:
                         self.exported.results[call.id] = ctx.result
+                        earlier = len(self.exported.results) > 1
+                        start = _common_start(start, call.id) if earlier else call.id
                         for name, about in ctx.expected.items():
                             self.expected.setdefault(name, about)
                     # A comment's imports too, so that it runs once uncommented (its other
@@ -167,22 +175,18 @@ class _Body:
                     self.setups.extend(s for s in setups if s not in self.setups)
 
 
+def _common_start(a: str, b: str) -> str:
+    """What ``a`` and ``b`` both start with."""
+    pairs = enumerate(zip(a, b, strict=False))
+    return a[: next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))]
+
+
 def _counts_of(result: ToolResult | None) -> dict[str, Any] | None:
-    """The counts a table tool saved with its frame."""
+    """The counts a table tool saved with its frame (a stored frame is not decoded for them)."""
     if result is None or result.is_error:
         return None
-    if result.chart is None:  # its data, which its code read (``_saved``): decoded already
-        return counts_of(result.data) if _codec.is_dataframe(result.data) else None
-    head = result.frame_head(0)  # its head only is decoded
-    return head.counts if head is not None else None
-
-
-def _saved(result: ToolResult | None) -> Any:
-    """What a call's code may read of its own saved result: a chart's spec (its bins' edges),
-    else the result's data."""
-    if result is None:
-        return None
-    return result.chart if result.chart is not None else result.data
+    outline = result._frame_outline()
+    return outline[1] if outline is not None else None
 
 
 def _call_cell(
@@ -192,11 +196,14 @@ def _call_cell(
     result: ToolResult | None,
     pending: CallState | None,
     ctx: CodeContext,
+    ids_start: str = "",
 ) -> tuple[Cell, bool]:
-    """The call's cell, and whether its code runs (a read that worked) or is a comment."""
+    """The call's cell, and whether its code runs (a read that worked) or is a comment;
+    ``ids_start``: what the ids of ``ctx.results`` all start with."""
     words = call_words(call, tool)
-    for call_id, variable in ctx.results.items():  # "bar of result_1", as the code reads
-        if call_id in words:  # most calls name no earlier one: no pattern for each
+    # words without the ids' common start ("call_") name none of them: no id looked for
+    for call_id, variable in ctx.results.items() if ids_start in words else ():
+        if call_id in words:  # "bar of result_1", as the code reads; no pattern for each
             words = re.sub(rf"(?<![\w-]){re.escape(call_id)}(?![\w-])", variable, words)
     # one line, with what came back as the call header says it: 3 rows (limit 50), 53 groups
     head = f"# Call {number} · {comment_text(words_with_counts(words, _counts_of(result)))}"
@@ -328,7 +335,8 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     nb = nbformat.v4.new_notebook()
     # The cells as nbformat.v4's new_*_cell make them, without validating each one: the
     # whole notebook is validated once, when it is written.
-    nb.cells = [_cell(nbformat, c) for c in exported.cells]
+    ids = _cell_ids(len(exported.cells))
+    nb.cells = [_cell(nbformat, c, i) for c, i in zip(exported.cells, ids, strict=True)]
     nb.metadata["kernelspec"] = {  # as ipykernel's own, which JupyterLab would write back
         "name": "python3",
         "display_name": "Python 3 (ipykernel)",
@@ -345,13 +353,28 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     return nb
 
 
-def _cell(nbformat: Any, cell: Cell) -> Any:
-    made = {"id": nbformat.v4.nbbase.random_cell_id(), "source": cell.source, "metadata": {}}
+def _cell(nbformat: Any, cell: Cell, cell_id: str) -> Any:
+    node = nbformat.NotebookNode  # what nbformat.from_dict makes of the cell's dict
+    metadata = node(jupyter=node(source_hidden=True)) if cell.folded else node()
     if cell.kind == "markdown":
-        return nbformat.from_dict({**made, "cell_type": "markdown"})
-    if cell.folded:
-        made["metadata"] = {"jupyter": {"source_hidden": True}}
-    return nbformat.from_dict({**made, "cell_type": "code", "execution_count": None, "outputs": []})
+        return node(id=cell_id, cell_type="markdown", source=cell.source, metadata=node())
+    return node(
+        id=cell_id,
+        cell_type="code",
+        source=cell.source,
+        metadata=metadata,
+        execution_count=None,
+        outputs=[],
+    )
+
+
+def _cell_ids(n: int) -> list[str]:
+    """``n`` distinct random cell ids, as nbformat makes them (8 hex digits), made at once."""
+    digits = secrets.token_hex(4 * n)
+    ids = list(dict.fromkeys(digits[i : i + 8] for i in range(0, len(digits), 8)))
+    while len(ids) < n:  # one in 10^5 exports of 250 cells
+        ids = list(dict.fromkeys([*ids, secrets.token_hex(4)]))
+    return ids
 
 
 def _language_info() -> dict[str, Any]:
@@ -378,15 +401,46 @@ def _writes(notebook: Any, fmt: str | None) -> str:
 
 def _ipynb_text(notebook: Any) -> str:
     """What nbformat.v4's writer (where nbformat.writes ends) writes for this notebook, less
-    its deep copy of it first (the copy is most of its time; this notebook is written once)."""
-    cells = [{**cell, "source": cell["source"].splitlines(True)} for cell in notebook["cells"]]
-    return json.dumps(
-        {**notebook, "cells": cells},
-        indent=1,
-        sort_keys=True,
-        separators=(",", ": "),
-        ensure_ascii=False,
-    )
+    its deep copy of it first (the copy is most of its time; this notebook is written once).
+
+    json's indenting writer is Python, a generator step for each value: the cells (most of
+    the text) are written here instead, their strings by json's C encoder, each into the
+    placeholder the rest of the notebook holds for it."""
+    token = secrets.token_hex(16)  # in the text once: no model text can hold it
+    cells = notebook["cells"]
+    skeleton = _JSON.encode({**notebook, "cells": [f"{token}:{i}" for i in range(len(cells))]})
+
+    def cell(match: re.Match[str]) -> str:
+        return match.group(1) + _cell_json(cells[int(match.group(2))], len(match.group(1)))
+
+    return re.sub(rf'(?m)^( *)"{token}:(\d+)"', cell, skeleton)
+
+
+#: The JSON nbformat.v4 writes (``nbjson.JSONWriter``), and a string as it writes it.
+_JSON = json.JSONEncoder(indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+_json_string = json.encoder.encode_basestring
+
+
+def _cell_json(cell: Mapping[str, Any], depth: int) -> str:
+    """One cell as nbformat.v4 writes it ``depth`` spaces in: its source as its lines."""
+    inner = " " * (depth + 1)
+    items = []
+    for key in sorted(cell):
+        value = cell[key]
+        if key == "source" and isinstance(value, str):
+            lines = value.splitlines(True)
+            text = "[]"
+            if lines:
+                listed = ",\n".join(f"{inner} {_json_string(line)}" for line in lines)
+                text = f"[\n{listed}\n{inner}]"
+        elif isinstance(value, str):
+            text = _json_string(value)
+        elif value is None or value == {} or value == []:
+            text = "null" if value is None else "{}" if value == {} else "[]"
+        else:  # a JSON string holds no line break: each line is indented as it would be
+            text = _JSON.encode(value).replace("\n", "\n" + inner)
+        items.append(f"{inner}{_json_string(key)}: {text}")
+    return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
 
 
 def _read_code(text: str, fmt: str | None) -> list[str]:
@@ -404,9 +458,14 @@ def _read_code(text: str, fmt: str | None) -> list[str]:
 
 def _metadata(text: str, fmt: str | None) -> Any:
     """The notebook metadata in ``text`` (of ``.ipynb``: its JSON's, nothing else read)."""
-    return (
-        _jupytext().reads(text, fmt).metadata if fmt is not None else json.loads(text)["metadata"]
-    )
+    if fmt is not None:
+        return _jupytext().reads(text, fmt).metadata
+    # As nbformat writes it (indent 1), the top-level key is the one at the start of a line
+    # with one space: the JSON from there is read alone, not the cells before it.
+    at = text.rfind('\n "metadata": {')
+    if at < 0:
+        return json.loads(text)["metadata"]
+    return json.JSONDecoder().raw_decode(text, at + len('\n "metadata": '))[0]
 
 
 # ---- the export checks itself --------------------------------------------------------------

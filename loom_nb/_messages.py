@@ -219,6 +219,11 @@ class ToolResult:
         read from a store decodes only those rows (a view shows a head, not the frame)."""
         return _codec.frame_head(self.data, rows)
 
+    def _frame_outline(self) -> tuple[Any, dict[str, Any] | None] | None:
+        """``data``'s columns and saved counts when it is a DataFrame (``_codec.frame_outline``);
+        a result read from a store decodes none of its rows for them."""
+        return _codec.frame_outline(self.data)
+
 
 @dataclass
 class Interrupted:

@@ -546,7 +546,8 @@ class _Sources:
         #: The numbers of the last user message: what the answer answers.
         self.question: tuple[_Read, ...] = ()
         self._user_values: list[float] | None = None
-        self._offers: list[tuple[str, _Offer]] | None = None
+        #: What each result offers, newest first: built as results come (each once).
+        self._offers: list[tuple[str, _Offer]] = []
 
     def add(self, message: Message) -> None:
         if message.role == "user":
@@ -567,8 +568,9 @@ class _Sources:
 
     def offers(self) -> list[tuple[str, _Offer]]:
         """What each result offers, newest first (read once per trace)."""
-        if self._offers is None or len(self._offers) != len(self.results):
-            self._offers = [(r.call_id, _offer(r)) for r in reversed(self.results)]
+        if len(self._offers) != len(self.results):  # only the results added since
+            added = self.results[len(self._offers) :]
+            self._offers[:0] = [(r.call_id, _offer(r)) for r in reversed(added)]
         return self._offers
 
 

@@ -15,6 +15,7 @@ from pandas.testing import assert_frame_equal, assert_series_equal
 from loom_nb import Message, PendingApproval, Thread, ToolResult, memory_store
 from loom_nb import _codec as codec
 from loom_nb._codec import decode, encode, frame_head
+from loom_nb._counts import counts_of, with_counts
 from loom_nb.sqlite import sqlite_store
 
 
@@ -257,6 +258,24 @@ def test_the_first_rows_of_an_encoded_frame_decode_alone(case: str, rows: int):
     same(stored.head, df.head(rows))
     assert (stored.rows, stored.columns) == df.shape
     assert stored.plain_index == frame_head(df, rows).plain_index
+
+
+@pytest.mark.parametrize("case", [*CASES, "int labels", "time labels", "pair labels"])
+def test_an_encoded_frames_columns_and_counts_read_alone_are_the_decoded_frames(case: str):
+    df = {
+        "int labels": pd.DataFrame({3: [1], 1.5: [2], True: [3]}),
+        "time labels": pd.DataFrame([[1, 2]], columns=pd.to_datetime(["2025-01-01", "2025-02-01"])),
+        "pair labels": pd.DataFrame(
+            [[1, 2]], columns=pd.MultiIndex.from_tuples([("a", 1), ("a", 2)])
+        ),
+    }.get(case, frames().get(case))
+    stored = json.loads(
+        json.dumps(encode(with_counts(df.copy(), {"rows": len(df), "frame_rows": 50})))
+    )
+    labels, found = codec.frame_outline(stored) or ([], None)
+    assert [str(c) for c in labels] == [str(c) for c in decode(stored).columns]
+    assert found == counts_of(decode(stored)) == {"rows": len(df), "frame_rows": 50}
+    assert codec.frame_outline({"not": "a frame"}) is None
 
 
 def test_values_written_by_an_earlier_version_still_decode():

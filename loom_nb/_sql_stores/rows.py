@@ -82,6 +82,9 @@ class _RawData:
     def head(self, index: int, rows: int) -> _codec.FrameHead | None:
         return _codec.frame_head(self._parsed()[index], rows)
 
+    def outline(self, index: int) -> tuple[Any, dict[str, Any] | None] | None:
+        return _codec.frame_outline(self._parsed()[index])
+
     def _parsed(self) -> list[Any]:
         with self._lock:
             if self._items is None:
@@ -136,6 +139,13 @@ class ToolResult(_ToolResult):
             return super().frame_head(rows)
         raw: _RawData = pending[0]
         return raw.head(pending[1], rows)
+
+    def _frame_outline(self) -> tuple[Any, dict[str, Any] | None] | None:
+        pending = self.__dict__.get("_raw")
+        if pending is None:  # decoded already (or set)
+            return super()._frame_outline()
+        raw: _RawData = pending[0]
+        return raw.outline(pending[1])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _ToolResult):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from loom_nb._code import kept_parse
 from loom_nb._tables.options import IDENTIFIER, RESERVED, Relationship, TableSpec
 from loom_nb._tools import ToolInputError
 
@@ -401,6 +402,7 @@ def _percentile(i: int, raw: Any) -> float:
     )
 
 
+@kept_parse
 def parse_aggregate(
     args: Mapping[str, Any],
     tables: Mapping[str, TableSpec],
@@ -480,6 +482,7 @@ def parse_aggregate(
     )
 
 
+@kept_parse
 def parse_select(
     args: Mapping[str, Any],
     tables: Mapping[str, TableSpec],

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loom_nb._code import CodeContext, py_literal, variable_for
+from loom_nb._code import CodeContext, py_literal, saved_columns, shared, variable_for
 from loom_nb._embed import embed
 from loom_nb._tables.grammar import (
     Aggregate,
@@ -42,12 +42,14 @@ def select_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -
     q = parse_select(args, tables.specs, tables.frame_rows, tables.relationships)
     frame = _frame(tables, q.table, ctx)
     df = tables.frames.get(q.table)
-    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table, ctx)
-    if columns is not None and q.joins and q.columns is None and ctx.data is None:
+    saved = saved_columns(ctx) if q.columns is None else None
+    columns = list(q.columns) if q.columns is not None else _usable(tables, q.table, saved)
+    # (with a saved frame, data is not None: not decoded to know it)
+    if columns is not None and q.joins and q.columns is None and saved is None and ctx.data is None:
         columns = [*columns, *(f"{r.other}.{c}" for r in q.joins for c in tables.columns(r.other))]
     names = [*(columns or []), *(f.column for f in q.filters), *(c for c, _ in q.order)]
     joined, frame, df = _join(tables, q.table, q.joins, names, q.filters, frame, df, ctx)
-    lines, mask = _mask(frame, df, q.filters, ctx)
+    lines, mask = _mask(frame, df, q.filters, ctx, own_frame=not q.joins)
     lines = [*joined, *lines]
     chain = [f"{frame}[{mask}]" if mask else frame]
     if q.order:
@@ -75,7 +77,7 @@ def aggregate_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext
         *(f.column for f in q.filters),
     ]
     joined, frame, df = _join(tables, q.table, q.joins, names, q.filters, frame, df, ctx)
-    lines, mask = _mask(frame, df, q.filters, ctx)
+    lines, mask = _mask(frame, df, q.filters, ctx, own_frame=not q.joins)
     lines = [*joined, *lines]
     source = frame
     if mask:
@@ -177,9 +179,9 @@ def update_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -
     df = tables.frames.get(q.table)
     # The rows are matched once, before any value is written, as the tool matches them (a
     # value may change a column the filter reads).
-    lines, mask = _mask(frame, df, q.filters, ctx, named=len(q.values) > 1)
+    lines, mask = _mask(frame, df, q.filters, ctx, named=len(q.values) > 1, own_frame=True)
     for column, value in q.values.items():
-        col = _column(df, column)
+        col = _column(df, column, ctx)
         literal = "None" if value is None else _value(col, value, ctx)
         lines.append(f"{frame}.loc[{mask}, {py_literal(column)}] = {literal}")
     return "\n".join(lines)
@@ -235,19 +237,30 @@ def _join(
     return lines, name, df
 
 
-def _usable(tables: AllowedFrames, table: str, ctx: CodeContext) -> list[str] | None:
+def _usable(tables: AllowedFrames, table: str, saved: list[str] | None) -> list[str] | None:
     """The columns a select of every column gave: those of its saved result when there is
-    one (the frame may have gained columns since), else those the frame allows now."""
-    if isinstance(ctx.data, pd.DataFrame):
-        return [str(c) for c in ctx.data.columns]
+    one (``saved``: the frame may have gained columns since), else those the frame allows now."""
+    if saved is not None:
+        return saved
     return tables.columns(table) if table in tables.frames else None
 
 
-def _column(df: pd.DataFrame | None, column: str) -> pd.Series | None:
-    if df is None or column not in df.columns:
-        return None
-    col = df[column]
-    return col if isinstance(col, pd.Series) else None
+def _column(
+    df: pd.DataFrame | None, column: str, ctx: CodeContext | None = None
+) -> pd.Series | None:
+    """``df[column]`` (None without one); with ``ctx``, a table's own frame (never a join's,
+    made for one call), whose columns an export's calls share (``shared``)."""
+    memo = shared(ctx) if ctx is not None and df is not None else None
+    key = ("frames._code column", id(df), column)
+    if memo is not None:
+        found = memo.get(key)
+        if found is not None and found[0] is df:  # df is kept alive with it: its id is its own
+            return found[1]
+    col = None if df is None or column not in df.columns else df[column]
+    col = col if isinstance(col, pd.Series) else None
+    if memo is not None:
+        memo[key] = (df, col)
+    return col
 
 
 def _mask(
@@ -257,12 +270,15 @@ def _mask(
     ctx: CodeContext,
     *,
     named: bool = False,
+    own_frame: bool = False,
 ) -> tuple[list[str], str | None]:
     """The boolean Series of the matching rows (None without filters), after the lines it
-    needs: a long filter (or any, ``named``) gets a variable of its own, one filter a line."""
+    needs: a long filter (or any, ``named``) gets a variable of its own, one filter a line.
+    ``own_frame``: ``df`` is the table's frame, not a join's."""
     if not filters:
         return [], None
-    terms = [_term(frame, _column(df, f.column), f, ctx) for f in filters]
+    of = ctx if own_frame else None
+    terms = [_term(frame, _column(df, f.column, of), f, ctx) for f in filters]
     mask = " & ".join(terms)
     if len(mask) <= 60 and not named:
         return [], mask

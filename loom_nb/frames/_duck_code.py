@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_nb._code import CodeContext, py_literal, variable_for
+from loom_nb._code import CodeContext, py_literal, saved_columns, variable_for
 from loom_nb._tables.grammar import parse_aggregate, parse_select
 from loom_nb.frames import _sql as sql
 from loom_nb.frames._aggregate import FRAME_AGGREGATES
@@ -76,6 +76,9 @@ def select_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext) -
 
 def _saved_columns(tables: AllowedFrames, q: Any, ctx: CodeContext) -> list[str]:
     """A select of every column: those of its saved result when there is one."""
+    saved = saved_columns(ctx)  # a stored frame's, not decoded
+    if saved is not None:
+        return saved
     data = ctx.data
     if data is not None and hasattr(data, "columns"):
         return [str(c) for c in data.columns]

@@ -25,6 +25,25 @@ def dtype_kind(dtype: Any) -> str:
     """One word for how values of ``dtype`` are converted."""
     if isinstance(dtype, pd.CategoricalDtype):
         return "category"
+    if isinstance(dtype, pd.StringDtype):  # none of the tests below holds for it (its hash is slow)
+        return "text"
+    key = (type(dtype), dtype)  # a dtype equal to its name ("str") is not that name
+    try:  # pandas' dtype tests take microseconds, and writing a thread's code asks thousands
+        found = _KINDS.get(key)
+    except TypeError:  # an unhashable extension dtype
+        return _dtype_kind(dtype)
+    if found is None:
+        found = _dtype_kind(dtype)
+        if len(_KINDS) < 256:
+            _KINDS[key] = found
+    return found
+
+
+#: The kind of each dtype met (a categorical's hash reads its categories: not kept).
+_KINDS: dict[tuple[type, Any], str] = {}
+
+
+def _dtype_kind(dtype: Any) -> str:
     if ptypes.is_bool_dtype(dtype):
         return "bool"
     if ptypes.is_integer_dtype(dtype):

@@ -28,7 +28,7 @@ from loom_nb import (
     define_agent,
     tool,
 )
-from loom_nb._export import thread_cells
+from loom_nb._export import _ipynb_text, thread_cells
 from loom_nb._messages import CallState
 from loom_nb.charts import chart_tools
 from loom_nb.frames import frame_tools
@@ -56,6 +56,24 @@ def test_an_exported_thread_recomputes_every_frame_of_the_thread(tmp_path: Path,
     namespace = run_cells(nbformat.read(path, as_version=4), {"orders": orders_frame()})
     for name, frame in expected.items():
         assert_frame_equal(namespace[name], frame, obj=name)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_stored_thread_exports_its_code_without_decoding_a_frame(
+    tmp_path: Path, seed: int
+) -> None:
+    # A call's code and its header's counts are written from the stored frame's columns and
+    # counts alone: the cells are those written with every frame decoded, and none was.
+    agent = agent_for(script(seed, calls=20), orders_frame(), sqlite_store(tmp_path / "l.db"))
+    thread_id = run_thread(agent).thread_id
+    stored = agent.thread(thread_id)
+    undecoded = [r for r in stored.tool_results() if "_raw" in r.__dict__]
+    assert len(undecoded) > 5
+    cells = thread_cells(stored, agent.tools, mark_numbers=False).cells
+    assert all("_raw" in r.__dict__ for r in undecoded)
+    decoded = agent.thread(thread_id)
+    assert any(r.data is not None for r in decoded.tool_results())  # each one decoded
+    assert thread_cells(decoded, agent.tools, mark_numbers=False).cells == cells
 
 
 def test_the_notebook_reads_like_the_conversation(tmp_path: Path) -> None:
@@ -283,6 +301,23 @@ def test_an_ipynb_export_is_the_text_nbformat_writes_for_it(tmp_path: Path) -> N
     path = agent.export(run_thread(agent).thread_id, tmp_path / "t.ipynb")
     text = path.read_text(encoding="utf-8")
     assert text == nbformat.writes(nbformat.reads(text, as_version=4)) + "\n"
+
+
+def test_the_ipynb_writer_writes_any_cell_text_as_nbformat_does() -> None:
+    # The cells' lines are written apart from the rest of the JSON: every kind of line end,
+    # an empty cell, quotes, backslashes, controls and characters past the BMP as nbformat.
+    texts = ["", "a\n", "\n\n", "x\u2028y\u2029z", '"\\', "😀 \x00\x1f\x7f", "end\n"]
+    texts += ["\r\nq\rw\x0bx\x0c\x1c\x1d\x1e\x85.", "   lead\ttab", '"source": "x"']
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(t) if i % 2 else nbformat.v4.new_markdown_cell(t)
+        for i, t in enumerate(texts)
+    ]
+    nb.cells[1].metadata["jupyter"] = {"source_hidden": True}
+    nb.cells[3].metadata.update(tags=["a", "b"], deep={"x": [1, 2.5, None, True]})
+    nb.cells[3].execution_count = 7
+    nb.metadata["loom_nb"] = {"source": "a value, not a cell's"}
+    assert _ipynb_text(nb) == nbformat.writes(nb)
 
 
 def test_values_with_newlines_and_quotes_stay_inside_their_comment_and_literal(
