@@ -7,8 +7,9 @@ in-memory store. Both libraries run the sync model function and the sync tool on
 threads; pydantic-ai's run keeps its messages in a dict under a new random id, as loom_nb's
 ``memory_store()`` keeps the thread. Beside them, in the same run, the floor of any thread pool:
 three bare round trips to a kept worker thread (a queue there, a lock back), the handoffs a run
-with a sync model and one sync tool cannot do without. Run:
-``python -m bench.bench_agent [--runs 1000]``.
+with a sync model and one sync tool cannot do without; and loom_nb with no pool (the model and
+the tool called on the loop, which loom_nb never does), which shows the loop's own work apart
+from the handoffs. Run: ``python -m bench.bench_agent [--runs 1000]``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,28 @@ def pydantic_ai_runner() -> Callable[[], Awaitable[object]]:
     return run
 
 
+def loom_inline_runner() -> Callable[[], Awaitable[object]]:
+    """loom_nb with the model function and the tool called on the loop itself, not on the pool:
+    not how loom_nb runs sync code (it would block the loop), a diagnostic that splits the cost
+    per run into the loop's own work and the pool's handoffs."""
+    from loom_nb import _loop_thread
+
+    run = loom_runner()
+    pooled = _loop_thread.in_thread
+
+    async def inline(fn: Callable[..., object], /, *args: object, **kwargs: object) -> object:
+        return fn(*args, **kwargs)
+
+    async def run_inline() -> object:
+        _loop_thread.in_thread = inline  # type: ignore[assignment]
+        try:
+            return await run()
+        finally:
+            _loop_thread.in_thread = pooled
+
+    return run_inline
+
+
 def handoffs_runner() -> Callable[[], Awaitable[object]]:
     """Three calls of an instant function on a kept worker thread, the caller polling until
     each returns (the quickest wait here, then blocking): the least a pool does for one model
@@ -133,6 +156,7 @@ def main() -> None:
         "loom_nb": loom_runner(),
         "pydantic-ai": pydantic_ai_runner(),
         "3 handoffs": handoffs_runner(),
+        "no pool": loom_inline_runner(),
     }
     samples: dict[str, list[float]] = {name: [] for name in runners}
     cpu: dict[str, list[float]] = {name: [] for name in runners}
@@ -149,10 +173,11 @@ def main() -> None:
         p90 = statistics.quantiles(t, n=10)[-1] * 1e6
         print(f"{name:<12} {medians[name]:>14.1f} {p90:>11.1f} {cpu_means[name]:>18.1f}")
     print(f"loom_nb's own cost per run: {medians['loom_nb']:.1f} µs (goal: at most 150 µs)")
-    floor = medians["3 handoffs"]
+    own = medians["no pool"]
     print(
-        f"of which no pool can save the three handoffs, {floor:.1f} µs: "
-        f"the rest is {medians['loom_nb'] - floor:.1f} µs"
+        f"of which the loop's own work (model and tool called inline, 'no pool') is {own:.1f} µs"
+        f" and the pool's three handoffs {medians['loom_nb'] - own:.1f} µs, beside "
+        f"{medians['3 handoffs']:.1f} µs for three bare handoffs with no work between them"
     )
     print(
         f"ratio loom_nb / pydantic-ai (median): {medians['loom_nb'] / medians['pydantic-ai']:.2f}"

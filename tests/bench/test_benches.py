@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SMOKE = {
     "bench_agent": (
         ["--runs", "20", "--rounds", "1"],
-        r"ratio loom_nb / pydantic-ai \(median\): \d",
+        r"the loop's own work .* is \d.*\nratio loom_nb / pydantic-ai \(median\): \d",
     ),
     "bench_import": (["--runs", "2"], r"ratio import loom_nb / import pydantic_ai .*: \d"),
     "bench_store": (["--quick"], r"SQLiteSession"),
