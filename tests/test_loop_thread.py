@@ -135,3 +135,24 @@ def test_an_idle_worker_ends(monkeypatch: pytest.MonkeyPatch):
     worker.join(5)
     assert not worker.is_alive()
     assert _worker_calls(workers, lambda: "again", 1) == ["again"]  # a new one starts
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning idle workers next to their caller needs Linux and two processors",
+)
+def test_a_sync_call_and_the_threads_it_starts_may_use_every_processor():
+    # Idle workers wait pinned to their caller's processor (cheap wake-ups); the call itself,
+    # and what it starts (a DuckDB or BLAS pool, say), must not stay pinned to it.
+    def processors() -> tuple[set[int], set[int]]:
+        seen: list[set[int]] = []
+        started = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+        started.start()
+        started.join()
+        return os.sched_getaffinity(0), seen[0]
+
+    every = os.sched_getaffinity(0)
+    workers = _loop_thread._Workers()
+    calls = _worker_calls(workers, processors, 5)  # the later ones by a worker pinned meanwhile
+    assert calls == [(every, every)] * 5
+    assert _loop_thread._nearby.here() in every
