@@ -377,7 +377,7 @@ class _Workers:
                         return
                 continue  # a job is being put: take it
             if job.cpu is not None:  # the call, and any thread it starts, may use them all
-                _nearby.pin(0, free)
+                _nearby.unpin(free)
             job.work()
             with self._lock:
                 self._idle.append(idle)
@@ -432,15 +432,21 @@ class _Nearby:
             return None
         return os.sched_getaffinity(0)
 
-    def pin(self, thread: int, cpus: set[int] | None) -> None:
-        """Let ``thread`` (a native id; 0: the calling thread) run only on ``cpus`` (None: leave
-        it as it is)."""
-        if cpus is None or self._getcpu is None:
+    def pin(self, thread: int, cpus: set[int]) -> None:
+        """Let ``thread`` (a native id) run only on ``cpus``, while pinning works here."""
+        if self._getcpu is None:
             return
         try:
             os.sched_setaffinity(thread, cpus)
         except (OSError, ValueError):  # a processor taken away (cpusets): stop pinning
             self._getcpu = None
+
+    def unpin(self, cpus: set[int] | None) -> None:
+        """Let the calling thread run on ``cpus`` again (None: not known), even after pinning
+        stopped: a worker pinned before must not run a call pinned."""
+        if cpus is not None:
+            with contextlib.suppress(OSError, ValueError):
+                os.sched_setaffinity(0, cpus)
 
     def _start(self) -> None:
         self._ready = True
