@@ -339,6 +339,10 @@ class _Workers:
     IDLE_SECONDS = 30.0
 
     def __init__(self) -> None:
+        self._forget()
+
+    def _forget(self) -> None:
+        """No workers: in a forked child the parent's are gone (their lock may be held too)."""
         self._lock = threading.Lock()
         #: Idle workers: each one's inbox and thread id.
         self._idle: list[tuple[queue.SimpleQueue[_Handoff], int]] = []
@@ -467,6 +471,7 @@ _nearby = _Nearby()
 
 
 _workers = _Workers()
+os.register_at_fork(after_in_child=_workers._forget)
 
 
 def _name(fn: Any) -> str:

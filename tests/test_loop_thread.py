@@ -156,3 +156,23 @@ def test_a_sync_call_and_the_threads_it_starts_may_use_every_processor():
     calls = _worker_calls(workers, processors, 5)  # the later ones by a worker pinned meanwhile
     assert calls == [(every, every)] * 5
     assert _loop_thread._nearby.here() in every
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_runs_sync_calls_on_workers_of_its_own():
+    # The parent's idle workers do not exist in the child: handing them a call waited forever.
+    assert asyncio.run(_loop_thread.in_thread(lambda: "parent")) == "parent"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return into pytest
+        try:
+            signal.alarm(10)
+            answer = asyncio.run(_loop_thread.in_thread(lambda: "child"))
+            os.write(write, answer.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    assert answer == "child"
