@@ -103,8 +103,9 @@ the millisecond, and a CSV file holds them as text.
 
 In-memory DataFrames stay on pandas, at every size: there is no switch. Measured at 10M rows
 (``bench/bench_duckdb.py``), the tool over DuckDB answers a filtered aggregate by a category
-2.7-3.9x faster than over pandas and a weekly aggregate of every row 4.7-8.8x, but a
-filtered weekly aggregate 1.25-1.3x slower. And its answers would change with the frame's size: an
+2.7-6.3x faster than over pandas, a weekly aggregate of every row 4.4-8.8x, and a filtered
+weekly aggregate from 1.3x slower to 1.3x faster (runs differ). Speed alone would switch a
+large frame; but its answers would change with the frame's size: an
 unordered category comes back as an ordered one, a ``UTC`` column as ``Etc/UTC``, sums differ
 in the last bits, a select's index is the row's position, a tz-aware column's buckets follow
 the connection's zone, and the exported code becomes SQL. Pass ``duckdb.from_df(df)`` to
