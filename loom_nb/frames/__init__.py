@@ -103,7 +103,7 @@ the millisecond, and a CSV file holds them as text.
 
 In-memory DataFrames stay on pandas, at every size: there is no switch. Measured at 10M rows
 (``bench/bench_duckdb.py``), the tool over DuckDB answers a filtered aggregate by a category
-2.7-6.3x faster than over pandas, a weekly aggregate of every row 4.4-8.8x, and a filtered
+2.7-6.4x faster than over pandas, a weekly aggregate of every row 4.4-8.8x, and a filtered
 weekly aggregate from 1.3x slower to 1.3x faster (runs differ). Speed alone would switch a
 large frame; but its answers would change with the frame's size: an
 unordered category comes back as an ordered one, a ``UTC`` column as ``Etc/UTC``, sums differ
