@@ -45,7 +45,8 @@ def _source(tables: AllowedFrames, ctx: CodeContext) -> sql.Source:
             ctx.setup(f"{variable} = duckdb.{reader}({py_literal(duck.path)})")
         return sql.quote(variable)
 
-    return sql.Source(ref, tables.frames, tables.columns, lambda t: nan_free(tables, t))
+    # Not the statistics of the table now: the code keeps the NaN rules for the rows it finds.
+    return sql.Source(ref, tables.frames, tables.columns, lambda t, _c: nan_free(tables, t))
 
 
 def _execute(statement: sql.Statement, fetch: str) -> str:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pandas as pd
@@ -89,6 +90,9 @@ class DuckTable:
     relation: Any = None
     #: Whether DuckDB reads no NaN in its float columns (``scans_frame``).
     nan_free: bool = False
+    #: Whether DuckDB reads it from its own tables only (``reads_stored``): their statistics
+    #: say which float columns hold no NaN (``nan_free_columns``).
+    stored: bool = False
 
     def type_of(self, column: str) -> str:
         """A column's type as ``list_tables`` says it: DuckDB's, or ``category`` for an
@@ -220,28 +224,81 @@ def _opened(
         types = {
             str(row[0]): str(row[1]) for row in con.execute(f"DESCRIBE {quote(view)}").fetchall()
         }
-        nan_free = kind == "relation" and scans_frame(con, view)
-    return DuckTable(table, kind, path, link, view, sample, types, relation, nan_free)
+        plan = read_plan(con, view) if kind == "relation" else None
+    return DuckTable(
+        table,
+        kind,
+        path,
+        link,
+        view,
+        sample,
+        types,
+        relation,
+        nan_free=plan is not None and scans_frame(plan),
+        stored=plan is not None and reads_stored(plan),
+    )
 
 
-def scans_frame(con: Any, view: str) -> bool:
-    """Does DuckDB read ``view`` by a lone scan of a DataFrame (``duckdb.from_df(df)``, a
-    registered frame)? That scan reads a float column's NaN as NULL (duckdb/duckdb#2610,
-    #10196: NaN, None and ``pd.NA`` alike), so the view holds no NaN to make missing. Any other
-    plan may hold NaN: a table, a file, an expression, a frame of Arrow dtypes (scanned as
-    Arrow, which keeps NaN, duckdb/duckdb#15379)."""
+def read_plan(con: Any, view: str) -> list[Any] | None:
+    """DuckDB's plan for reading ``view`` (``EXPLAIN``'s JSON), or None where this DuckDB's
+    plan cannot be read (then neither rule below applies: NaN is assumed)."""
     duckdb = load_duckdb()
     try:
         text = con.execute(f"EXPLAIN (FORMAT json) SELECT * FROM {quote(view)}").fetchall()
         plan = json.loads(text[0][1])
-    except (duckdb.Error, ValueError, IndexError):  # an older DuckDB's plan: assume NaN
+    except (duckdb.Error, ValueError, IndexError):
+        return None
+    return plan if isinstance(plan, list) and plan else None
+
+
+def scans_frame(plan: list[Any]) -> bool:
+    """Is the plan a lone scan of a DataFrame (``duckdb.from_df(df)``, a registered frame)?
+    That scan reads a float column's NaN as NULL (duckdb/duckdb#2610, #10196: NaN, None and
+    ``pd.NA`` alike), so the view holds no NaN to make missing. Any other plan may hold NaN: a
+    table, a file, an expression, a frame of Arrow dtypes (scanned as Arrow, which keeps NaN,
+    duckdb/duckdb#15379)."""
+    return len(plan) == 1 and plan[0].get("name") == "PANDAS_SCAN" and not plan[0].get("children")
+
+
+def reads_stored(plan: list[Any]) -> bool:
+    """Does every scan of the plan read a table DuckDB stores (``SEQ_SCAN``)? Such a table's
+    statistics are DuckDB's own, kept as rows are written, and DuckDB orders NaN above every
+    number: a float column that ever held NaN has a largest value of NaN, and statistics only
+    widen (a NaN deleted or updated away stays counted). A file's statistics are its writer's,
+    which may leave NaN out of a column's range."""
+
+    def leaves(node: Any) -> Iterator[str]:
+        children = node.get("children") if isinstance(node, dict) else None
+        if not children:
+            yield str(node.get("name", "") if isinstance(node, dict) else "").strip()
+        else:
+            for child in children:
+                yield from leaves(child)
+
+    return all(name == "SEQ_SCAN" for node in plan for name in leaves(node))
+
+
+def nan_free_columns(table: DuckTable, columns: Sequence[str]) -> set[str]:
+    """Those of ``columns`` (float columns of ``table``) that its statistics say hold no NaN
+    now: a smallest and a largest value, neither NaN (an expression DuckDB has no range for,
+    or an older DuckDB's statistics as text, keeps its NaN rules). Asked at each call, the
+    table's rows being the user's to change between calls."""
+    if not table.stored or not columns:
+        return set()
+    listed = list(dict.fromkeys(columns))
+    stats = ", ".join(f"stats({quote(c)})" for c in listed)
+    with running(table, {}) as con:
+        rows = con.execute(f"SELECT {stats} FROM {quote(table.view)} LIMIT 1").fetchall()
+    if not rows:  # no rows now: the rules cost nothing
+        return set()
+    return {c for c, s in zip(listed, rows[0], strict=True) if _no_nan(s)}
+
+
+def _no_nan(stats: Any) -> bool:
+    if not isinstance(stats, dict):
         return False
-    return (
-        isinstance(plan, list)
-        and len(plan) == 1
-        and plan[0].get("name") == "PANDAS_SCAN"
-        and not plan[0].get("children")
-    )
+    low, high = stats.get("min"), stats.get("max")
+    return all(isinstance(v, (int, float, Decimal)) and v == v for v in (low, high))
 
 
 def frame_nan_free(frame: pd.DataFrame) -> bool:

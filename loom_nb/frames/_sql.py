@@ -8,8 +8,10 @@ as the table is read unless DuckDB's scan of a DataFrame has done it) matches on
 ``is_null``; sorting puts missing values last both ways and keeps the table's row order among
 ties (``ROW``, each row's position); groups are ``GROUP BY``'s, the missing group last; a bins
 group holds each bin's left edge, bins ``[left, right)``, the last ``[left, right]``. The tool
-runs the very text the export shows (``_code.py``), with the tables' names the connection
-knows (``ref``).
+runs the very text the export shows (``_duck_code.py``), with the tables' names the connection
+knows (``ref``), but for the NaN rules of a DuckDB table whose statistics show no NaN at the
+call (``Source.nan_free``): the tool leaves them out, the export keeps them for the data it
+will find.
 
 No DuckDB import here: the text is built the same way whether or not it is run.
 """
@@ -80,9 +82,10 @@ class Source:
     samples: Mapping[str, pd.DataFrame]
     #: The columns a call may name of each table, as the allowlist has them.
     allowed: Callable[[str], list[str]]
-    #: Whether DuckDB reads no NaN in a table's float columns (a DataFrame's scan makes NaN
-    #: NULL itself): those are read as stored, without the NaN rules below.
-    nan_free: Callable[[str], bool] = lambda _table: False
+    #: Whether DuckDB reads no NaN in a table's float column (a DataFrame's scan makes NaN
+    #: NULL itself; a DuckDB table's statistics may say it holds none): it is read as stored,
+    #: without the NaN rules below.
+    nan_free: Callable[[str, str], bool] = lambda _table, _column: False
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,9 @@ def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool 
     ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out. A table DuckDB reads
     no NaN in (``Source.nan_free``) is read as stored."""
     dtypes = source.samples[table].dtypes
-    nan_free = source.nan_free(table)
     parts = []
     for c in dict.fromkeys(columns):
-        if not nan_free and dtype_kind(dtypes[c]) == "float":
+        if dtype_kind(dtypes[c]) == "float" and not source.nan_free(table, c):
             parts.append(f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}")
             parts.append(f"{quote(c)} AS {quote(RAW + c)}")
         else:
@@ -181,7 +183,7 @@ def _filter(
     # doubled the time over a DataFrame's scan.
     nan_free = ""
     other, _, name = f.column.rpartition(".")
-    if dtype_kind(col.dtype) == "float" and not source.nan_free(other or table):
+    if dtype_kind(col.dtype) == "float" and not source.nan_free(other or table, name):
         c = column(joins, f"{other}.{RAW}{name}" if other else RAW + name)
         nan_free = f" AND NOT isnan({c})"
     try:
