@@ -287,8 +287,14 @@ def nan_free_columns(table: DuckTable, columns: Sequence[str]) -> set[str]:
         return set()
     listed = list(dict.fromkeys(columns))
     stats = ", ".join(f"stats({quote(c)})" for c in listed)
-    with running(table, {}) as con:
-        rows = con.execute(f"SELECT {stats} FROM {quote(table.view)} LIMIT 1").fetchall()
+    duckdb = load_duckdb()
+    with table.link.lock:
+        try:
+            rows = table.link.connection.execute(
+                f"SELECT {stats} FROM {quote(table.view)} LIMIT 1"
+            ).fetchall()
+        except duckdb.Error:  # the call's own statement says what is wrong, if anything
+            return set()
     if not rows:  # no rows now: the rules cost nothing
         return set()
     return {c for c, s in zip(listed, rows[0], strict=True) if _no_nan(s)}

@@ -493,7 +493,9 @@ def test_categories_group_sort_and_reduce_the_same(backends: Any, column: str) -
 def nan_file(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Connector]:
     """A Parquet file holding NaN apart from NULL (as a file written by Spark or pyarrow
     may; ``duckdb.from_df`` would store pandas' NaN as NULL), and the frame pandas reads of
-    it, where both are missing."""
+    it, where both are missing; the same values as a table DuckDB stores, as a relation over
+    the file, and as an expression over a table that holds no NaN (its statistics have no
+    range for ``a / b``)."""
     path = tmp_path_factory.mktemp("nan") / "x.parquet"
     rows = (
         "SELECT i AS id, CASE WHEN i % 5 = 0 THEN 'NaN'::DOUBLE WHEN i % 7 = 0 THEN NULL "
@@ -504,14 +506,28 @@ def nan_file(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Connector]:
     assert duckdb.execute(f"SELECT count(*) FROM '{path}' WHERE isnan(x)").fetchall() == [(8,)]
     con = duckdb.connect()
     con.execute(f"CREATE TABLE t AS {rows}")  # a table DuckDB stores, its NaN kept
+    # The same values with no NaN stored: 0/0 makes them, in a relation over a table.
+    con.execute(
+        "CREATE TABLE parts AS SELECT i AS id, CASE WHEN i % 5 = 0 THEN 0.0 ELSE (i % 9) * 1.5 "
+        "END::DOUBLE AS a, CASE WHEN i % 5 = 0 THEN 0.0 WHEN i % 7 = 0 THEN NULL ELSE 1.0 "
+        "END::DOUBLE AS b FROM range(40) t(i)"
+    )
+    divided = con.sql("SELECT id, a / b AS x FROM parts")
+    assert con.execute("SELECT count(*) FROM divided WHERE isnan(x)").fetchall() == [(8,)]
+
+    def on_con(rel: Any) -> Connector:
+        return frame_tools({"t": {"frame": rel, "connection": con}})
+
     return {
         "pandas": frame_tools({"t": frame}),
         "parquet": frame_tools({"t": {"path": str(path)}}),
-        "table": frame_tools({"t": {"frame": con.table("t"), "connection": con}}),
+        "table": on_con(con.table("t")),
+        "parquet relation": on_con(con.read_parquet(str(path))),
+        "expression": on_con(divided),
     }
 
 
-@pytest.mark.parametrize("store", ["parquet", "table"])
+@pytest.mark.parametrize("store", ["parquet", "table", "parquet relation", "expression"])
 @pytest.mark.parametrize("op", [o for o in OPERATORS if o not in ("like", "ilike")])
 @pytest.mark.parametrize("negate", [False, True])
 def test_nan_in_a_file_or_table_is_missing_for_every_filter_and_aggregate(
