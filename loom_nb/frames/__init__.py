@@ -91,8 +91,9 @@ for DataFrames (``tests/frames/test_duckdb_contract.py`` holds both backends to 
 frames); each select row's index is its position in the table; a ``TIMESTAMPTZ`` column reads
 in the connection's time zone. Results are pandas DataFrames; the export is the same statement
 on ``duckdb.execute``, reading the files again. (A float column's NaN is missing, as in pandas:
-the statement makes it NULL where DuckDB may hold it, unless the table is one DuckDB stores and
-its statistics show no NaN at the call; the export always does, for the rows it will find.)
+the statement makes it NULL where DuckDB may hold it, unless the table is a large one DuckDB
+stores, 5M rows or more, whose statistics show no NaN at the call; the export always does, for
+the rows it will find.)
 Paths are checked when ``frame_tools`` is called (the file or a match of the glob exists, the
 type is known); DuckDB tables are read-only. DuckDB is imported only for them.
 

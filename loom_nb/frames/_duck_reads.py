@@ -43,14 +43,14 @@ def source(
     """The tables as the tool's statements name them: each DuckDB table by its view, each
     joined DataFrame by the name it is registered under for the call. Of ``columns``, those
     the call on ``table`` names (``customers.tier`` for a joined one), a float column of a
-    table DuckDB stores is read as stored when its statistics show no NaN now
+    large table DuckDB stores is read as stored when its statistics show no NaN now
     (``nan_free_columns``): ``nullif`` on every row is 5-10 % of a statement over all of them."""
     floats: dict[str, list[str]] = {}
     for name in columns:
         other, _, column = name.rpartition(".")
         owner = other or table
         duck = tables.duck.get(owner)
-        dtypes = duck.sample.dtypes if duck is not None and duck.stored else {}
+        dtypes = duck.sample.dtypes if duck is not None and duck.asks_statistics else {}
         if column in dtypes and dtype_kind(dtypes[column]) == "float":
             floats.setdefault(owner, []).append(column)
     free = {t: nan_free_columns(tables.duck[t], cs) for t, cs in floats.items()}

@@ -9,6 +9,8 @@ order), a Parquet or CSV file holds a category as text and a CSV file a duration
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -24,7 +26,7 @@ from loom_nb._code import CodeContext
 from loom_nb._counts import counts_of
 from loom_nb._tables.grammar import BUCKETS, OPERATORS
 from loom_nb._tools import Connector, ToolInputError
-from loom_nb.frames import frame_tools
+from loom_nb.frames import _duckdb, frame_tools
 from loom_nb.frames._aggregate import AGGREGATE_FUNCTIONS
 
 RELATIONSHIPS = {"trips.driver_id": "drivers.id"}
@@ -111,21 +113,31 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Connector]:
         "parquet": make({"path": trips_glob}, {"path": str(root / "drivers.parquet")}),
         "parquet+frame": make({"path": trips_glob}, DRIVERS),
         "relation": make(duckdb.from_df(TRIPS), duckdb.from_df(DRIVERS)),
-        "table": make(*stored_tables({"trips": TRIPS, "drivers": DRIVERS}).values()),
+        "table": stored(make, {"trips": TRIPS, "drivers": DRIVERS}),
         "csv": make({"path": str(root / "trips.csv")}, DRIVERS),
     }
 
 
-def stored_tables(frames: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
-    """Each frame as a table DuckDB stores (``CREATE TABLE ... AS``, on a connection of its
-    own), read through ``con.table``: its statistics, not a frame's scan, say whether a float
-    column holds NaN."""
+@contextmanager
+def statistics_from(rows: int) -> Iterator[None]:
+    """Connectors defined here ask the statistics of stored tables from ``rows`` rows (by
+    default only large tables do, and the tests' tables are small)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_duckdb, "STATISTICS_ROWS", rows)
+        yield
+
+
+def stored(make: Any, frames: dict[str, pd.DataFrame]) -> Connector:
+    """``make`` over each frame as a table DuckDB stores (``CREATE TABLE ... AS``, on a
+    connection of its own), read through ``con.table``: its statistics, not a frame's scan,
+    say whether a float column holds NaN."""
     con = duckdb.connect()
     for name, frame in frames.items():
         con.register("incoming", frame)
         con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM incoming')
         con.unregister("incoming")
-    return {name: {"frame": con.table(name), "connection": con} for name in frames}
+    with statistics_from(0):
+        return make(*({"frame": con.table(n), "connection": con} for n in frames))
 
 
 #: Which pandas twin each DuckDB table answers as (see ``as_stored``).
@@ -176,7 +188,7 @@ def run(conn: Connector, tool: str, args: dict[str, Any]) -> Any:
 
 def answer(conn: Connector, tool: str, args: dict[str, Any]) -> pd.DataFrame | str:
     try:
-        return run(conn, tool, args).data  # type: ignore[no-any-return]
+        return run(conn, tool, args).data
     except ToolInputError as exc:
         return f"refused: {exc}"
 
@@ -516,7 +528,8 @@ def nan_file(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Connector]:
     assert con.execute("SELECT count(*) FROM divided WHERE isnan(x)").fetchall() == [(8,)]
 
     def on_con(rel: Any) -> Connector:
-        return frame_tools({"t": {"frame": rel, "connection": con}})
+        with statistics_from(0):
+            return frame_tools({"t": {"frame": rel, "connection": con}})
 
     return {
         "pandas": frame_tools({"t": frame}),
@@ -558,8 +571,8 @@ def test_a_table_reads_its_floats_as_stored_while_its_statistics_show_no_nan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The NaN rules (``nullif``, ``isnan``) cost 5-10 % of a statement over every row: a table
-    DuckDB stores goes without them while its statistics show no NaN, asked at each call (a
-    spy on the statements shows which ran). A NaN written between calls is missing at the
+    DuckDB stores (here of any size) goes without them while its statistics show no NaN,
+    asked at each call (a spy on the statements shows which ran). A NaN written between calls is missing at the
     next one, as in pandas; the export keeps the rules whatever the table holds now."""
     from loom_nb.frames import _duck_reads
 
@@ -571,6 +584,7 @@ def test_a_table_reads_its_floats_as_stored_while_its_statistics_show_no_nan(
         return real(table, statement, frames)
 
     monkeypatch.setattr(_duck_reads, "fetch", spy)
+    monkeypatch.setattr(_duckdb, "STATISTICS_ROWS", 0)
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE t AS SELECT i AS id, ((i % 4) * 1.5)::DOUBLE AS x FROM range(12) t(i)"
@@ -600,6 +614,33 @@ def test_a_table_reads_its_floats_as_stored_while_its_statistics_show_no_nan(
     assert again.iloc[0].tolist() == pytest.approx(
         [expected.count(), expected.sum(), expected.mean()]
     )
+
+
+def test_only_a_large_table_asks_its_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking costs about 1 ms a call, more than the NaN rules over a table of a few million
+    rows: a table smaller than ``STATISTICS_ROWS`` (by DuckDB's plan when the connector is
+    defined) keeps the rules, a larger one reads its floats as stored."""
+    from loom_nb.frames import _duck_reads
+
+    ran: list[str] = []
+    real = _duck_reads.fetch
+
+    def spy(table: Any, statement: Any, frames: Any) -> pd.DataFrame:
+        ran.append(statement.sql)
+        return real(table, statement, frames)
+
+    monkeypatch.setattr(_duck_reads, "fetch", spy)
+    con = duckdb.connect()
+    for name, rows in (("small", 1000), ("large", _duckdb.STATISTICS_ROWS)):
+        con.execute(f"CREATE TABLE {name} AS SELECT (i % 7)::DOUBLE AS x FROM range({rows}) t(i)")
+    conn = frame_tools({n: {"frame": con.table(n), "connection": con} for n in ("small", "large")})
+    for name, rules in (("small", True), ("large", False)):
+        args = {"table": name, "aggregates": [{"fn": "sum", "column": "x"}]}
+        out = run(conn, "frames_aggregate", args).data
+        assert ("nullif" in ran[-1]) == rules, name
+        assert out.iloc[0, 0] == pytest.approx(
+            con.execute(f"SELECT sum(x) FROM {name}").fetchone()[0]
+        )
 
 
 SUMS = ("count", "sum", "mean", "max", "median")
