@@ -18,7 +18,7 @@ No DuckDB import here: the text is built the same way whether or not it is run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,18 +99,27 @@ class Plan:
     sample: pd.DataFrame
 
 
-def _read(source: Source, table: str, columns: Sequence[str], *, with_row: bool = False) -> str:
+def _read(
+    source: Source,
+    table: str,
+    columns: Sequence[str],
+    *,
+    with_row: bool = False,
+    screened: Collection[str] = (),
+) -> str:
     """A table with only ``columns``, its float NaN as NULL (Parquet keeps NaN apart from
     NULL; pandas calls both missing) and, ``with_row``, each row's position. A float column
     also comes as stored (``RAW``), for the filters: DuckDB pushes a comparison of a column
     into the scan (a Parquet file's row groups skipped by their statistics), not one of
     ``nullif`` over a glob or a DataFrame, whose NaN it cannot rule out. A table DuckDB reads
-    no NaN in (``Source.nan_free``) is read as stored."""
+    no NaN in (``Source.nan_free``) is read as stored, and so is a ``screened`` column: a filter
+    on it keeps no row whose value is NaN (``_filter``), so ``nullif`` would find none."""
     dtypes = source.samples[table].dtypes
     parts = []
     for c in dict.fromkeys(columns):
         if dtype_kind(dtypes[c]) == "float" and not source.nan_free(table, c):
-            parts.append(f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}")
+            kept = quote(c) if c in screened else f"nullif({quote(c)}, 'NaN'::DOUBLE) AS {quote(c)}"
+            parts.append(kept)
             parts.append(f"{quote(c)} AS {quote(RAW + c)}")
         else:
             parts.append(quote(c))
@@ -133,7 +142,11 @@ def plan(
     statement = Statement("")
     own = [n for n in names if "." not in n]
     base = [*own, *(r.column for r in joins)]
-    from_ = f'{_read(source, table, base, with_row=with_row)} AS "b"'
+    # Every filter but is_null rules out NaN as it compares (``_filter``): the rows it keeps
+    # hold none in its column. (A negated is_null reads the column with its NaN as NULL.)
+    screened = [f.column for f in filters if f.op != "is_null"]
+    own_screened = {c for c in screened if "." not in c}
+    from_ = f'{_read(source, table, base, with_row=with_row, screened=own_screened)} AS "b"'
     # Zero rows each (a DataFrame's sample is the frame itself): side by side, rows would
     # align on the index and fill with NaN, turning a bool column into object.
     # Zero rows first: a joined DataFrame's sample is the frame itself, whose columns a
@@ -145,7 +158,12 @@ def plan(
         used += [n.partition(".")[2] for n in names if n.partition(".")[0] == r.other]
         alias = quote(f"j{i}")
         kind = "JOIN" if r.other in inner else "LEFT JOIN"
-        right = _read(source, r.other, used)
+        right = _read(
+            source,
+            r.other,
+            used,
+            screened={c.partition(".")[2] for c in screened if c.partition(".")[0] == r.other},
+        )
         from_ += (
             f" {kind} (SELECT * FROM {right} WHERE {quote(r.other_column)} IS NOT NULL) AS "
             f'{alias} ON "b".{quote(r.column)} = {alias}.{quote(r.other_column)}'

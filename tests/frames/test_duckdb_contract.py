@@ -572,8 +572,9 @@ def test_a_table_reads_its_floats_as_stored_while_its_statistics_show_no_nan(
 ) -> None:
     """The NaN rules (``nullif``, ``isnan``) cost 5-10 % of a statement over every row: a table
     DuckDB stores (here of any size) goes without them while its statistics show no NaN,
-    asked at each call (a spy on the statements shows which ran). A NaN written between calls is missing at the
-    next one, as in pandas; the export keeps the rules whatever the table holds now."""
+    asked at each call (a spy on the statements shows which ran). A NaN written between calls
+    is missing at the next one, as in pandas; the export keeps the rules whatever the table
+    holds now."""
     from loom_nb.frames import _duck_reads
 
     ran: list[str] = []
@@ -603,17 +604,39 @@ def test_a_table_reads_its_floats_as_stored_while_its_statistics_show_no_nan(
     assert "nullif" not in ran[-1] and "isnan" not in ran[-1]
     assert first.iloc[0].tolist() == [9, 13.5, 1.5]
     code = conn.tools["frames_aggregate"].code
-    assert code is not None and "nullif" in code(args, CodeContext("r"))
+    assert code is not None and "isnan" in code(args, CodeContext("r"))
 
     con.execute("UPDATE t SET x = 'NaN' WHERE id < 2")  # rows 0 and 1: x was 0.0 and 1.5
     again = run(conn, "frames_aggregate", args).data
-    assert "nullif" in ran[-1] and "isnan" in ran[-1]
+    assert "isnan" in ran[-1]  # (no nullif: the filter keeps no NaN row, see below)
     frame = con.table("t").df()
     expected = frame[frame["x"] < 4]["x"]
     assert again.iloc[0].tolist() == pytest.approx([7, 12.0, 12 / 7])
     assert again.iloc[0].tolist() == pytest.approx(
         [expected.count(), expected.sum(), expected.mean()]
     )
+
+
+def test_a_filter_that_rules_out_nan_lets_its_column_be_read_as_stored(
+    nan_file: dict[str, Connector],
+) -> None:
+    """Every filter but is_null drops a NaN row as it compares (``NOT isnan``), so the rows
+    left hold no NaN in its column and its ``nullif`` (6 % of a filtered aggregate over 10M
+    Parquet rows) is left out; a negated is_null reads the column's NaN as NULL, so it keeps
+    it. The answers are pandas' either way (the tests above); here, the statement."""
+    hook = nan_file["parquet"].tools["frames_aggregate"].code
+    assert hook is not None
+
+    def statement(f: dict[str, Any]) -> str:
+        args = {"table": "t", "aggregates": [{"fn": "sum", "column": "x"}], "filters": [f]}
+        return hook(args, CodeContext("r"))
+
+    compared = statement({"column": "x", "op": "gt", "value": 1})
+    assert "nullif" not in compared and "isnan" in compared
+    negated = statement({"column": "x", "op": "gt", "value": 1, "not": True})
+    assert "nullif" not in negated and "isnan" in negated
+    assert "nullif" in statement({"column": "x", "op": "is_null", "not": True})
+    assert "nullif" in statement({"column": "id", "op": "gt", "value": 1})  # another column
 
 
 def test_only_a_large_table_asks_its_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
