@@ -280,7 +280,8 @@ def reads_stored(plan: list[Any]) -> bool:
 
 
 #: The rows from which asking a table's statistics at each call (about 1 ms here) costs less
-#: than the NaN rules over every row (``bench_duckdb``: even at 2-4M rows, 6 ms less at 10M).
+#: than the NaN rules over every row: measured even at 2-4M rows, 6 ms less at 10M
+#: (bench/README.md, ``bench_duckdb``).
 STATISTICS_ROWS = 5_000_000
 
 
