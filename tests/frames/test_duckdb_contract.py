@@ -567,24 +567,30 @@ def test_nan_in_a_file_or_table_is_missing_for_every_filter_and_aggregate(
         assert_frame_equal(normal(got), normal(expected), check_exact=False, rtol=1e-9)
 
 
+@pytest.fixture
+def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of each statement the read tools run, as they run it."""
+    from loom_nb.frames import _duck_reads
+
+    texts: list[str] = []
+    real = _duck_reads.fetch
+
+    def spy(table: Any, statement: Any, frames: Any) -> pd.DataFrame:
+        texts.append(statement.sql)
+        return real(table, statement, frames)
+
+    monkeypatch.setattr(_duck_reads, "fetch", spy)
+    return texts
+
+
 def test_a_table_reads_its_floats_as_stored_while_its_statistics_show_no_nan(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, ran: list[str]
 ) -> None:
     """The NaN rules (``nullif``, ``isnan``) cost 5-10 % of a statement over every row: a table
     DuckDB stores (here of any size) goes without them while its statistics show no NaN,
     asked at each call (a spy on the statements shows which ran). A NaN written between calls
     is missing at the next one, as in pandas; the export keeps the rules whatever the table
     holds now."""
-    from loom_nb.frames import _duck_reads
-
-    ran: list[str] = []
-    real = _duck_reads.fetch
-
-    def spy(table: Any, statement: Any, frames: Any) -> pd.DataFrame:
-        ran.append(statement.sql)
-        return real(table, statement, frames)
-
-    monkeypatch.setattr(_duck_reads, "fetch", spy)
     monkeypatch.setattr(_duckdb, "STATISTICS_ROWS", 0)
     con = duckdb.connect()
     con.execute(
@@ -639,20 +645,10 @@ def test_a_filter_that_rules_out_nan_lets_its_column_be_read_as_stored(
     assert "nullif" in statement({"column": "id", "op": "gt", "value": 1})  # another column
 
 
-def test_only_a_large_table_asks_its_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_a_large_table_asks_its_statistics(ran: list[str]) -> None:
     """Asking costs about 1 ms a call, more than the NaN rules over a table of a few million
     rows: a table smaller than ``STATISTICS_ROWS`` (by DuckDB's plan when the connector is
     defined) keeps the rules, a larger one reads its floats as stored."""
-    from loom_nb.frames import _duck_reads
-
-    ran: list[str] = []
-    real = _duck_reads.fetch
-
-    def spy(table: Any, statement: Any, frames: Any) -> pd.DataFrame:
-        ran.append(statement.sql)
-        return real(table, statement, frames)
-
-    monkeypatch.setattr(_duck_reads, "fetch", spy)
     con = duckdb.connect()
     for name, rows in (("small", 1000), ("large", _duckdb.STATISTICS_ROWS)):
         con.execute(f"CREATE TABLE {name} AS SELECT (i % 7)::DOUBLE AS x FROM range({rows}) t(i)")
