@@ -202,6 +202,7 @@ from loom_nb.frames._duckdb import (
     open_path,
     open_relation,
 )
+from loom_nb.frames._joins import check_keys
 from loom_nb.frames._namespace import NAMESPACE_FRAMES, namespace_source
 
 __all__ = ["AGGREGATE_FUNCTIONS", "NAMESPACE_FRAMES", "frame_tools"]
@@ -280,6 +281,7 @@ def frame_tools(
                 raise UserError(
                     f"relationships names {t}.{c}, but frame {t!r} has no usable column {c!r}"
                 )
+        check_keys(r, data[r.table][r.column], data[r.other][r.other_column])
     for r in related:  # DuckDB joins tables of one connection (and DataFrames) only
         a, b = duck.get(r.table), duck.get(r.other)
         side = r.table if a is None else r.other  # the DataFrame, when one side is

@@ -75,6 +75,22 @@ def _apply(target: Any, a: Aggregate) -> Any:
     return getattr(target, a.fn)()
 
 
+def _read(col: pd.Series, a: Aggregate) -> pd.Series:
+    """What ``a`` aggregates of ``data`` (its column): a percentile of booleans is of their
+    numbers, 0 and 1, as DuckDB and PostgreSQL count them (pandas' quantile refuses booleans,
+    though its median takes them)."""
+    if a.fn == "percentile" and dtype_kind(col.dtype) == "bool":
+        return col.astype("float64")
+    return col
+
+
+def _grouped_column(sub: pd.DataFrame, grouped: Any, by: list[pd.Series], a: Aggregate) -> Any:
+    read = _read(sub[a.column], a)
+    if read is sub[a.column]:
+        return grouped[a.column]
+    return read.groupby(by, dropna=False, observed=True, sort=True)  # as ``grouped`` groups
+
+
 def bin_edges(values: pd.Series, bins: int | tuple[float, ...]) -> np.ndarray:
     """The edges of ``bins``: the given ones, or ``bins`` equal widths from the smallest to
     the largest value present (numpy's ``histogram_bin_edges``)."""
@@ -115,19 +131,17 @@ def compute_aggregate(
         row = {
             a.output: pd.Series([len(sub)])
             if a.column is None
-            else _apply(sub[[a.column]], a).reset_index(drop=True)
+            else _apply(_read(sub[a.column], a).to_frame(), a).reset_index(drop=True)
             for a in q.aggregates
         }
         return pd.DataFrame(row)
     keys = [_key(sub, k, edges) for k in q.group_by]
-    grouped = sub.groupby(
-        [key.rename(k.output) for key, k in zip(keys, q.group_by, strict=True)],
-        dropna=False,
-        observed=True,
-        sort=True,
-    )
+    by = [key.rename(k.output) for key, k in zip(keys, q.group_by, strict=True)]
+    grouped = sub.groupby(by, dropna=False, observed=True, sort=True)
     parts = {
-        a.output: grouped.size() if a.column is None else _apply(grouped[a.column], a)
+        a.output: grouped.size()
+        if a.column is None
+        else _apply(_grouped_column(sub, grouped, by, a), a)
         for a in q.aggregates
     }
     out = pd.DataFrame(parts).reset_index()

@@ -27,13 +27,16 @@ _THURSDAY = 3
 _MISSING = np.iinfo("int64").max
 
 
-def check_bucket(table: str, df: pd.DataFrame, key: GroupKey, allowed: list[str]) -> None:
-    """Refuse a bucket of a column that holds no timestamps, naming the ``allowed`` columns
-    that do."""
-    col = df[key.column]
+def check_bucket(
+    table: str, col: pd.Series, key: GroupKey, frame: pd.DataFrame, allowed: list[str]
+) -> None:
+    """Refuse a bucket of a column (``col``, as the query reads it) that holds no timestamps,
+    naming the ``allowed`` columns of ``table`` (``frame``: its rows, or none) that do."""
     if dtype_kind(col.dtype) == "datetime":
         return
-    datetimes = [c for c in allowed if c in df.columns and dtype_kind(df[c].dtype) == "datetime"]
+    datetimes = [
+        c for c in allowed if c in frame.columns and dtype_kind(frame[c].dtype) == "datetime"
+    ]
     fix = (
         f"bucket one of its datetime columns ({', '.join(datetimes)})"
         if datetimes

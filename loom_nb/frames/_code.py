@@ -32,7 +32,7 @@ from loom_nb.frames._aggregate import FRAME_AGGREGATES
 from loom_nb.frames._allowlist import AllowedFrames
 from loom_nb.frames._filters import like_regex
 from loom_nb.frames._joins import inner_tables, join, joined_columns
-from loom_nb.frames._values import BadValue, holds_missing, value_for, value_to_write
+from loom_nb.frames._values import BadValue, dtype_kind, holds_missing, value_for, value_to_write
 
 _COMPARE = {"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _SORT = 'na_position="last", kind="stable"'
@@ -83,28 +83,46 @@ def aggregate_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext
     if mask:
         source = ctx.name("matched")
         lines.append(f"{source} = {frame}[{mask}]")
+    # a percentile of booleans is of 0 and 1, as the tool computes it (quantile refuses bool)
+    as_numbers = {
+        a.output
+        for a in q.aggregates
+        if a.fn == "percentile"
+        and df is not None
+        and a.column in df.columns
+        and dtype_kind(df[a.column].dtype) == "bool"
+    }
     if q.group_by:
-        keys = []
+        keys: list[str] = []
+        series: list[str] = []  # the keys as Series (a column's by name: of ``source``)
         for k in q.group_by:
             if k.bins is not None:
                 keys.append(_bins(source, k, ctx, lines))
+                series.append(keys[-1])
                 continue
             if k.bucket is None:
                 keys.append(py_literal(k.column))
+                series.append(f"{source}[{py_literal(k.column)}]")
                 continue
             helper = embed("loom_nb.frames._bucket_start", ctx)["bucket_start"]
             name = ctx.name(k.output)
             column = f"{source}[{py_literal(k.column)}]"
             lines.append(f"{name} = {helper}({column}, {py_literal(k.bucket)})")
             keys.append(name)
+            series.append(name)
         groups = ctx.name("groups")
-        lines.append(
-            f"{groups} = {source}.groupby([{', '.join(keys)}], dropna=False, "
-            "observed=True, sort=True)"
-        )
+        how = "dropna=False, observed=True, sort=True"
+        lines.append(f"{groups} = {source}.groupby([{', '.join(keys)}], {how})")
         parts = [
             f"{py_literal(a.output)}: "
-            + (f"{groups}.size()" if a.column is None else _aggregate(groups, a))
+            + (
+                f"{groups}.size()"
+                if a.column is None
+                else f'{source}[{py_literal(a.column)}].astype("float64")'
+                f".groupby([{', '.join(series)}], {how}).quantile({a.p!r})"
+                if a.output in as_numbers
+                else _aggregate(groups, a)
+            )
             for a in q.aggregates
         ]
         table = f"pd.DataFrame({{{', '.join(parts)}}}).reset_index()"
@@ -115,7 +133,8 @@ def aggregate_code(tables: AllowedFrames, args: dict[str, Any], ctx: CodeContext
             + (
                 f"[len({source})]"
                 if a.column is None
-                else _aggregate(source, a, one_column_frame=True) + ".reset_index(drop=True)"
+                else _aggregate(source, a, one_column_frame=True, as_numbers=a.output in as_numbers)
+                + ".reset_index(drop=True)"
             )
             for a in q.aggregates
         ]
@@ -382,12 +401,16 @@ def _regex_literal(regex: str) -> str:
 _AGGREGATE_CALLS = {"sum": "sum(min_count=1)", "count_distinct": "nunique()"}
 
 
-def _aggregate(source: str, a: Aggregate, *, one_column_frame: bool = False) -> str:
-    """``source["total"].fn()``, or ``source[["total"]].fn()``."""
+def _aggregate(
+    source: str, a: Aggregate, *, one_column_frame: bool = False, as_numbers: bool = False
+) -> str:
+    """``source["total"].fn()``, or ``source[["total"]].fn()`` (``as_numbers``: of the
+    column as floats)."""
     assert a.column is not None
     key = f"[{py_literal(a.column)}]" if one_column_frame else py_literal(a.column)
     if a.fn == "percentile":
-        return f"{source}[{key}].quantile({a.p!r})"
+        floats = '.astype("float64")' if as_numbers else ""
+        return f"{source}[{key}]{floats}.quantile({a.p!r})"
     return f"{source}[{key}].{_AGGREGATE_CALLS.get(a.fn, f'{a.fn}()')}"
 
 

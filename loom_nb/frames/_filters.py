@@ -82,6 +82,20 @@ def check_operator(table: str, f: Filter, col: pd.Series) -> None:
         )
 
 
+def check_ordered_value(table: str, f: Filter, col: pd.Series, value: Any) -> None:
+    """An ordering comparison on an ordered category is by the value's place among the
+    categories: refuse a value that is not one of them (either backend)."""
+    if (
+        f.op in ("gt", "gte", "lt", "lte")
+        and isinstance(col.dtype, pd.CategoricalDtype)
+        and value not in list(col.cat.categories)
+    ):
+        raise ToolInputError(
+            f"cannot apply {f.op} to {table}.{f.column} ({col.dtype}) with {f.value!r}: "
+            "it is not one of the column's categories, so it has no place in their order"
+        )
+
+
 def _matches(df: pd.DataFrame, table: str, f: Filter) -> np.ndarray:
     col = df[f.column]
     if f.op == "is_null":
@@ -99,6 +113,7 @@ def _matches(df: pd.DataFrame, table: str, f: Filter) -> np.ndarray:
         else:
             value = value_for(col, f.value)
             check_operator(table, f, col)
+            check_ordered_value(table, f, col, value)
             hit = _as_bool(_COMPARE[f.op](col, value))
     except BadValue as exc:
         raise ToolInputError(f"column {table}.{f.column} {exc}") from None

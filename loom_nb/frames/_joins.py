@@ -12,11 +12,55 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype
 
+from loom_nb._errors import UserError
 from loom_nb._tables.grammar import Filter
 from loom_nb._tables.options import Relationship
 from loom_nb._tools import ToolInputError
+
+
+def check_keys(r: Relationship, key: pd.Series, other_key: pd.Series) -> None:
+    """Refuse, at definition time, a relationship whose keys hold values of kinds that never
+    match (numbers and text, as ids read from a CSV or JSON may be): every join would fail."""
+    kinds = _key_kind(key), _key_kind(other_key)
+    if None in kinds or kinds[0] == kinds[1]:
+        return
+    cast = "int64" if "numbers" in kinds else "str"
+    raise UserError(
+        f"relationships relates {r.text}, but {r.table}.{r.column} holds {kinds[0]} "
+        f"({key.dtype}) and {r.other}.{r.other_column} {kinds[1]} ({other_key.dtype}), "
+        f"which never match; give both keys one dtype, e.g. "
+        f"{r.other}[{r.other_column!r}] = {r.other}[{r.other_column!r}].astype({cast!r})"
+    )
+
+
+def _key_kind(col: pd.Series) -> str | None:
+    """What a key's values are, for matching: number, text, timestamp (naive or in a time
+    zone) or the dtype's own name; None when its values do not tell (an empty object column)."""
+    dtype = col.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return _key_kind(pd.Series(dtype.categories))
+    if pd.api.types.is_bool_dtype(dtype):
+        return "booleans"
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "numbers"
+    if isinstance(dtype, pd.StringDtype):
+        return "text"
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return "timestamps with a time zone"
+    if pd.api.types.is_datetime64_dtype(dtype):
+        return "timestamps without a time zone"
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        inferred = infer_dtype(col, skipna=True)
+        if inferred == "string":
+            return "text"
+        if inferred in ("integer", "floating", "mixed-integer-float", "decimal"):
+            return "numbers"
+        return None
+    return str(dtype)
 
 
 def joined_columns(joins: Sequence[Relationship], names: Iterable[str]) -> dict[str, list[str]]:

@@ -233,7 +233,8 @@ def aggregate(tables: AllowedFrames, args: dict[str, Any]) -> ToolOutput:
         df, joined = _joined(tables, q.table, q.joins, names, q.filters)
         for k in q.group_by:
             if k.bucket is not None:
-                check_bucket(q.table, df, k, tables.columns(q.table))
+                table = tables.frames[q.table]  # whose datetime columns a refusal names
+                check_bucket(q.table, df[k.column], k, table, tables.columns(q.table))
             if k.bins is not None:
                 check_bins(q.table, df[k.column], k)
         for a in q.aggregates:

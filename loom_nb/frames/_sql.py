@@ -29,7 +29,7 @@ from loom_nb._tables.options import Relationship
 from loom_nb._tools import ToolInputError
 from loom_nb.frames._aggregate import check_aggregate, check_bins
 from loom_nb.frames._buckets import check_bucket
-from loom_nb.frames._filters import check_operator
+from loom_nb.frames._filters import check_operator, check_ordered_value
 from loom_nb.frames._values import BadValue, dtype_kind, value_for
 
 # The statements' own columns are named with a space: a column a call names is a plain
@@ -233,13 +233,8 @@ def _enum_position(table: str, f: Filter, c: str, col: pd.Series, value: Any) ->
     """An ordering comparison on an ENUM (an ordered category) by the value's position
     among the categories, as pandas compares: DuckDB would compare a text parameter with the
     ENUM as text. A value that is not a category cannot be ordered (pandas refuses too)."""
-    categories = list(col.cat.categories)
-    if value not in categories:
-        raise ToolInputError(
-            f"cannot apply {f.op} to {table}.{f.column} ({col.dtype}) with {f.value!r}: "
-            "it is not one of the column's categories, so it has no place in their order"
-        )
-    return f"enum_code({c})", categories.index(value)
+    check_ordered_value(table, f, col, value)
+    return f"enum_code({c})", list(col.cat.categories).index(value)
 
 
 def like_pattern(pattern: str) -> str:
@@ -286,7 +281,8 @@ def check_aggregate_query(source: Source, q: AggregateQuery, sample: pd.DataFram
     """The pandas backend's refusals, on the zero-row sample: the same messages."""
     for k in q.group_by:
         if k.bucket is not None:
-            check_bucket(q.table, sample, k, source.allowed(q.table))
+            table = source.samples[q.table]  # whose datetime columns a refusal names
+            check_bucket(q.table, sample[k.column], k, table, source.allowed(q.table))
         if k.bins is not None:
             check_bins(q.table, sample[k.column], k)
     for a in q.aggregates:

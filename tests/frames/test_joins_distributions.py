@@ -6,6 +6,7 @@ the exported code gives the same frames."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -311,6 +312,37 @@ def test_relationships_are_checked_when_the_connector_is_defined(
             {"orders": orders, "customers": {"frame": customers, "columns": ["id", "tier"]}},
             relationships=relationships,
         )
+
+
+@pytest.mark.parametrize(
+    ("ids", "refused"),
+    [
+        (pd.Series(["1", "2"], dtype="str"), True),  # ids read as text, from a CSV or JSON
+        (pd.Series(["1", "2"], dtype=object), True),
+        (pd.Categorical(["1", "2"]), True),
+        (pd.to_datetime(["2024-01-01", "2024-01-02"]), True),
+        (pd.Series([1.0, 2.0]), False),  # numbers match numbers, whatever their width
+        (pd.array([1, None], dtype="Int64"), False),
+        (pd.Series([1, 2], dtype=object), False),
+        (pd.Series([None, None], dtype=object), False),  # nothing tells: left to the join
+    ],
+)
+def test_keys_that_never_match_are_refused_when_the_connector_is_defined(
+    ids: Any, refused: bool
+) -> None:
+    orders = pd.DataFrame({"id": [1, 2], "customer_id": [1, 2]})
+    customers = pd.DataFrame({"id": ids, "tier": ["gold", "silver"]})
+    define = partial(
+        frame_tools,
+        {"orders": orders, "customers": customers},
+        relationships={"orders.customer_id": "customers.id"},
+    )
+    if not refused:
+        assert "frames_select" in define().tools
+        return
+    with pytest.raises(UserError, match=r"holds numbers \(int64\) and customers\.id ") as caught:
+        define()
+    assert "customers['id'] = customers['id'].astype('int64')" in str(caught.value)
 
 
 def test_a_repeated_target_key_is_refused_not_multiplied() -> None:
