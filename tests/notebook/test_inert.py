@@ -25,6 +25,7 @@ from loom_nb.notebook._html import (
 )
 from loom_nb.notebook._page import SafeHTML
 from loom_nb.notebook._static import hiding_style
+from loom_nb.notebook.text import inert
 from loom_nb.notebook.widgets import ThreadView
 from tests.notebook.hostile import (
     ATTACK,
@@ -334,3 +335,46 @@ def test_a_hostile_title_and_agent_name_stay_text(shell: InteractiveShell) -> No
     named = ThreadView(agent_name=HOSTILE_LINE)
     assert_inert_widgets(named)
     assert_inert_outputs([_Bundle(b) for b in named.static_bundles()])
+
+
+#: What a terminal acts on: conceal (hides all that follows), clear the screen, write the
+#: clipboard (OSC 52), an 8-bit CSI, a carriage return over the line, a bidi override.
+TERMINAL = "a\x1b[8m b\x1b[2J\x1b[H c\x1b]52;c;cHduZWQ=\x07 d\x9b31m e\rf \u202eg"
+
+
+def test_the_text_view_shows_terminal_controls_as_text(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a terminal (the text view), what the model, the tools and the data write cannot
+    hide the card that follows it, clear the screen or write the clipboard: every control but
+    newline and tab shows as its escape."""
+    model, written = shell.user_ns["model"], shell.user_ns["written"]
+
+    @tool
+    def fetch(q: str) -> pd.DataFrame:
+        "Rows of hostile text."
+        if q == "fail":
+            raise ValueError(TERMINAL)
+        return pd.DataFrame({TERMINAL: [TERMINAL]})
+
+    shell.user_ns["analyst"] = define_agent(
+        name="analyst",
+        model=model,
+        tools=[fetch, shell.user_ns["analyst"].tools["insert_ticket"]],
+    )
+    model.add(
+        Reply(TERMINAL, [("fetch", {"q": TERMINAL}), ("fetch", {"q": "fail"})]),
+        Reply(TERMINAL, [("insert_ticket", {"subject": TERMINAL})]),
+    )
+    assert shell.run_cell(f"%%loom analyst --new\n{TERMINAL}").success
+    out = capsys.readouterr().out
+    thread_id = loom_session(shell).current["analyst"]
+    assert shell.run_cell(f"%loom show {thread_id}").success
+    out += capsys.readouterr().out
+    assert written == []
+    controls = {c for c in out if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0}
+    assert controls == set() and "\u202e" not in out
+    shown = r"a\x1b[8m b\x1b[2J\x1b[H c\x1b]52;c;cHduZWQ=\x07 d\x9b31m e\x0df \u202eg"
+    assert inert(TERMINAL) == shown
+    assert out.count(shown) >= 6  # the question and both replies, live and shown again
+    assert "insert_ticket" in out.split(r"\x1b[8m")[-1]  # the card reads after a conceal
