@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import html
 import json
 import keyword
 import re
@@ -311,12 +312,49 @@ def comment_text(text: str) -> str:
 def markdown_text(text: str, *, one_line: bool = False) -> str:
     """``text`` for a markdown cell: every line break as ``\\n`` (or a space, ``one_line``),
     other controls as their escapes, ``<`` as ``&lt;`` (no HTML or ``<!-- #region -->`` of
-    the model's), and the first character of a line that a reader could take for a fence, a
-    cell marker or a magic as a character reference (``&#96;``), which markdown shows as the
-    character itself."""
+    the model's), links and images as the live view keeps them (:func:`_inert_links`), and
+    the first character of a line that a reader could take for a fence, a cell marker or a
+    magic as a character reference (``&#96;``), which markdown shows as the character
+    itself."""
     text = _HIDDEN.sub(_escape_in_markdown, _BREAK.sub("\n", text)).replace("<", "&lt;")
+    text = _inert_links(text)
     lines = [_MARKER_LINE.sub(_reference, line, count=1) for line in text.split("\n")]
     return " ".join(lines) if one_line else "\n".join(lines)
+
+
+#: Inline code (a run of backticks to the same run), where markdown makes no link.
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
+#: An image's ``![``; a link's ``](`` and the start of its destination; a reference
+#: definition (``[id]: url``) at a line's start.
+_LINK_SYNTAX = re.compile(r"!\[|\]\(\s*([^\s)]*)|^( {0,3})\[(?=[^\]\n]*\]:)", re.MULTILINE)
+#: Where a link the model writes may go: nowhere a click runs script or reads the server.
+_LINK_SCHEMES = ("http://", "https://", "mailto:")
+
+
+def _inert_links(text: str) -> str:
+    """Markdown the model wrote, with what a reader would load or run taken out, as the live
+    view does: an image becomes a link (``!\\[``: never loaded, so showing the export sends
+    nothing anywhere), a link whose destination is not http, https or mailto (a
+    ``javascript:`` URL, a path into the Jupyter server) shows as text, and so does a
+    reference definition (which could give a link any destination). Inline code is left as
+    written (markdown makes no link there)."""
+    out, start = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_LINK_SYNTAX.sub(_inert_link, text[start : span.start()]), span.group()]
+        start = span.end()
+    out.append(_LINK_SYNTAX.sub(_inert_link, text[start:]))
+    return "".join(out)
+
+
+def _inert_link(match: re.Match[str]) -> str:
+    found = match.group()
+    if found == "![":
+        return "!\\["
+    if found.startswith("]"):
+        # as a browser reads a URL: references decoded, controls and spaces dropped
+        bare = "".join(ch for ch in html.unescape(match.group(1)) if ord(ch) > 0x20).lower()
+        return found if bare.startswith(_LINK_SCHEMES) else "]\\(" + found[2:]
+    return f"{match.group(2)}\\["
 
 
 def markdown_code(text: str) -> str:

