@@ -432,7 +432,9 @@ class StaticOutputs:
             self._charts += 1
 
     def _html(self, inner: str, text: str) -> dict[str, str]:
-        body = f'<div class="loom-static loom-static-{self.key}">{inner}</div>'
+        # every output MathJax skips, the captions between the charts too (see static_html)
+        classes = f"loom-static loom-static-{self.key} mathjax_ignore tex2jax_ignore"
+        body = f'<div class="{classes}">{inner}</div>'
         return {"text/html": safe_html(body), "text/plain": text}
 
     def _caption(self, chart: ChartImage, *, later: bool = False) -> str:

@@ -197,3 +197,20 @@ def test_the_widget_view_shows_the_chart_as_an_image():
     agent.run_sync(QUESTION, on_event=view.on_event)
     [image] = [w for w in view.body.children if "loom-chart" in w._dom_classes]
     assert image.value.startswith('<img class="loom-chart-image" src="data:image/png;base64,')
+
+
+def test_every_html_output_of_the_static_copy_is_kept_from_mathjax_the_captions_too():
+    """The saved copy of a view is HTML outputs around each chart's PNG; MathJax typesets an
+    HTML output's ``$...$`` unless it is marked, and a chart's title is the model's text."""
+    from loom_nb.notebook.widgets import ThreadView
+
+    agent, model = analyst()
+    titled = {**BAR, "title": "Revenue $\\alpha$ and $x^2$"}
+    model.replies[1] = Reply("Drawing it.", [ToolCall("call_bar", "chart", titled)])
+    view = ThreadView(agent_name="analyst")
+    agent.run_sync(QUESTION, on_event=view.on_event)
+    bundles = view.static_bundles()
+    assert any("image/png" in b for b in bundles)
+    html = [b["text/html"] for b in bundles if "text/html" in b]
+    assert any("Revenue $\\alpha$" in h for h in html)
+    assert all("mathjax_ignore tex2jax_ignore" in h for h in html)
