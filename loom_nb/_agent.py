@@ -416,11 +416,14 @@ class Agent:
         """Approve later calls of ``tool`` by themselves when their effect is inside every
         bound given: the ``table``, the ``columns`` written, at most ``max_rows`` rows changed
         (as the call's card counts them; execution holds the call to its card), an update's
-        filter matching the pattern ``where`` (``*`` any text). ``scope``: ``"thread"`` (the
-        thread ``thread_id``, in every kernel), ``"agent"`` (every thread of this agent, in
-        this kernel), ``"until"`` (every thread, every kernel, until ``until``: a datetime, a
-        timedelta or seconds from now; ``until`` also ends the other scopes). Saved in the
-        store; each call it approves reads ``approval == "rule"`` with ``rule`` its id."""
+        filter being ``where`` in the card's words, condition by condition (``"status =
+        'open'"``; a ``*`` lets in further ANDed conditions, ``"status = 'open'*"``, or stands
+        for one value, ``"status = *"``). A table or column the tool's schema says it cannot
+        write is refused here. ``scope``: ``"thread"`` (the thread ``thread_id``, in every
+        kernel), ``"agent"`` (every thread of this agent, in this kernel), ``"until"`` (every
+        thread, every kernel, until ``until``: a datetime, a timedelta or a finite number of
+        seconds from now; ``until`` also ends the other scopes). Saved in the store; each call
+        it approves reads ``approval == "rule"`` with ``rule`` its id."""
         return self._rule(
             "allow", tool, table, columns, max_rows, where, scope, thread_id, until, context
         )

@@ -17,13 +17,14 @@ match by then (the DataFrame tools compare the rows, Supabase sends ``max-affect
 
 from __future__ import annotations
 
-import fnmatch
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from loom_nb._filter_match import Unread, filter_inside, read_filter
 from loom_nb._messages import random_token
 
 __all__ = [
@@ -85,7 +86,8 @@ class Rule:
     table: str | None = None
     columns: tuple[str, ...] | None = None
     max_rows: int | None = None
-    #: A shell-style pattern (``*``, ``?``) the update's filter, in words, must match.
+    #: The update's filter, in words, that a call's must be (see :func:`filter_inside`):
+    #: ``status = 'open'``, and with ``*`` any further ANDed conditions or any one value.
     where: str | None = None
     scope: RuleScope = "thread"
     thread_id: str | None = None
@@ -110,7 +112,7 @@ class Rule:
         if self.max_rows is not None and (effect.rows is None or effect.rows > self.max_rows):
             return False
         return self.where is None or (
-            effect.where is not None and fnmatch.fnmatchcase(effect.where, self.where)
+            effect.where is not None and filter_inside(effect.where, self.where)
         )
 
     def applies(self, thread_id: str, now: datetime | None = None) -> bool:
@@ -226,14 +228,45 @@ def deciding_rule(rules: Sequence[Rule], thread_id: str, effect: Effect) -> Rule
 
 
 def until_of(until: datetime | timedelta | float | None) -> datetime | None:
-    """``until=`` as a moment: a datetime (naive is UTC), a timedelta or seconds from now."""
+    """``until=`` as a moment: a datetime (naive is UTC), a timedelta or seconds from now.
+    ValueError or OverflowError when it is no moment (NaN, infinite, after the year 9999)."""
     if until is None:
         return None
     if isinstance(until, datetime):
         return until if until.tzinfo is not None else until.replace(tzinfo=timezone.utc)
     if isinstance(until, timedelta):
         return datetime.now(timezone.utc) + until
-    return datetime.now(timezone.utc) + timedelta(seconds=float(until))
+    seconds = float(until)
+    if not math.isfinite(seconds):
+        raise ValueError(f"{seconds} seconds is no moment")
+    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+
+
+def _known_names(schema: Any) -> tuple[list[str] | None, list[str] | None]:
+    """The tables and the columns a call of a tool with this input schema can name, when the
+    schema lists them (a table tool's does: ``table``'s enum, and the names of the rows or
+    values it writes); None where it takes any name."""
+
+    def enum(*path: str) -> list[str] | None:
+        node = schema
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if isinstance(node, list) and all(isinstance(n, str) for n in node):
+            return sorted(node)
+        return None
+
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    written = [
+        enum("properties", *path, "propertyNames", "enum")
+        for name, path in (("rows", ("rows", "items")), ("values", ("values",)))
+        if isinstance(props, Mapping) and name in props
+    ]
+    columns = (
+        sorted({c for names in written for c in names or ()})
+        if written and all(names is not None for names in written)
+        else None
+    )
+    return enum("properties", "table", "enum"), columns
 
 
 def make_rule(
@@ -283,10 +316,23 @@ def make_rule(
         isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0
     ):
         raise UserError(f"{call}: max_rows= is a whole number of rows, 0 or more; got {max_rows!r}")
-    if where is not None and (not isinstance(where, str) or not where):
-        raise UserError(
-            f"{call}: where= is a pattern of an update's filter in words, e.g. \"status = 'open'*\""
-        )
+    if where is not None:
+        try:
+            if not isinstance(where, str):
+                raise Unread
+            read_filter(where, pattern=True)
+        except Unread:
+            raise UserError(
+                f"{call}: where={where!r} does not read as an update's filter in the card's "
+                "words: conditions joined by AND, text in single quotes, * for any one value "
+                "or any further conditions, e.g. \"status = 'open'*\""
+            ) from None
+    tables, known = _known_names(found.parameters) if found.effect is not None else (None, None)
+    if tables is not None and table is not None and table not in tables:
+        raise UserError(f"{call}: {tool} writes no table {table!r}; its tables: {tables}")
+    unknown = [c for c in columns or () if known is not None and c not in known]
+    if unknown:
+        raise UserError(f"{call}: {tool} writes no column {unknown[0]!r}; its columns: {known}")
     if scope not in SCOPES:
         raise UserError(f"{call}: scope={scope!r}; choose one of {', '.join(map(repr, SCOPES))}")
     if scope == "thread" and not isinstance(thread_id, str):
@@ -299,10 +345,18 @@ def make_rule(
         raise UserError(
             f"{call}: until= is a datetime, a timedelta or seconds from now; got {until!r}"
         )
-    moment = until_of(until)
+    try:
+        moment = until_of(until)
+        past = moment is not None and moment <= datetime.now(timezone.utc)
+    except (ValueError, OverflowError):
+        # NaN, infinity, 1e20 seconds: no moment a rule can end at (nor a store keep)
+        raise UserError(
+            f"{call}: until={until!r} is no moment; until= is a datetime, a timedelta or a "
+            "finite number of seconds from now, up to the year 9999 (for no end, leave it out)"
+        ) from None
     if scope == "until" and moment is None:
         raise UserError(f"{call}: scope='until' needs until= (a datetime, a timedelta or seconds)")
-    if moment is not None and moment <= datetime.now(timezone.utc):
+    if past:
         raise UserError(f"{call}: until={until!r} is past already")
     return Rule(
         id=new_rule_id(),

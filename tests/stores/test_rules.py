@@ -264,12 +264,45 @@ def test_scopes_agent_and_until(store: Store):
         ({"tool": "frames_append", "scope": "agent", "columns": "id"}, "list of column names"),
         ({"tool": "frames_append", "scope": "agent", "until": -5}, "past already"),
         ({"tool": "frames_append", "thread_id": "no-such-thread"}, "no thread"),
+        ({"tool": "frames_append", "scope": "until", "until": float("nan")}, "until=nan is no"),
+        ({"tool": "frames_append", "scope": "until", "until": float("inf")}, "finite number"),
+        ({"tool": "frames_append", "scope": "until", "until": float("-inf")}, "no moment"),
+        ({"tool": "frames_append", "scope": "until", "until": 1e20}, "up to the year 9999"),
+        ({"tool": "frames_append", "scope": "until", "until": timedelta.max}, "no moment"),
+        (
+            {"tool": "frames_append", "scope": "agent", "table": "tikets"},
+            r"frames_append writes no table 'tikets'; its tables: \['notes', 'tickets'\]",
+        ),
+        ({"tool": "frames_update", "scope": "agent", "where": 'status = "open"'}, "single quotes"),
+        ({"tool": "frames_update", "scope": "agent", "where": "*open*"}, "does not read"),
+        ({"tool": "frames_update", "scope": "agent", "where": "status = open"}, "does not read"),
+        ({"tool": "frames_update", "scope": "agent", "where": ""}, "does not read"),
     ],
 )
 def test_a_rule_written_wrong_says_how_to_write_it(kwargs: dict[str, Any], said: str):
     agent = agent_on(memory_store(), tickets(), ["x"])
     with pytest.raises(UserError, match=said):
         agent.allow(**kwargs)
+
+
+def test_a_deny_on_a_table_or_column_its_tool_cannot_write_is_refused():
+    # a deny that could never apply would silently reject nothing
+    agent = agent_on(memory_store(), tickets(), ["x"])
+    with pytest.raises(UserError, match=r"writes no table 'tikets'; its tables: \['notes', "):
+        agent.deny(tool="frames_append", table="tikets", scope="agent")
+    listed = frame_tools(
+        {"tickets": {"frame": tickets(), "write": True, "columns": ["id", "status"]}}
+    )
+    strict = define_agent(
+        name="c", model=ReplayModel(["x"]), connectors=[listed], store=memory_store()
+    )
+    for tool_name in ("frames_append", "frames_update"):
+        with pytest.raises(UserError, match=r"writes no column 'owner'; its columns: \['id', "):
+            strict.deny(tool=tool_name, columns=["status", "owner"], scope="agent")
+    assert strict.deny(tool="frames_update", columns=["status"], scope="agent").columns == (
+        "status",
+    )
+    assert strict.rules() != []
 
 
 def test_a_tool_that_names_no_table_takes_no_table_bound():
@@ -374,3 +407,160 @@ def test_no_hostile_call_outside_a_permissive_rule_is_approved_by_it(arguments: 
     assert len(frame) == 3  # nothing was written by the rule
     for p in result.pending:
         assert p.state == "pending" and p.rule is None  # outside the rule: waits for a person
+
+
+# ---- where=: a filter compared condition by condition, never as text ---------------------------
+
+# Values an update's filter may hold: each makes the card's text begin like the rule's, so a
+# text pattern (fnmatch) let ``status = 'open'*`` approve them (the first five did, before).
+HOSTILE_VALUES = [
+    "open' x",
+    "open'",
+    "open' AND owner = 'a",
+    "open'' OR 'a' = 'a",
+    "open'\\",
+    "open\\' x",
+    "open*",
+    "open' AND\nid > 0",
+    "open\u202e",
+    "OPEN",
+    "open ",
+]
+
+
+def update_on(value: Any, *more: dict[str, Any]) -> Reply:
+    filters = [{"column": "status", "op": "eq", "value": value}, *more]
+    return Reply(
+        "",
+        [("frames_update", {"table": "tickets", "values": {"owner": "z"}, "filters": filters})],
+    )
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES)
+def test_a_where_rule_never_approves_a_value_that_only_begins_like_its_own(value: str):
+    import fnmatch
+
+    from loom_nb._tables.filter_text import where_text
+    from loom_nb._tables.grammar import Filter
+
+    frame = pd.DataFrame({"id": [1, 2], "status": ["open", value], "owner": ["a", "b"]})
+    agent = agent_on(memory_store(), frame, [update_on(value), "Done."])
+    made = agent.allow(
+        tool="frames_update", table="tickets", where="status = 'open'*", scope="agent"
+    )
+    shown = where_text([Filter("status", "eq", value)])
+    if HOSTILE_VALUES.index(value) < 5:  # what the text pattern let through
+        assert fnmatch.fnmatchcase(shown, made.where or "")
+    result = agent.run_sync("update")
+    assert result.status == "awaiting_approval" and results(result) == []
+    (waiting,) = result.pending
+    assert (waiting.state, waiting.rule) == ("pending", None)
+    assert list(frame.owner) == ["a", "b"]  # nothing changed by the rule
+
+
+@pytest.mark.parametrize(
+    ("pattern", "filters"),
+    [
+        ("status = 'open'", []),
+        ("status = 'open'*", []),
+        ("status = 'open'*", [{"column": "id", "op": "gt", "value": 0}]),
+        ("status = 'open' AND *", [{"column": "owner", "op": "in", "value": ["a", "b", "o'x"]}]),
+        ("status = 'open' and id > 0.0", [{"column": "id", "op": "gt", "value": 0}]),
+        ("status = *", []),
+        ("*", [{"column": "id", "op": "is_null", "not": True}]),
+    ],
+)
+def test_a_where_rule_approves_its_filter_and_narrower_ones(
+    pattern: str, filters: list[dict[str, Any]]
+):
+    frame = tickets()
+    agent = agent_on(memory_store(), frame, [update_on("open", *filters), "Done."])
+    made = agent.allow(tool="frames_update", table="tickets", where=pattern, scope="agent")
+    result = agent.run_sync("update")
+    assert [(r.approval, r.rule) for r in results(result)] == [("rule", made.id)]
+    assert list(frame.owner) == ["z", "z", "c"]
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES)
+def test_a_where_rule_that_names_a_hostile_value_approves_that_value_only(value: str):
+    from loom_nb._filter_match import filter_inside
+    from loom_nb._tables.filter_text import where_text
+    from loom_nb._tables.grammar import Filter
+
+    shown = where_text([Filter("status", "eq", value)])  # the rule written as the card shows it
+    assert filter_inside(shown, shown)
+    assert filter_inside(f"{shown} AND id = 1", f"{shown}*")
+    for other in [*HOSTILE_VALUES, "open"]:
+        if other != value:
+            assert not filter_inside(where_text([Filter("status", "eq", other)]), f"{shown}*")
+
+
+@pytest.mark.parametrize(
+    ("where", "pattern", "inside"),
+    [
+        ("status = 'open' AND id > 0", "status = 'open'", False),  # no * lets more in
+        ("id > 0 AND status = 'open'", "status = 'open'*", True),  # ANDed: any order
+        ("NOT (status = 'open')", "status = 'open'*", False),
+        ("status != 'open'", "status = 'open'*", False),
+        ("status IN ('open', 'closed')", "status = 'open'*", False),
+        ("status IN ('open', 'closed')", "status IN ('open', *)", True),
+        ("status LIKE 'open%'", "status = 'open'*", False),
+        ("status = 'open' AND status = 'x'", "status = *", True),  # narrower still
+        ("status = 'open'", "status = 'open' AND owner = 'a'", False),
+        ("id = 1", "id = '1'", False),  # a number is no text
+        ("id = 1.0", "id = 1", True),
+        ("flag = TRUE", "flag = 1", False),
+        ("status = E'a\\nb'", "status = 'a\nb'", True),  # one value, either spelling
+        ("status = E'a\\'' x'", "status = 'a'*", False),
+        ("status IS NOT NULL", "NOT (status IS NULL)", True),
+        ("status IS NULL", "status = *", False),
+        ("status = 'open' OR 1 = 1", "status = 'open'*", False),  # not a filter at all
+        ("status = 'open'; DROP TABLE t", "status = 'open'*", False),
+        ("status = 'open' *", "status = 'open'*", False),  # a call's words hold no *
+        ("", "*", False),
+    ],
+)
+def test_filters_compare_as_conditions(where: str, pattern: str, inside: bool):
+    from loom_nb._filter_match import filter_inside
+
+    assert filter_inside(where, pattern) is inside
+    assert rule(where=pattern).covers(Effect("frames_append", "t", None, 1, where)) is inside
+
+
+_hostile_text = st.text(alphabet="o'pen *AND\\\n\"%_()=,E\u202e", max_size=8)
+_filters = st.builds(
+    lambda column, op, value, negate: (column, op, value, negate),
+    st.sampled_from(["status", "owner", "id"]),
+    st.sampled_from(["eq", "neq", "like", "in", "is_null"]),
+    _hostile_text | st.integers(-3, 3),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(wanted=st.lists(_filters, min_size=1, max_size=3), found=st.lists(_filters, max_size=4))
+def test_a_filter_is_inside_a_pattern_exactly_when_its_conditions_are(wanted, found):
+    from loom_nb._filter_match import filter_inside
+    from loom_nb._tables.filter_text import where_text
+    from loom_nb._tables.grammar import Filter
+
+    def made(raw: tuple[str, str, Any, bool]) -> Filter:
+        column, op, value, negate = raw
+        if op == "is_null":
+            return Filter(column, op, None, negate)
+        return Filter(column, op, (value, value) if op == "in" else value, negate)
+
+    rule_filters, call_filters = [made(f) for f in wanted], [made(f) for f in found + wanted[:1]]
+    pattern, where = where_text(rule_filters), where_text(call_filters)
+    narrower = set(rule_filters) <= set(call_filters)
+    assert filter_inside(where, pattern + "*") is narrower
+    assert filter_inside(where, pattern + " AND *") is narrower
+    assert filter_inside(where, pattern) is (set(rule_filters) == set(call_filters))
+    # the attack: a call's own words cut anywhere, then *, approve it only when the cut
+    # leaves the * where a value goes (then it is that whole value), never inside one; a
+    # bare * (cut 0) is the rule for any filter at all
+    for one in call_filters:
+        text = where_text([one])
+        for cut in range(1, len(text)):
+            if filter_inside(text, text[:cut] + "*"):
+                assert text[:cut].rstrip().endswith(("=", "LIKE")), text[:cut]
