@@ -16,10 +16,10 @@ from typing import Any
 #: a bracket, a comma or the pattern's ``*``, or a bare word (a column, a keyword, a number).
 _TOKEN = re.compile(
     r"\s*(?:(?P<escaped>[Ee]'(?:[^'\\]|\\.)*')|(?P<quoted>'(?:[^']|'')*')"
-    r"|(?P<op>!=|>=|<=|[=<>(),*])|(?P<word>[A-Za-z0-9_.+-]+))",
+    r"|(?P<op>!=|>=|<=|[=<>(),*])|(?P<word>[\w.+-]+))",
     re.DOTALL,
 )
-_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
+_COLUMN = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)?")
 _COMPARISONS = frozenset({"=", "!=", ">", ">=", "<", "<=", "LIKE", "ILIKE"})
 _UNESCAPED = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 #: The pattern's ``*`` where a value goes: any one value.
