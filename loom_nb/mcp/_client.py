@@ -50,9 +50,7 @@ class _Session:
         self.label = label
         self._transport = transport
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name=f"loom-nb mcp {label}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=f"loom-nb mcp {label}", daemon=True)
         self._thread.start()
         self._stop: asyncio.Event | None = None
         self._holder: concurrent.futures.Future[None] | None = None
@@ -60,6 +58,14 @@ class _Session:
         #: Why the session ended while in use (the server process exited, ...).
         self.failure: str | None = None
         self.closed = False
+        #: Given up on at start: the task stops the loop once the SDK has stopped the server.
+        self._abandoned = False
+
+    def _run(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()  # here, as only this thread knows when the loop has stopped
 
     def open(self, seconds: float) -> list[MCPTool]:
         ready: concurrent.futures.Future[list[MCPTool]] = concurrent.futures.Future()
@@ -67,7 +73,7 @@ class _Session:
         try:
             return ready.result(seconds)
         except concurrent.futures.TimeoutError:
-            self.close()
+            self._abandon()
             raise UserError(
                 f"the MCP server {self.label} did not start within {seconds:g} s "
                 "(mcp_tools(connect_timeout=...) gives it longer)"
@@ -96,6 +102,22 @@ class _Session:
                 raise
         finally:
             self.session = None
+            if self._abandoned:
+                asyncio.get_running_loop().stop()
+
+    def _abandon(self) -> None:
+        """Close without waiting, so the start takes no longer than ``connect_timeout``: the
+        task is cancelled, and the SDK's stop of the server (stdin closed, a grace period of
+        seconds, then a kill) goes on in this session's thread, which then ends."""
+        self.closed = True
+        self._abandoned = True
+        # at exit, wait for that stop: a daemon thread cut off would leave the process running
+        weakref.finalize(self, self._thread.join, _CLOSE_SECONDS)
+        if self._holder is not None:
+            self._holder.cancel()  # the loop cancels the task; its exit stops the loop
+        else:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._loop.stop)
 
     async def call(self, name: str, arguments: dict[str, Any], seconds: float) -> CallToolResult:
         """``name``'s result, from the caller's loop; TimeoutError past ``seconds``."""
@@ -126,8 +148,6 @@ class _Session:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if threading.current_thread() is not self._thread:
             self._thread.join(_CLOSE_SECONDS)
-            if not self._thread.is_alive():
-                self._loop.close()
 
 
 class MCPConnector(Connector):

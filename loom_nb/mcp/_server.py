@@ -91,7 +91,8 @@ class LoomMCPServer(MCPServer[Any]):
         self.agent = agent
         #: Ask the client's user to decide a write, by MCP elicitation, where it can.
         self.elicit = elicit
-        self._sessions: WeakKeyDictionary[Any, _Session] = WeakKeyDictionary()
+        # keyed by the connection's channel (_session_key), gone with the connection
+        self._sessions: WeakKeyDictionary[object, _Session] = WeakKeyDictionary()
         self._no_session = _Session()  # calls made without a session (call_tool in a test)
 
     async def list_tools(self) -> list[MCPTool]:
@@ -165,7 +166,10 @@ class LoomMCPServer(MCPServer[Any]):
         # the client names itself: one short line of its text, in the thread's title
         said = " ".join(str(getattr(getattr(params, "client_info", None), "name", "")).split())
         client = f"MCP client {said[:60]}" if said else "an MCP client"
-        return self._sessions.setdefault(session, _Session()), client
+        key = _session_key(session)
+        if key is None:  # no session in this protocol: the call stands alone
+            return _Session(), client
+        return self._sessions.setdefault(key, _Session()), client
 
     def _new_thread(self, client: str) -> str:
         thread = Thread(id=new_thread_id(), agent=self.agent.name, title=f"MCP session: {client}")
@@ -231,6 +235,22 @@ class LoomMCPServer(MCPServer[Any]):
         if card is not None:
             return _still_waiting(self.agent, thread, card)
         return _answer(_result_of(thread, call_id))
+
+
+def _session_key(session: Any) -> object | None:
+    """What stays the same across one MCP session's requests, None where there is no session.
+
+    The SDK makes a ``ServerSession`` per request (so it cannot key a session), and at
+    protocol 2026-07-28 a ``Connection`` too. The connection's outbound channel is the one
+    stable object: a handshake-era connection's dispatcher (stdio, or one streamable HTTP
+    session, ``Mcp-Session-Id``), a 2026-07-28 duplex stream's notifier (stdio). A
+    single-exchange request (2026-07-28 over HTTP, stateless HTTP) has no channel: no session.
+    """
+    connection = getattr(session, "_connection", None)  # SDK 2.3 exposes no accessor
+    if connection is None or not getattr(connection, "has_standalone_channel", False):
+        return None
+    outbound: object = connection.outbound
+    return outbound
 
 
 class _Decision(BaseModel):

@@ -235,6 +235,18 @@ def test_configuration_mistakes_fail_at_definition(notes, tmp_path):
     assert gone(tag)  # a refused definition leaves no server behind
 
 
+def test_a_server_that_never_answers_fails_within_connect_timeout(tmp_path):
+    # a process that reads stdin and says nothing: the definition gives up at the timeout
+    # (it waited 5 s more, for the SDK's stop of the server) and leaves no process behind
+    tag = uuid.uuid4().hex
+    silent = [sys.executable, "-c", "import sys, time; sys.stdin.read(); time.sleep(60)", tag]
+    started = time.monotonic()
+    with pytest.raises(UserError, match=r"did not start within 1 s.*connect_timeout"):
+        mcp_tools(command=silent, connect_timeout=1)
+    assert time.monotonic() - started < 3.5
+    assert gone(tag)
+
+
 def test_loom_nb_s_own_server_over_http_as_a_connector(tmp_path):
     env = environment(tmp_path / "loom.db", tmp_path / "ledger.txt")
     port = free_port()

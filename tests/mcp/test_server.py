@@ -198,6 +198,46 @@ async def test_the_thread_of_a_session_reads_in_the_notebook_as_any_thread(env):
     assert isinstance(frame, pd.DataFrame) and list(frame["id"]) == [1]
 
 
+def _threads_and_calls(env: dict[str, str]) -> list[list[str]]:
+    store = sqlite_store(env["LOOM_TEST_DB"])
+    threads = [store.load(info.id) for info in store.list(agent="mcp-test")]
+    threads.sort(key=lambda t: t.created_at)
+    return [[c.name for m in t.messages for c in m.tool_calls] for t in threads]
+
+
+async def test_one_session_is_one_thread_until_a_call_waits(env):
+    async with stdio_session(env) as session:
+        await session.call_tool("frames_list_tables", {})
+        await session.call_tool("frames_select", {"table": "orders", "limit": 1})
+        assert _threads_and_calls(env) == [["frames_list_tables", "frames_select"]]
+        pending = await session.call_tool("record", {"entry": "x"})
+        assert pending.structured_content["status"] == "pending"
+        await session.call_tool("frames_select", {"table": "orders", "limit": 1})
+    # the waiting call keeps its thread; the session goes on in a new one
+    assert _threads_and_calls(env) == [
+        ["frames_list_tables", "frames_select", "record"],
+        ["frames_select"],
+    ]
+    async with stdio_session(env) as session:  # another session: another thread
+        await session.call_tool("frames_list_tables", {})
+    assert len(_threads_and_calls(env)) == 3
+
+
+async def test_one_http_session_is_one_thread(env):
+    port = free_port()
+    process = start_http(env, port)
+    try:
+        async with http_session(port) as session:
+            for _ in range(3):
+                await session.call_tool("frames_select", {"table": "orders", "limit": 1})
+        async with http_session(port) as session:
+            await session.call_tool("frames_list_tables", {})
+    finally:
+        process.kill()
+        process.wait(30)
+    assert _threads_and_calls(env) == [["frames_select"] * 3, ["frames_list_tables"]]
+
+
 async def test_a_clients_hostile_name_is_one_short_line_of_text(env):
     hostile = "<img src=x onerror=alert(1)>\u2028# %%\n$\\foo$" + "x" * 200
     async with stdio_session(env, client_name=hostile) as session:
