@@ -37,7 +37,9 @@ from loom_nb._errors import (
     ThreadNotFound,
     UserError,
 )
-from loom_nb.http import _json
+from loom_nb._messages import Thread
+from loom_nb._tools import Tool
+from loom_nb.http import _json, _reads
 from loom_nb.http._json import ApiError
 
 log = logging.getLogger("loom_nb.http")
@@ -61,72 +63,19 @@ def build(agents: Sequence[Agent]) -> Starlette:
             raise ApiError(404, f"no agent named {name!r} here; this app serves {sorted(by_name)}")
         return agent
 
-    async def load(request: Request) -> Response:
-        agent = agent_of(request)
-        query = request.query_params
-        _json.check_unknown(query, {"threadId", "cursor", "limit"})
-        thread_id = _json.text_param(query, "threadId", required=True, limit=_json.ID_CHARS)
-        assert thread_id is not None
-        cursor = _json.cursor_param(query)
-        limit = _json.int_param(query, "limit", _json.MESSAGES, _json.MAX_MESSAGES)
-        context = await _signed_in(agent, request)
-        thread = await _thread(agent, thread_id, context)
-        results = f"{request.url.path}/threads/{thread.id}/results/"
-        answer = await run_in_threadpool(
-            _json.thread_json,
-            thread,
-            agent.tools,
-            cursor=cursor,
-            limit=limit,
-            results_url=results,
-        )
-        return _answer(answer)
+    def read(endpoint: _reads.Read) -> Callable[[Request], Awaitable[Response]]:
+        """A read endpoint, as the Jupyter extension serves it too (``_reads``): the whole
+        read (auth hook, store, JSON) runs on the thread pool, since each step may block."""
 
-    async def threads(request: Request) -> Response:
-        agent = agent_of(request)
-        query = request.query_params
-        _json.check_unknown(query, {"q", "limit", "cursor"})
-        text = _json.text_param(query, "q", required=False, limit=_json.QUERY_CHARS)
-        limit = _json.int_param(query, "limit", _json.THREADS, _json.MAX_THREADS)
-        cursor = _json.cursor_param(query, _json.SEARCH_DEPTH if text else None)
-        context = await _signed_in(agent, request)
-        if agent.auth is None:
-            raise ApiError(
-                403,
-                f"agent {agent.name!r} has no auth hook, so its threads are private by their "
-                "ids and are never listed; define it with auth=... to list a user's threads",
+        async def answer(request: Request) -> Response:
+            source = _AgentReads(agent_of(request), request)
+            params = {k: v for k, v in request.path_params.items() if k != "name"}
+            found = await run_in_threadpool(
+                endpoint.answer, source, _api(request), request.query_params, **params
             )
-        answer = await run_in_threadpool(
-            _json.threads_page,
-            lambda limit, offset: agent.threads(context=context, limit=limit, offset=offset),
-            lambda text, limit: agent.search(text, context=context, limit=limit),
-            text,
-            limit,
-            cursor,
-        )
-        return _answer(answer)
+            return _answer(found)
 
-    async def results(request: Request) -> Response:
-        agent = agent_of(request)
-        query = request.query_params
-        _json.check_unknown(query, {"cursor", "limit"})
-        cursor = _json.cursor_param(query)
-        limit = _json.int_param(query, "limit", _json.MAX_ROWS, _json.MAX_ROWS)
-        context = await _signed_in(agent, request)
-        thread = await _thread(agent, request.path_params["thread_id"], context)
-        call_id = request.path_params["call_id"]
-        found = next((r for r in thread.tool_results() if r.call_id == call_id), None)
-        if found is None:
-            raise ApiError(404, f"no result of call {call_id!r} in this thread")
-
-        def page() -> dict[str, Any]:
-            from loom_nb._codec import is_dataframe
-
-            if not is_dataframe(found.data):
-                raise ApiError(404, f"the result of call {call_id!r} holds no table")
-            return _json.frame_page_json(found.data, cursor, limit)
-
-        return _answer(await run_in_threadpool(page))
+        return answer
 
     async def decide(request: Request) -> Response:
         body = await _json_body(request, "the decision")
@@ -164,8 +113,9 @@ def build(agents: Sequence[Agent]) -> Starlette:
         """Decide (or answer) one pending call by compare-and-set, bound to the digest that
         was shown, and answer with the thread from the first message the run after it added."""
         agent = agent_of(request)
-        context = await _signed_in(agent, request)
-        thread = await _thread(agent, request.path_params["thread_id"], context)
+        source = _AgentReads(agent, request)
+        thread = await run_in_threadpool(source.thread, request.path_params["thread_id"])
+        context = source.signed_in()
         pending = next((p for p in thread.pending if p.call_id == call_id), None)
         if pending is None:
             if any(c.id == call_id for m in thread.messages for c in m.tool_calls):
@@ -205,7 +155,7 @@ def build(agents: Sequence[Agent]) -> Starlette:
             agent.tools,
             cursor=before,
             limit=_json.MAX_MESSAGES,
-            results_url=f"/api/agents/{agent.name}/threads/{thread.id}/results/",
+            results_url=_reads.results_url(_api(request), agent.name, thread.id),
         )
         return _answer(
             {
@@ -219,13 +169,7 @@ def build(agents: Sequence[Agent]) -> Starlette:
         )
 
     routes = [
-        Route("/api/agents/{name}", _guarded(load), methods=["GET"]),
-        Route("/api/agents/{name}/threads", _guarded(threads), methods=["GET"]),
-        Route(
-            "/api/agents/{name}/threads/{thread_id}/results/{call_id}",
-            _guarded(results),
-            methods=["GET"],
-        ),
+        *(Route(f"/api/{r.path}", _guarded(read(r)), methods=["GET"]) for r in _reads.READS),
         Route(
             "/api/agents/{name}/threads/{thread_id}/decisions",
             _guarded(decide),
@@ -258,33 +202,78 @@ def _agents_by_name(agents: Sequence[Agent]) -> dict[str, Agent]:
     return by_name
 
 
-async def _signed_in(agent: Agent, request: Request) -> Mapping[str, Any]:
-    """The context the agent's methods get: ``{"request": request}``, once its ``auth`` has
-    named a user for it (401 when it names none or raises)."""
-    context = {"request": request}
-    if agent.auth is None:
+class _AgentReads:
+    """An agent's threads as a request's user reads them (a ``_reads.Source``): its ``auth``
+    names the user first (401 when it names none or raises). Its methods block."""
+
+    def __init__(self, agent: Agent, request: Request) -> None:
+        self.agent = agent
+        self.request = request
+        self._context: Mapping[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        return self.agent.tools
+
+    def signed_in(self) -> Mapping[str, Any]:
+        """The context the agent's methods get: ``{"request": request}``, once its ``auth``
+        has named a user for it."""
+        if self._context is not None:
+            return self._context
+        context = {"request": self.request}
+        agent = self.agent
+        if agent.auth is not None:
+            try:
+                user = agent.auth(context)
+            except Exception:
+                log.warning("auth of agent %r refused a request", agent.name, exc_info=True)
+                user = None
+            if not user:
+                raise ApiError(
+                    401, "not signed in: this agent's auth hook named no user for the request"
+                )
+        self._context = context
         return context
-    try:
-        user = await run_in_threadpool(agent.auth, context)
-    except Exception:
-        log.warning("auth of agent %r refused a request", agent.name, exc_info=True)
-        user = None
-    if not user:
-        raise ApiError(401, "not signed in: this agent's auth hook named no user for the request")
-    return context
+
+    def thread(self, thread_id: str) -> Thread:
+        """The thread, or the one 404 for missing, another user's, and (without auth) any id
+        that is not an exact 128-bit one."""
+        context = self.signed_in()
+        agent = self.agent
+        if len(thread_id) > _json.ID_CHARS or (
+            agent.auth is None and not _json.is_thread_id_128(thread_id)
+        ):
+            raise _json.not_found(agent.name)
+        try:
+            return agent.thread(thread_id, context=context)
+        except ThreadNotFound:
+            raise _json.not_found(agent.name) from None
+
+    def threads(self, text: str | None, limit: int, cursor: int) -> dict[str, Any]:
+        context = self.signed_in()
+        agent = self.agent
+        if agent.auth is None:
+            raise ApiError(
+                403,
+                f"agent {agent.name!r} has no auth hook, so its threads are private by their "
+                "ids and are never listed; define it with auth=... to list a user's threads",
+            )
+        return _json.threads_page(
+            lambda limit, offset: agent.threads(context=context, limit=limit, offset=offset),
+            lambda text, limit: agent.search(text, context=context, limit=limit),
+            text,
+            limit,
+            cursor,
+        )
 
 
-async def _thread(agent: Agent, thread_id: str, context: Mapping[str, Any]) -> Any:
-    """The thread, or the one 404 for missing, another user's, and (without auth) any id
-    that is not an exact 128-bit one."""
-    if len(thread_id) > _json.ID_CHARS or (
-        agent.auth is None and not _json.is_thread_id_128(thread_id)
-    ):
-        raise _json.not_found(agent.name)
-    try:
-        return await run_in_threadpool(agent.thread, thread_id, context=context)
-    except ThreadNotFound:
-        raise _json.not_found(agent.name) from None
+def _api(request: Request) -> str:
+    """The URL the API is under, with the path the app is mounted at (ASGI's root path)."""
+    return f"{request.scope.get('root_path', '')}/api/"
 
 
 async def _body(request: Request) -> bytes:

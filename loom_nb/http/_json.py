@@ -18,6 +18,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from loom_nb import _codec
 from loom_nb._code import CodeContext, call_code, call_words
@@ -376,7 +377,7 @@ def result_json(
     if head is not None:
         table = table_json(head.head, 0, head.rows, head.columns)
         if head.rows > rows and results_url:
-            table["next"] = f"{results_url}{result.call_id}?cursor={rows}"
+            table["next"] = f"{results_url}{quote(result.call_id, safe='')}?cursor={rows}"
         out["data"] = table
     elif result.data is not None and keep_data:
         out["data"] = value_json(result.data, rows)

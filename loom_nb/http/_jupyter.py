@@ -11,8 +11,10 @@ Routes (``BASE`` is the server's base URL):
 
 - ``BASE/loom/threads?q=``: the thread browser (the user's threads, newest first, searched);
 - ``BASE/loom/threads/<agent>/<id>``: one thread, as the notebook's static HTML draws it;
-- ``BASE/loom/api/agents/<agent>?threadId=`` and ``BASE/loom/api/agents/<agent>/threads``:
-  the JSON of :mod:`loom_nb.http`.
+- ``BASE/loom/api/agents/<agent>?threadId=``, ``BASE/loom/api/agents/<agent>/threads`` and
+  ``BASE/loom/api/agents/<agent>/threads/<id>/results/<call_id>``: the JSON of
+  :mod:`loom_nb.http`, answered by the same code (``_reads``), so a frame's ``next`` links
+  page it whole under ``BASE``; any other path under ``BASE/loom/api`` answers a JSON error.
 
 The server has no agent (its model and tools live in notebooks), so nothing here runs a call:
 decisions stay with the notebook's cards and :func:`loom_nb.http.thread_app`. Every method
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from http.client import responses
 from typing import Any
 
 import tornado.web
@@ -33,7 +36,7 @@ from loom_nb._errors import StoreError, UserError
 from loom_nb._lease import settle
 from loom_nb._messages import Thread
 from loom_nb._store import Store, store_from_env
-from loom_nb.http import _json, _page
+from loom_nb.http import _json, _page, _reads
 from loom_nb.http._json import ApiError
 
 log = logging.getLogger("loom_nb.http")
@@ -66,6 +69,9 @@ class _Reads:
             raise _json.not_found(agent)
         return settle(thread)
 
+    def source(self, agent: str, user: str) -> _StoreSource:
+        return _StoreSource(self, agent, user)
+
     def threads(
         self, user: str, text: str | None, limit: int, cursor: int, agent: str | None = None
     ) -> dict[str, Any]:
@@ -78,6 +84,22 @@ class _Reads:
             limit,
             cursor,
         )
+
+
+class _StoreSource:
+    """One agent's threads in the server's store, as the Jupyter user reads them (a
+    ``_reads.Source``). The server defines no agent, so calls are not put in words."""
+
+    tools = None
+
+    def __init__(self, reads: _Reads, name: str, user: str) -> None:
+        self.reads, self.name, self.user = reads, name, user
+
+    def thread(self, thread_id: str) -> Thread:
+        return self.reads.thread(self.name, thread_id, self.user)
+
+    def threads(self, text: str | None, limit: int, cursor: int) -> dict[str, Any]:
+        return self.reads.threads(self.user, text, limit, cursor, self.name)
 
 
 class _Base(JupyterHandler):  # type: ignore[misc]
@@ -107,41 +129,51 @@ class _Base(JupyterHandler):  # type: ignore[misc]
         except StoreError:
             log.exception("the thread store failed")
             self.answer({"error": "the thread store could not be reached; try again"}, 503)
+        except UserError as exc:
+            self.answer({"error": str(exc)}, 400)
         return None
 
 
-class ThreadHandler(_Base, APIHandler):  # type: ignore[misc]
-    @tornado.web.authenticated
-    def get(self, agent: str) -> None:
-        def read() -> dict[str, Any]:
-            query = self.query()
-            _json.check_unknown(query, {"threadId", "cursor", "limit"})
-            thread_id = _json.text_param(query, "threadId", required=True, limit=_json.ID_CHARS)
-            assert thread_id is not None
-            cursor = _json.cursor_param(query)
-            limit = _json.int_param(query, "limit", _json.MESSAGES, _json.MAX_MESSAGES)
-            thread = self.reads.thread(agent, thread_id, self.user_name)
-            return _json.thread_json(thread, None, cursor=cursor, limit=limit)
+class _Api(_Base, APIHandler):  # type: ignore[misc]
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Jupyter's own refusals (a method not taken, an XSRF check) in the API's
+        ``{"error": ...}`` form."""
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if status_code == 405:
+            message = (
+                "this endpoint does not take that method: the Jupyter server only reads "
+                "threads; decide a call in its notebook or through loom_nb.http.thread_app"
+            )
+        elif isinstance(exc, tornado.web.HTTPError) and exc.log_message:
+            message = exc.log_message % exc.args if exc.args else exc.log_message
+        else:
+            message = responses.get(status_code, "error")
+        self.answer({"error": message}, status_code)
 
-        answer = self.guarded(read)
+
+class ReadHandler(_Api):
+    """One of the thread API's read endpoints (``_reads.READS``), answered as the ASGI app
+    answers it, with links under this server's base URL."""
+
+    def initialize(self, reads: _Reads, read: _reads.Read) -> None:  # type: ignore[override]
+        super().initialize(reads)
+        self.read = read
+
+    @tornado.web.authenticated
+    def get(self, name: str, **params: str) -> None:
+        api = url_path_join(self.base_url, "loom/api/")
+        source = self.reads.source(name, self.user_name)
+        answer = self.guarded(lambda: self.read.answer(source, api, self.query(), **params))
         if answer is not None:
             self.answer(answer)
 
 
-class ThreadsHandler(_Base, APIHandler):  # type: ignore[misc]
-    @tornado.web.authenticated
-    def get(self, agent: str) -> None:
-        def read() -> dict[str, Any]:
-            query = self.query()
-            _json.check_unknown(query, {"q", "limit", "cursor"})
-            text = _json.text_param(query, "q", required=False, limit=_json.QUERY_CHARS)
-            limit = _json.int_param(query, "limit", _json.THREADS, _json.MAX_THREADS)
-            cursor = _json.cursor_param(query, _json.SEARCH_DEPTH if text else None)
-            return self.reads.threads(self.user_name, text, limit, cursor, agent)
+class NoEndpointHandler(_Api):
+    """Any other path under ``loom/api``: a JSON 404, not Jupyter's HTML page."""
 
-        answer = self.guarded(read)
-        if answer is not None:
-            self.answer(answer)
+    @tornado.web.authenticated
+    def get(self, path: str | None) -> None:
+        self.answer({"error": "no such endpoint"}, 404)
 
 
 class BrowserHandler(_Base):
@@ -199,15 +231,20 @@ class ThreadPageHandler(BrowserHandler):
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app = serverapp.web_app
     base = web_app.settings["base_url"]
-    reads = {"reads": _Reads()}
+    reads = _Reads()
+    given = {"reads": reads}
     name = r"([^/]+)"
+    api = [
+        (url_path_join(base, "loom/api", r.pattern()), ReadHandler, {**given, "read": r})
+        for r in _reads.READS
+    ]
     web_app.add_handlers(
         ".*$",
         [
-            (url_path_join(base, "loom/threads"), BrowserHandler, reads),
-            (url_path_join(base, f"loom/threads/{name}/{name}"), ThreadPageHandler, reads),
-            (url_path_join(base, f"loom/api/agents/{name}"), ThreadHandler, reads),
-            (url_path_join(base, f"loom/api/agents/{name}/threads"), ThreadsHandler, reads),
+            (url_path_join(base, "loom/threads"), BrowserHandler, given),
+            (url_path_join(base, f"loom/threads/{name}/{name}"), ThreadPageHandler, given),
+            *api,
+            (url_path_join(base, "loom/api(/.*)?"), NoEndpointHandler, given),
         ],
     )
     serverapp.log.info("loom_nb: the thread browser is at %sloom/threads", base)

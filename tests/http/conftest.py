@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import threading
 import time
@@ -96,3 +98,30 @@ def validate(answer: Any, definition: str) -> None:
 
     schema = {**SCHEMA, "$ref": f"#/$defs/{definition}"}
     jsonschema.validate(answer, schema, cls=jsonschema.Draft202012Validator)
+
+
+def rebuilt(table: dict[str, Any]) -> Any:
+    """A frame from its JSON table, with the dtypes the table names (what a reader does)."""
+    import pandas as pd
+
+    names = [c["name"] for c in table["columns"]]
+    frame = pd.DataFrame(table["rows"], columns=names, dtype=object)
+    for column in table["columns"]:
+        name, dtype = column["name"], column["dtype"]
+        values = frame[name]
+        if dtype.startswith("datetime64"):
+            frame[name] = pd.to_datetime(values).astype(dtype)
+        elif dtype.startswith("timedelta64"):
+            frame[name] = pd.to_timedelta(values).astype(dtype)
+        elif dtype == "category":
+            frame[name] = values.astype("category")
+        elif dtype == "object":
+            kind = column.get("values")
+            if kind == "date":
+                frame[name] = [None if v is None else dt.date.fromisoformat(v) for v in values]
+            elif kind == "decimal":
+                frame[name] = [None if v is None else decimal.Decimal(v) for v in values]
+        else:
+            frame[name] = values.astype(dtype)
+    frame.index = pd.RangeIndex(table["offset"], table["offset"] + len(frame))
+    return frame

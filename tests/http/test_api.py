@@ -3,8 +3,6 @@ every answer keeps the schema; a thread over HTTP says what ``agent.thread(id)``
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import subprocess
 import sys
 import threading
@@ -16,37 +14,12 @@ import pytest
 from loom_nb import Thread, ToolCall
 from loom_nb._code import call_words
 from tests.http import agents
-from tests.http.conftest import Served, validate
+from tests.http.conftest import Served, rebuilt, validate
 from tests.stores._processes import OPEN_STORE
 
 pytestmark = pytest.mark.slow
 
 ALICE = {"user": "alice"}
-
-
-def rebuilt(table: dict) -> pd.DataFrame:
-    """A frame from its JSON table, with the dtypes the table names (what a reader does)."""
-    names = [c["name"] for c in table["columns"]]
-    frame = pd.DataFrame(table["rows"], columns=names, dtype=object)
-    for column in table["columns"]:
-        name, dtype = column["name"], column["dtype"]
-        values = frame[name]
-        if dtype.startswith("datetime64"):
-            frame[name] = pd.to_datetime(values).astype(dtype)
-        elif dtype.startswith("timedelta64"):
-            frame[name] = pd.to_timedelta(values).astype(dtype)
-        elif dtype == "category":
-            frame[name] = values.astype("category")
-        elif dtype == "object":
-            kind = column.get("values")
-            if kind == "date":
-                frame[name] = [None if v is None else dt.date.fromisoformat(v) for v in values]
-            elif kind == "decimal":
-                frame[name] = [None if v is None else decimal.Decimal(v) for v in values]
-        else:
-            frame[name] = values.astype(dtype)
-    frame.index = pd.RangeIndex(table["offset"], table["offset"] + len(frame))
-    return frame
 
 
 def assert_same_thread(answer: dict, thread: Thread, tools: dict) -> None:

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pandas as pd
 import pytest
 
 from loom_nb.sqlite import sqlite_store
 from tests.conftest import require
 from tests.http import agents
-from tests.http.conftest import validate
+from tests.http.conftest import rebuilt, validate
 from tests.http.jupyter_users import TOKENS
 from tests.postgres_server import free_port
 
@@ -159,8 +160,62 @@ def test_each_user_reads_only_their_threads(server: Server, threads: dict[str, A
     assert bad.status_code == 400 and "whole number" in bad.json()["error"]
 
 
+def test_a_frame_pages_whole_under_the_base_url(server: Server, threads: dict[str, Any]):
+    loaded = server.get("loom/api/agents/team", ALICE, threadId=threads["alice_table"]).json()
+    [result] = [p for m in loaded["messages"] for p in m["parts"] if p["kind"] == "tool_result"]
+    first = result["data"]
+    assert len(first["rows"]) == 50 and first["total_rows"] == agents.ROWS
+    # the link is under the server's base URL, as the ASGI app's is under its root
+    path, cursor = first["next"].split("?cursor=")
+    assert (
+        path
+        == f"{BASE}loom/api/agents/team/threads/{threads['alice_table']}/results/"
+        + (result["call_id"])
+    )
+    origin = server.url.removesuffix(BASE)
+    pages = [rebuilt(first)]
+    while cursor is not None:
+        page = httpx.get(
+            origin + path,
+            params={"cursor": cursor, "limit": 30},
+            headers={"Authorization": ALICE},
+            timeout=60,
+        )
+        assert page.status_code == 200, page.text
+        validate(page.json(), "frame_page")
+        pages.append(rebuilt(page.json()["table"]))
+        cursor = page.json()["next_cursor"]
+    assert len(pages) == 4
+    pd.testing.assert_frame_equal(pd.concat(pages), agents.frame(), check_dtype=True)
+    # the results endpoint keeps the thread's scope: bob's page is the missing thread's
+    foreign = httpx.get(origin + path, headers={"Authorization": BOB}, timeout=60)
+    missing = server.get(f"loom/api/agents/team/threads/{'A' * 22}/results/x", BOB)
+    assert foreign.status_code == missing.status_code == 404
+    assert foreign.content == missing.content
+
+
+def test_other_paths_under_the_api_answer_json_errors(server: Server, threads: dict[str, Any]):
+    for path in ("loom/api", "loom/api/nothing", "loom/api/agents/team/threads/x/other"):
+        answer = server.get(path, ALICE)
+        assert answer.status_code == 404, (path, answer.text)
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json() == {"error": "no such endpoint"}
+    # the server decides nothing: a POST (past Jupyter's XSRF check) says where a call is
+    decided = httpx.post(
+        server.url + f"loom/api/agents/team/threads/{threads['alice_table']}/decisions",
+        json={},
+        headers={"Authorization": ALICE, "X-XSRFToken": "same"},
+        cookies={"_xsrf": "same"},
+        timeout=30,
+    )
+    assert decided.status_code == 405, decided.text
+    assert "thread_app" in decided.json()["error"]
+    bad = server.get("loom/api/agents/team/threads/x/results/y", ALICE, cursor="-1")
+    assert bad.status_code == 400 and "cursor" in bad.json()["error"]
+
+
 def test_jupyters_own_auth_decides_who_may_call(server: Server, threads: dict[str, Any]):
-    for path in ("loom/api/agents/team/threads", "loom/threads"):
+    for path in ("loom/api/agents/team/threads", "loom/threads", "loom/api/nothing"):
         refused = server.get(path, None)
         assert refused.status_code in (302, 403), refused.text
         assert server.get(path, "token not-a-token").status_code in (302, 403)
