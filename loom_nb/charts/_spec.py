@@ -93,6 +93,7 @@ def chart_spec(
     if not len(plotted):
         missing = f"a {x} value" if y is None else f"both {x} and {y}"
         raise ToolInputError(f"nothing to draw: no row of {where} has {missing}")
+    _within_axes(plotted[[y]] if kind == "box" else plotted, edges)  # a box's x only names it
     drawn = {"rows": len(plotted)}
     if kind == "box":  # the quartiles of every row, not the rows: a box holds any number
         assert y is not None
@@ -202,6 +203,26 @@ def _has_value(col: pd.Series) -> pd.Series:
     if axis_kind(col) == "number":
         present &= ~col.isin([np.inf, -np.inf])
     return present
+
+
+#: The largest magnitude a chart's axis holds: past about 1e308 matplotlib's margins and ticks
+#: overflow float64 (1.7e308 beside 0, or 1e308 beside -1e308, fail to draw).
+MAX_AXIS = 1e300
+
+
+def _within_axes(plotted: pd.DataFrame, edges: Any) -> None:
+    """Refuse numbers too large to draw, naming the column, before anything is saved."""
+    columns = [(str(c), plotted[c]) for c in plotted.columns if axis_kind(plotted[c]) == "number"]
+    if edges is not None:
+        columns.append(("the bins' edges", pd.Series(edges, dtype="float64")))
+    for name, column in columns:
+        values = np.abs(column.to_numpy(dtype="float64", na_value=np.nan))
+        values = values[np.isfinite(values)]
+        if values.size and values.max() > MAX_AXIS:
+            raise ToolInputError(
+                f"{name} holds {values.max():.3g}, too large for a chart's axis (at most "
+                f"{MAX_AXIS:.0e} either way): filter those rows out, or chart a scaled column"
+            )
 
 
 def _find(results: list[ToolResult], call_id: Any) -> ToolResult:

@@ -204,6 +204,32 @@ async def test_each_mistake_goes_back_to_the_model_with_what_it_may_use(argument
         await draw(found, **arguments)
 
 
+HUGE = [
+    ("line", "x", "v", [1e308, -1e308]),  # matplotlib's ticks overflowed: no chart drew
+    ("scatter", "x", "v", [1.7e308, 0.0]),
+    ("area", "x", "v", [1.7e308, 1.7e308]),
+    ("bar", "x", "v", [1.7e308, 0.0]),
+    ("line", "v", "x", [1e308, 0.0]),
+    ("histogram", "v", None, [-1e301, 0.0]),
+    ("box", "x", "v", [1e308, 0.0]),
+]
+
+
+@pytest.mark.parametrize(("kind", "x", "y", "values"), HUGE)
+async def test_numbers_too_large_for_an_axis_go_back_to_the_model(kind, x, y, values):
+    frame = pd.DataFrame({"x": [1.0, 2.0], "v": values})
+    found = results(("call_big", "mine", frame))
+    with pytest.raises(ToolInputError, match=r"v holds .*e\+30\d, too large for a chart's axis"):
+        await draw(found, result="call_big", kind=kind, x=x, **({} if y is None else {"y": y}))
+
+
+async def test_numbers_up_to_the_bound_are_drawn():
+    frame = pd.DataFrame({"x": [1.0, 2.0], "v": [1e300, -1e300]})
+    for kind in ("line", "scatter", "area", "bar", "box"):
+        out = await draw(results(("c", "mine", frame)), result="c", kind=kind, x="x", y="v")
+        assert Chart(out.chart).png().startswith(b"\x89PNG")
+
+
 async def test_a_thread_without_tables_says_to_fetch_rows_first():
     with pytest.raises(ToolInputError, match="This thread has no table result yet: fetch the rows"):
         await draw([], **_args())
