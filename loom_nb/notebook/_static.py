@@ -46,6 +46,7 @@ from loom_nb.notebook._html import (
     markdown_html,
     safe_html,
 )
+from loom_nb.notebook._inert import inert
 from loom_nb.notebook.history import history_html, numbers_by_id
 
 #: Messages the static form holds at most (a resumed thread can have thousands; the widget
@@ -333,6 +334,9 @@ def _shown_frame_type() -> Any:
         def _repr_html_(self) -> str:
             parts = portable_parts(safe_html(frame_html(self, len(self))))
             return "".join(p for p in parts if isinstance(p, str))  # a frame draws no chart
+
+        def __repr__(self) -> str:  # text/plain: a terminal's, and a front end's ANSI colours
+            return inert(super().__repr__())
 
     return ShownFrame
 

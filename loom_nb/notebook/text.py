@@ -31,24 +31,10 @@ from loom_nb._user_errors import preview_key
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import card_parts
+from loom_nb.notebook._inert import inert
 from loom_nb.notebook._tracebacks import traceback_text
 from loom_nb.notebook.history import numbers_by_id
 from loom_nb.notebook.session import RunInterrupted, interruption
-
-#: What a terminal would act on rather than show: C0 controls but newline and tab (escape
-#: sequences that hide, clear, move or write the clipboard; a carriage return that writes
-#: over a line), DEL, C1 controls (8-bit CSI) and bidirectional overrides (text that reads
-#: other than it is). The model's, the data's and the tools' text all pass through it, shown
-#: as escapes.
-_INERT = str.maketrans(
-    {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if chr(c) not in "\n\t"}
-    | {c: f"\\u{c:04x}" for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
-)
-
-
-def inert(text: str) -> str:
-    """``text`` as a terminal shows it without acting on any of it."""
-    return text.translate(_INERT)
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -23,9 +23,9 @@ from loom_nb.notebook._html import (
     markdown_html,
     safe_html,
 )
+from loom_nb.notebook._inert import inert
 from loom_nb.notebook._page import SafeHTML
 from loom_nb.notebook._static import hiding_style
-from loom_nb.notebook.text import inert
 from loom_nb.notebook.widgets import ThreadView
 from tests.notebook.hostile import (
     ATTACK,
@@ -377,3 +377,25 @@ def test_the_text_view_shows_terminal_controls_as_text(
     assert inert(TERMINAL) == shown
     assert out.count(shown) >= 6  # the question and both replies, live and shown again
     assert "insert_ticket" in out.split(r"\x1b[8m")[-1]  # the card reads after a conceal
+
+
+def test_the_threads_listing_and_a_deletion_show_terminal_controls_as_text(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A thread's title (its first prompt's words, which may be pasted data) lists and
+    deletes in a terminal as text: its text/plain form holds no control to act on."""
+    shell.user_ns["model"].add(Reply("ok"))
+    assert shell.run_cell(f"%%loom analyst --new\n{TERMINAL}").success
+    thread_id = loom_session(shell).current["analyst"]
+    capsys.readouterr()
+    listed = shell.run_cell("%loom threads")
+    assert listed.success
+    with pd.option_context("display.width", 2000, "display.max_columns", None):
+        plain = repr(listed.result)  # wide, as a wide terminal shows the title column
+    assert thread_id in plain and r"\x1b[" in plain
+    deleted = shell.run_cell(f"%loom delete {thread_id}")
+    out = capsys.readouterr().out
+    assert deleted.success and f"Deleted thread {thread_id}" in out
+    for text in (plain, out):
+        controls = {c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0}
+        assert controls == set() and "\u202e" not in text

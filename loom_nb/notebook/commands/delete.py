@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loom_nb.notebook._inert import inert
 from loom_nb.notebook.session import Session, usage_errors
 
 
@@ -12,4 +13,5 @@ def run(session: Session, thread_id: str) -> None:
         agent.delete_thread(thread.id, context=session.context())
     if session.current.get(agent.name) == thread.id:
         session.current[agent.name] = None
-    print(f"Deleted thread {thread.id} ({thread.title or 'untitled'}) of {agent.name}.")
+    title = inert(thread.title or "untitled")  # the model's or the data's words, maybe
+    print(f"Deleted thread {thread.id} ({title}) of {agent.name}.")
