@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from loom_nb._errors import MissingExtra
+from loom_nb._inert import inert
 from loom_nb.charts._plot import Plot, bucket_days
 
 #: matplotlib's tab10, written out so that the user's colour cycle does not decide.
@@ -61,7 +62,12 @@ def figure(plot: Plot) -> Any:
         _axes(ax, plot, mpl.dates, mpl.ticker)
         if plot.notes:
             fig.supxlabel(
-                "; ".join(plot.notes), fontsize=8, color="#666666", x=0.01, ha="left", **LITERAL
+                inert("; ".join(plot.notes)),
+                fontsize=8,
+                color="#666666",
+                x=0.01,
+                ha="left",
+                **LITERAL,
             )
         _literal_ticks(ax)
         return fig
@@ -146,9 +152,9 @@ def _bars(
 
 
 def _axes(ax: Any, plot: Plot, dates: Any, ticker: Any) -> None:
-    ax.set_title(plot.title, **LITERAL)
-    ax.set_xlabel(plot.x_label, **LITERAL)
-    ax.set_ylabel(plot.y_label, **LITERAL)
+    ax.set_title(inert(plot.title), **LITERAL)
+    ax.set_xlabel(inert(plot.x_label), **LITERAL)
+    ax.set_ylabel(inert(plot.y_label), **LITERAL)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     if all(np.all(np.mod(s.y[~np.isnan(s.y)], 1) == 0) for s in plot.series):
@@ -183,7 +189,7 @@ def _axes(ax: Any, plot: Plot, dates: Any, ticker: Any) -> None:
         )
     if plot.color is not None:
         legend = ax.legend(
-            title=plot.color, fontsize="small", title_fontsize="small", frameon=False
+            title=inert(plot.color), fontsize="small", title_fontsize="small", frameon=False
         )
         for text in (legend.get_title(), *legend.get_texts()):
             text.update(LITERAL)
@@ -191,7 +197,8 @@ def _axes(ax: Any, plot: Plot, dates: Any, ticker: Any) -> None:
 
 def _short(label: str) -> str:
     """A category or series name cut to fit beside the others (a long value would squeeze the
-    axes to nothing)."""
+    axes to nothing), its controls written out (no font draws them)."""
+    label = inert(label)
     return label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 1] + "…"
 
 

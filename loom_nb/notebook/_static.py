@@ -34,6 +34,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from loom_nb import _words
+from loom_nb._inert import inert
 from loom_nb._messages import Message, PendingApproval, Thread
 from loom_nb._numbers import TracedNumber
 from loom_nb._tools import Tool
@@ -46,7 +47,6 @@ from loom_nb.notebook._html import (
     markdown_html,
     safe_html,
 )
-from loom_nb.notebook._inert import inert
 from loom_nb.notebook.history import history_html, numbers_by_id
 
 #: Messages the static form holds at most (a resumed thread can have thousands; the widget

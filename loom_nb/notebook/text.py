@@ -14,6 +14,7 @@ from loom_nb._chart import Chart
 from loom_nb._codec import FrameHead, frame_head
 from loom_nb._counts import counts_text
 from loom_nb._events import ApprovalRequested, MessageAdded, RunEvent
+from loom_nb._inert import inert
 from loom_nb._messages import (
     NEWER,
     Message,
@@ -31,7 +32,6 @@ from loom_nb._user_errors import preview_key
 from loom_nb.models import TextDelta
 from loom_nb.notebook._calls import CallText
 from loom_nb.notebook._html import card_parts
-from loom_nb.notebook._inert import inert
 from loom_nb.notebook._tracebacks import traceback_text
 from loom_nb.notebook.history import numbers_by_id
 from loom_nb.notebook.session import RunInterrupted, interruption

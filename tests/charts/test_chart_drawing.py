@@ -145,3 +145,23 @@ async def test_without_matplotlib_drawing_names_the_extra(monkeypatch):
     with pytest.raises(MissingExtra, match=r"Drawing a chart needs the 'matplotlib' package"):
         c.png()
     assert c.caption == "bar chart · count by week_created_at · 6 bars"  # no drawing needed
+
+
+async def test_controls_in_the_datas_words_are_drawn_as_escapes_without_a_missing_glyph():
+    import warnings
+
+    name = "s\x1b[2J\u202e"
+    frame = pd.DataFrame(
+        {name: ["a\x1b[8m", "b\r", "c"], "n": [1.0, 2.0, 3.0], "k": ["\x07", "y", "y"]}
+    )
+    found = results(("c", "mine", frame))
+    drawing = await chart(found, result="c", kind="bar", x=name, y="n", color="k", title="t\x9b1m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns of each glyph its fonts lack
+        fig = drawing.figure()
+        assert drawing.png().startswith(PNG)
+    [ax] = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == [r"a\x1b[8m", r"b\x0d", "c"]
+    assert ax.get_title() == r"t\x9b1m" and ax.get_xlabel() == r"s\x1b[2J\u202e"
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [r"\x07", "y"]

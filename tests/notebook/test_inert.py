@@ -16,6 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from loom_nb import Message, ReplayModel, Reply, TextDelta, Thread, ToolCall, define_agent, tool
+from loom_nb._inert import inert
 from loom_nb.notebook import session as loom_session
 from loom_nb.notebook._html import (
     PAGE_STYLE,
@@ -23,7 +24,6 @@ from loom_nb.notebook._html import (
     markdown_html,
     safe_html,
 )
-from loom_nb.notebook._inert import inert
 from loom_nb.notebook._page import SafeHTML
 from loom_nb.notebook._static import hiding_style
 from loom_nb.notebook.widgets import ThreadView

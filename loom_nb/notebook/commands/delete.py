@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loom_nb.notebook._inert import inert
+from loom_nb._inert import inert
 from loom_nb.notebook.session import Session, usage_errors
 
 

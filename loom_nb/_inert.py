@@ -1,5 +1,6 @@
-"""Text as a terminal shows it without acting on it: the text view, and the lines and tables
-the magics print, pass what the model, the data or the tools wrote through :func:`inert`."""
+"""Text as a terminal shows it without acting on it: the text view, the lines and tables the
+magics print and a chart's labels pass what the model, the data or the tools wrote through
+:func:`inert`."""
 
 from __future__ import annotations
 
