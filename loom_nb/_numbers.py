@@ -243,6 +243,9 @@ def _token() -> re.Pattern[str]:
 _BOUNDARY = re.compile(r"(?m)^.*</?data-[0-9a-f]+[^>]*>.*$|^columns: .*$")
 _LIST_ITEM = re.compile(r"(?m)^[ \t]*(?:[-*+][ \t]+)?\d+[.)](?=[ \t])")
 _FENCE = re.compile(r"(?ms)^[ \t]*(```|~~~).*?(^[ \t]*\1[ \t]*$|\Z)")
+#: A terminal's control sequence (CSI, 7- or 8-bit; OSC up to its end): its digits, the 8 of
+#: ``ESC[8m``, are codes, not numbers (the views show the sequence as text).
+_CONTROL = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*")
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,7 @@ class _Read:
 def _numbers_in(text: str, *, answer: bool) -> Iterator[_Read]:
     """The numbers of ``text``. For an answer (``answer``), what is not a stated number is
     left out: list numbering, ordinals, versions, times, digits inside words, code blocks."""
+    text = _CONTROL.sub(lambda m: " " * len(m.group()), text)  # same places, no codes
     skipped: list[tuple[int, int]] = []
     if answer:
         skipped = [m.span() for m in _FENCE.finditer(text)]

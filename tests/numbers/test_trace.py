@@ -106,3 +106,17 @@ def test_only_earlier_results_count_and_not_a_number_checks_own_correction() -> 
 
 def test_a_thread_without_numbers_traces_nothing() -> None:
     assert trace_numbers(_thread("Hi", [], "Hello there.")) == []
+
+
+def test_the_codes_of_a_terminal_control_sequence_are_no_numbers() -> None:
+    thread = _thread(
+        "Sales?",
+        [_frame_result("call_1", SALES)],
+        "N made \x1b[8m$1,200.50\x1b[0m and \x9b31mS 800.25\x1b]52;c;12\x07 from 20 orders.",
+    )
+    traced = trace_numbers(thread)
+    assert [(n.text, n.rule) for n in traced] == [
+        ("$1,200.50", "shown"),
+        ("800.25", "shown"),
+        ("20", "sum"),
+    ]
