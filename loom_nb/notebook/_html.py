@@ -314,6 +314,9 @@ def chart_html(spec: dict[str, Any]) -> str:
         image = base64.b64encode(chart.png()).decode("ascii")
     except MissingExtra as exc:
         return f'<div style="color:#555">[chart: {esc(chart.caption)}] {esc(str(exc))}</div>'
+    except Exception as exc:  # a chart saved by an older loom_nb that matplotlib cannot draw
+        said = f"could not be drawn ({type(exc).__name__}: {exc})"
+        return f'<div style="color:#555">[chart: {esc(chart.caption)}] {esc(said)}</div>'
     return (
         f'<img class="loom-chart-image" src="data:image/png;base64,{image}" '
         f'alt="{esc(chart.caption)}" style="max-width:100%;height:auto">'

@@ -253,3 +253,16 @@ def test_importing_charts_leaves_matplotlib_for_the_first_drawing():
     # the Chart value lives in the core (loom_nb.Chart); loom_nb.charts hands out the same class
     public = "KINDS Chart chart_tools True loom_nb loom_nb.charts False"
     assert out.stdout.split() == public.split()
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # matplotlib
+async def test_a_saved_chart_that_cannot_be_drawn_shows_its_caption_and_why(monkeypatch):
+    # a chart an older loom_nb saved with numbers no axis holds: the view still draws
+    from loom_nb.notebook._html import chart_html
+
+    monkeypatch.setattr("loom_nb.charts._spec.MAX_AXIS", float("inf"))
+    frame = pd.DataFrame({"x": [1.0, 2.0], "v": [1e308, -1e308]})
+    out = await draw(results(("c", "mine", frame)), result="c", kind="line", x="x", y="v")
+    shown = chart_html(out.chart)
+    assert shown.startswith('<div style="color:#555">[chart: line chart')
+    assert "could not be drawn (" in shown and "<img" not in shown
