@@ -149,6 +149,23 @@ def frame_outline(value: Any) -> tuple[Any, dict[str, Any] | None] | None:
     return labels, _counts.counts_of(value.get("attrs"))
 
 
+def encoded_outline(value: Any) -> dict[str, Any] | None:
+    """Of an encoded DataFrame, what :func:`frame_outline` reads (its labels, the counts in
+    its attrs), as an encoded DataFrame of no rows: a store keeps it beside the message, so
+    that an export reads a frame's outline without parsing its rows. None for anything
+    else."""
+    if not (isinstance(value, dict) and value.get(TAG) == "dataframe"):
+        return None
+    attrs = value.get("attrs")
+    found = attrs.get(_counts.ATTR) if isinstance(attrs, dict) else None
+    outline = {TAG: "dataframe", "labels": value["labels"]}
+    if "labels_dtype" in value:
+        outline["labels_dtype"] = value["labels_dtype"]
+    if found is not None:
+        outline["attrs"] = {_counts.ATTR: found}
+    return outline
+
+
 #: Dtypes of an Index whose labels are the texts written (no Index is made to read them).
 _TEXT_LABELS = frozenset({"object", "str", "string"})
 

@@ -275,6 +275,12 @@ def test_an_encoded_frames_columns_and_counts_read_alone_are_the_decoded_frames(
     labels, found = codec.frame_outline(stored) or ([], None)
     assert [str(c) for c in labels] == [str(c) for c in decode(stored).columns]
     assert found == counts_of(decode(stored)) == {"rows": len(df), "frame_rows": 50}
+    # what a store keeps beside the message (JSON, no rows) reads as the same outline
+    kept = json.loads(json.dumps(codec.encoded_outline(stored)))
+    assert "columns" not in kept
+    kept_labels, kept_found = codec.frame_outline(kept) or ([], None)
+    assert [str(c) for c in kept_labels] == [str(c) for c in labels] and kept_found == found
+    assert codec.encoded_outline({"not": "a frame"}) is None
     assert codec.frame_outline({"not": "a frame"}) is None
 
 

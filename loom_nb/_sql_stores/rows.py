@@ -30,6 +30,9 @@ def message_row(message: Message) -> tuple[str, str, str, str | None, str]:
     for part in out["parts"]:
         if "data" in part:  # keep the key (null) as a marker: this part has data
             data.append(part["data"])
+            outline = _codec.encoded_outline(part["data"])
+            if outline is not None:  # read without the rows (``ToolResult._frame_outline``)
+                part["outline"] = outline
             part["data"] = None
         else:
             data.append(None)
@@ -62,7 +65,8 @@ def row_message(text: str, data: str | None) -> Message:
         raw = _RawData(data)
         for i, part in enumerate(out["parts"]):
             if "data" in part:
-                message.parts[i] = ToolResult.stored(message.parts[i], raw, i)
+                outline = part.get("outline")  # none in rows an earlier loom_nb wrote
+                message.parts[i] = ToolResult.stored(message.parts[i], raw, i, outline)
     return message
 
 
@@ -100,7 +104,7 @@ class ToolResult(_ToolResult):
     """
 
     @classmethod
-    def stored(cls, part: Any, raw: _RawData, index: int) -> ToolResult:
+    def stored(cls, part: Any, raw: _RawData, index: int, outline: Any = None) -> ToolResult:
         result = cls(
             part.call_id,
             part.name,
@@ -112,7 +116,7 @@ class ToolResult(_ToolResult):
             part.rule,
         )
         result.__dict__["_data"] = _UNSET
-        result.__dict__["_raw"] = (raw, index)
+        result.__dict__["_raw"] = (raw, index, outline)
         return result
 
     @property  # type: ignore[override]
@@ -122,7 +126,7 @@ class ToolResult(_ToolResult):
             pending = self.__dict__.get("_raw")
             if pending is None:  # another thread decoded it meanwhile
                 return self.__dict__["_data"]
-            raw, index = pending
+            raw, index, _ = pending
             value = raw.decode(index)
             self.__dict__["_data"] = value
             self.__dict__.pop("_raw", None)
@@ -144,8 +148,8 @@ class ToolResult(_ToolResult):
         pending = self.__dict__.get("_raw")
         if pending is None:  # decoded already (or set)
             return super()._frame_outline()
-        raw: _RawData = pending[0]
-        return raw.outline(pending[1])
+        raw, index, outline = pending
+        return raw.outline(index) if outline is None else _codec.frame_outline(outline)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _ToolResult):

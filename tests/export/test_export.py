@@ -4,7 +4,9 @@ threads); ``test_export_kernel.py`` runs exported notebooks in fresh kernels."""
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +30,7 @@ from loom_nb import (
     define_agent,
     tool,
 )
-from loom_nb._export import _ipynb_text, thread_cells
+from loom_nb._export import _ipynb_text, _one_of_each_shape, thread_cells
 from loom_nb._messages import CallState
 from loom_nb.charts import chart_tools
 from loom_nb.frames import frame_tools
@@ -71,9 +73,35 @@ def test_a_stored_thread_exports_its_code_without_decoding_a_frame(
     assert len(undecoded) > 5
     cells = thread_cells(stored, agent.tools, mark_numbers=False).cells
     assert all("_raw" in r.__dict__ for r in undecoded)
+    # nor were the stored rows parsed: the outline is kept beside the message
+    assert all(r.__dict__["_raw"][0]._items is None for r in undecoded)
     decoded = agent.thread(thread_id)
     assert any(r.data is not None for r in decoded.tool_results())  # each one decoded
     assert thread_cells(decoded, agent.tools, mark_numbers=False).cells == cells
+
+
+def test_a_thread_saved_without_frame_outlines_exports_the_same_cells(tmp_path: Path) -> None:
+    # Rows an earlier loom_nb wrote keep no outline beside the message: the export reads the
+    # counts from the stored frames instead, and writes the same notebook.
+    path = tmp_path / "l.db"
+    agent = agent_for(script(2, calls=20), orders_frame(), sqlite_store(path))
+    thread_id = run_thread(agent).thread_id
+    cells = thread_cells(agent.thread(thread_id), agent.tools, mark_numbers=False).cells
+    agent.store.close()
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT thread_id, seq, json FROM loom_messages").fetchall()
+        stripped = 0
+        for thread, seq, text in rows:
+            message = json.loads(text)
+            for part in message["parts"]:
+                stripped += part.pop("outline", None) is not None
+            conn.execute(
+                "UPDATE loom_messages SET json = ? WHERE thread_id = ? AND seq = ?",
+                (json.dumps(message), thread, seq),
+            )
+    assert stripped > 5
+    again = agent_for(script(2, calls=20), orders_frame(), sqlite_store(path))
+    assert thread_cells(again.thread(thread_id), again.tools, mark_numbers=False).cells == cells
 
 
 def test_the_notebook_reads_like_the_conversation(tmp_path: Path) -> None:
@@ -270,7 +298,7 @@ assert "IPython" not in sys.modules and "ipywidgets" not in sys.modules
     assert 'result_1 = orders[(orders["total"] > 10)].head(10000)' in exported  # frame_rows
 
 
-def test_a_100_call_thread_is_validated_once_and_exports_every_call(
+def test_a_100_call_thread_is_validated_once_by_its_shapes_and_exports_every_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What kept a long export slow was nbformat checking each cell as it was made; the time
@@ -286,11 +314,30 @@ def test_a_100_call_thread_is_validated_once_and_exports_every_call(
 
     monkeypatch.setattr(nbformat, "validate", counted)
     path = agent.export(thread_id, tmp_path / "t.ipynb")
-    assert [n for n in checked if n] == [len(nbformat.read(path, as_version=4).cells)]
+    # once, and one cell of each shape (markdown, code): the others differ only in their text
+    assert [n for n in checked if n] == [2]
+    monkeypatch.undo()
     nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)  # the file as a whole
+    assert len(nb.cells) > 100
     sources = "\n".join(c.source for c in nb.cells)
     results = set(re.findall(r"^result_\d+ = ", sources, re.M))
     assert len(results) >= len(agent.thread(thread_id).frames) > 50  # each frame has its code
+
+
+def test_a_cell_unlike_the_others_is_among_those_validated() -> None:
+    # The cells validated stand for all: a cell of another shape (an id nbformat refuses, a
+    # key its schema has not) is validated itself, and the notebook is refused.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"x = {i}") for i in range(50)]
+    bad_id, extra_key = nbformat.v4.new_code_cell("y"), nbformat.v4.new_markdown_cell("z")
+    bad_id.id, extra_key.stray = "not an id!", 1
+    for odd in (bad_id, extra_key):
+        with_odd = nbformat.from_dict({**nb, "cells": [*nb.cells[:20], odd, *nb.cells[20:]]})
+        with pytest.raises(nbformat.ValidationError):
+            nbformat.validate(_one_of_each_shape(with_odd))
+    assert len(_one_of_each_shape(nb).cells) == 1
+    nbformat.validate(_one_of_each_shape(nb))
 
 
 def test_an_ipynb_export_is_the_text_nbformat_writes_for_it(tmp_path: Path) -> None:
