@@ -334,7 +334,7 @@ def _notebook(exported: Exported, thread: Thread, fmt: str | None) -> Any:
     nbformat = _nbformat()
     nb = nbformat.v4.new_notebook()
     # The cells as nbformat.v4's new_*_cell make them, without validating each one: the
-    # whole notebook is validated once, when it is written.
+    # notebook is validated once, when it is written (``_one_of_each_shape``).
     ids = _cell_ids(len(exported.cells))
     nb.cells = [_cell(nbformat, c, i) for c, i in zip(exported.cells, ids, strict=True)]
     nb.metadata["kernelspec"] = {  # as ipykernel's own, which JupyterLab would write back

@@ -4,7 +4,8 @@ the thread's own row, and the pending calls it keeps as one JSON list.
 A message row keeps the message's JSON form with the structured data of its tool results cut
 out into a column of its own. Loading a thread parses the light part only; each tool result's
 data (a DataFrame, usually) is decoded the first time it is read, so opening a thread of
-thousands of messages does not build a thousand DataFrames.
+thousands of messages does not build a thousand DataFrames. A DataFrame's outline (its labels
+and counts) stays in the light part, so an export of the thread parses none of the data.
 """
 
 from __future__ import annotations
