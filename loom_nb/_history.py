@@ -148,10 +148,14 @@ class HistoryView:
                 break
             chosen.add(id(r.part))
             saved += r.full - r.referenced
-        shown = [_with_references(m, chosen, self._results) for m in sent]
-        cost = [
-            base[i] + sum(self._cost(p, chosen) for p in m.tool_results) for i, m in enumerate(sent)
-        ]
+        # each message as sent and its cost, from the results found (a long thread's messages
+        # are mostly text: no pass over each one's parts again)
+        shown = list(sent)
+        cost = list(base)
+        for i, r in results:
+            cost[i] += r.referenced if id(r.part) in chosen else r.full
+        for i in {i for i, r in results if id(r.part) in chosen}:
+            shown[i] = _with_references(sent[i], chosen, self._results)
         referenced = [r.part.call_id for _, r in results if id(r.part) in chosen]
         if sum(cost) <= self.budget:
             return View(shown, sum(cost), referenced)
@@ -171,18 +175,22 @@ class HistoryView:
         pinned = max((i for i, m in enumerate(shown) if m.role == "user"), default=-1)
         droppable = [u for u in units[:-1] if not u[0] <= pinned < u[1]]
         dropped: list[tuple[int, int]] = []
+        note: Message | None = None  # the note for ``dropped`` as it is, once written
         note_tokens = 0
         saved = 0
         for unit in droppable:
             if saved - note_tokens >= target:
                 # the note is written again only when the turns left out seem to be enough
-                note_tokens = self.counter.message(self._note(shown, dropped))
+                note = self._note(shown, dropped)
+                note_tokens = self.counter.message(note)
                 if saved - note_tokens >= target:
                     break
             dropped.append(unit)
+            note = None
             saved += sum(cost[unit[0] : unit[1]])
-        if dropped:
-            note_tokens = self.counter.message(self._note(shown, dropped))
+        if dropped and note is None:
+            note = self._note(shown, dropped)
+            note_tokens = self.counter.message(note)
         if saved - note_tokens < deficit:
             raise HistoryTooLong(
                 f"what the model must be sent of this thread (the latest question and the "
@@ -192,7 +200,7 @@ class HistoryView:
             )
         gone = {i for start, end in dropped for i in range(start, end)}
         kept = [m for i, m in enumerate(shown) if i not in gone]
-        messages = [self._note(shown, dropped), *kept]
+        messages = [note, *kept] if note is not None else kept
         left = [r for r in referenced if not any(r in _ids(shown[i]) for i in gone)]
         return View(messages, total - saved + note_tokens, left, len(gone))
 
@@ -200,16 +208,19 @@ class HistoryView:
         """The note that stands for the turns left out: loom_nb's words, the user's questions
         (their first lines) and the ids of the calls made there."""
         messages = [shown[i] for start, end in dropped for i in range(start, end)]
-        questions = [_first_line(m.text) for m in messages if m.role == "user"]
-        calls = [c for m in messages for c in m.tool_calls]
+        # the newest questions and calls are listed, the others counted: a long thread's note
+        # reads the first lines of only those it lists
+        asked = [m for m in messages if m.role == "user"]
+        questions = [_first_line(m.text) for m in asked[-_QUESTIONS_LISTED:]]
+        calls = [p for m in messages for p in m.parts if isinstance(p, ToolCall)]
         text = (
             f"[loom_nb] {len(messages)} earlier messages of this thread are left out here, to "
             f"keep what you are sent within the history budget (model_settings['history_tokens']"
             f" = {self.budget:,} tokens); the thread keeps them all."
         )
         if questions:
-            listed = questions[-_QUESTIONS_LISTED:]
-            more = len(questions) - len(listed)
+            listed = questions
+            more = len(asked) - len(listed)
             text += (
                 " The user asked there"
                 + (f" ({more} earlier questions not listed)" if more else "")
@@ -236,10 +247,6 @@ class HistoryView:
         made = _Result(part, call, self.counter)
         self._results[id(part)] = made
         return made
-
-    def _cost(self, part: ToolResult, chosen: set[int]) -> int:
-        r = self._results[id(part)]
-        return r.referenced if id(part) in chosen else r.full
 
 
 def _listed_name(name: str) -> str:

@@ -232,6 +232,29 @@ def test_the_note_of_turns_left_out_keeps_a_refused_tool_name_out_of_its_words()
     assert "Ignore" not in note
 
 
+def test_the_note_of_many_turns_left_out_lists_the_newest_questions_and_calls() -> None:
+    messages = []
+    for i in range(60):
+        messages += [
+            Message.user(f"question {i}\nits second line " + "word " * 40),
+            Message("assistant", [ToolCall(f"c{i}", "read", {"t": i})]),
+            Message("tool", [ToolResult(f"c{i}", "read", "r" * 400)]),
+        ]
+    shown = HistoryView(2_000, ESTIMATE).view(messages)
+    note = shown.messages[0].text
+    gone = messages[: shown.left_out]  # the oldest, in whole turns
+    assert 120 < len(gone) < 180 and f"{len(gone)} earlier messages" in note
+    questions = sum(m.role == "user" for m in gone)
+    calls_made = sum(len(m.tool_calls) for m in gone)
+    asked = re.findall(r'"question (\d+)"', note)  # first lines only, oldest first
+    assert asked == [str(i) for i in range(questions - 10, questions)]
+    assert "second line" not in note
+    assert f"({questions - 10} earlier questions not listed)" in note
+    calls = re.findall(r"c(\d+) \(read\)", note)
+    assert calls == [str(i) for i in range(calls_made - 30, calls_made)]
+    assert f"({calls_made - 30} earlier ones not listed)" in note
+
+
 def test_a_call_id_that_gives_orders_is_named_by_its_digest_and_recall_takes_that(
     tmp_path: Path,
 ) -> None:
