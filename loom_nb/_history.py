@@ -200,7 +200,8 @@ class HistoryView:
             )
         gone = {i for start, end in dropped for i in range(start, end)}
         kept = [m for i, m in enumerate(shown) if i not in gone]
-        messages = [note, *kept] if note is not None else kept
+        assert note is not None  # something was left out, or HistoryTooLong was raised
+        messages = [note, *kept]
         left = [r for r in referenced if not any(r in _ids(shown[i]) for i in gone)]
         return View(messages, total - saved + note_tokens, left, len(gone))
 
@@ -219,13 +220,12 @@ class HistoryView:
             f" = {self.budget:,} tokens); the thread keeps them all."
         )
         if questions:
-            listed = questions
-            more = len(asked) - len(listed)
+            more = len(asked) - len(questions)
             text += (
                 " The user asked there"
                 + (f" ({more} earlier questions not listed)" if more else "")
                 + ": "
-                + "; ".join(json.dumps(q, ensure_ascii=False) for q in listed)
+                + "; ".join(json.dumps(q, ensure_ascii=False) for q in questions)
                 + "."
             )
         if calls:
